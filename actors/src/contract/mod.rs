@@ -1,0 +1,1 @@
+//! Host contract; filled in by its own change.

@@ -1,0 +1,62 @@
+//! Identifier newtypes. Each is a client- or runtime-chosen string of 1..=64
+//! characters; the newtype keeps a session id from being passed where a call id
+//! belongs.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The longest id a client may choose (runtime.md, "The message body").
+pub const MAX_ID_CHARS: usize = 64;
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Wraps a string the caller has already checked (or generated).
+            pub fn new(value: impl Into<String>) -> Self {
+                Self(value.into())
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+string_id!(
+    /// A conversation, named by the client.
+    SessionId
+);
+string_id!(
+    /// One message of a session's tree: the client's id for user messages,
+    /// a runtime-made one for assistant messages.
+    MessageId
+);
+string_id!(
+    /// One tool call, as named by the model (or the runtime when a model gives none).
+    ToolCallId
+);
+
+/// Whether `value` is an acceptable client-chosen id.
+pub fn is_valid_id(value: &str) -> bool {
+    let n_chars = value.chars().count();
+    (1..=MAX_ID_CHARS).contains(&n_chars)
+}

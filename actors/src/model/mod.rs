@@ -1,0 +1,223 @@
+//! Model adapters: one provider-neutral request/stream interface (`ModelClient`)
+//! and its implementations. The turn engine builds a `ModelRequest` from the
+//! session's path and reads back a stream of `ModelEvent`s; adapters translate
+//! to and from each provider's wire format and nothing else: they never see
+//! sessions, host contexts or tool registries.
+
+pub mod echo;
+pub mod openai;
+pub mod anthropic;
+pub mod sse;
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures_util::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `provider:name`, e.g. `openai:gpt-4o-mini`, `anthropic:claude-sonnet-4-5`, `builtin:echo`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ModelId {
+    pub provider: String,
+    pub name: String,
+}
+
+impl ModelId {
+    /// Parses `provider:name`; both halves must be non-empty.
+    pub fn parse(value: &str) -> Option<ModelId> {
+        let (provider, name) = value.split_once(':')?;
+        if provider.is_empty() || name.is_empty() {
+            return None;
+        }
+        Some(ModelId { provider: provider.to_string(), name: name.to_string() })
+    }
+}
+
+impl fmt::Display for ModelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.provider, self.name)
+    }
+}
+
+/// Everything one model request needs. Built fresh for every request of a
+/// turn from stored messages, so the same history gives the same bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelRequest {
+    pub model: ModelId,
+    /// Stable for a session: changes only when configuration changes.
+    pub system: String,
+    pub messages: Vec<ChatItem>,
+    pub tools: Vec<ToolSpec>,
+    pub settings: ModelSettings,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelSettings {
+    pub temperature: Option<f64>,
+    /// Tokens the model may spend thinking; `None` or 0 disables thinking.
+    pub thinking_budget: Option<u32>,
+    pub max_output_tokens: Option<u32>,
+}
+
+/// A tool offered to the model: name, description and a JSON schema (type object).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// One entry of the provider-neutral transcript.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChatItem {
+    /// A user turn: the `<host_context>` block (as text), the user's text,
+    /// reference attachments, a continuation's trailing context, steering text.
+    User(Vec<ContentPart>),
+    /// One model response, in the order the model produced it.
+    Assistant(Vec<AssistantPart>),
+    /// The result of one tool call, answering an `AssistantPart::ToolCall` by id.
+    ToolResult(ToolResultItem),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolResultItem {
+    pub call_id: String,
+    pub tool_name: String,
+    /// Usually one text part (the JSON result as text); `look_at_screen` adds an image.
+    pub content: Vec<ContentPart>,
+    pub is_error: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum AssistantPart {
+    Thinking {
+        text: String,
+        /// Provider signature that must be replayed with the thinking (Anthropic).
+        signature: Option<String>,
+    },
+    Text(String),
+    ToolCall {
+        id: String,
+        name: String,
+        /// The arguments as the model sent them (normally a JSON object).
+        arguments: Value,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentPart {
+    Text(String),
+    Image(MediaSource),
+    Document { source: MediaSource, name: Option<String> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum MediaSource {
+    /// Base64 data with its media type, from a `data:` URI.
+    Base64 { media_type: String, data: String },
+    Url(String),
+}
+
+impl MediaSource {
+    /// Splits `data:<media_type>;base64,<data>`; `None` if it is not that shape.
+    pub fn from_data_uri(uri: &str) -> Option<MediaSource> {
+        let rest = uri.strip_prefix("data:")?;
+        let (meta, data) = rest.split_once(',')?;
+        let media_type = meta.strip_suffix(";base64")?;
+        Some(MediaSource::Base64 { media_type: media_type.to_string(), data: data.to_string() })
+    }
+
+    pub fn to_data_uri(&self) -> String {
+        match self {
+            MediaSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
+            MediaSource::Url(url) => url.clone(),
+        }
+    }
+}
+
+/// What a model stream yields, in order. Text and thinking arrive as deltas;
+/// a tool call arrives whole once its arguments are complete.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelEvent {
+    ThinkingDelta(String),
+    /// Signature closing the current thinking block (Anthropic).
+    ThinkingSignature(String),
+    TextDelta(String),
+    ToolCall {
+        id: String,
+        name: String,
+        /// Raw argument text; the turn engine parses and schema-checks it.
+        arguments: String,
+    },
+    /// Token counts for this request; may arrive once, at the end.
+    Usage(TokenUsage),
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+/// Why a provider request failed, in the runtime's `error_type` words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelErrorKind {
+    RateLimit,
+    ProviderAuth,
+    ProviderClientError,
+    ProviderError,
+    Timeout,
+    ConnectionError,
+}
+
+impl ModelErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelErrorKind::RateLimit => "rate_limit",
+            ModelErrorKind::ProviderAuth => "provider_auth",
+            ModelErrorKind::ProviderClientError => "provider_client_error",
+            ModelErrorKind::ProviderError => "provider_error",
+            ModelErrorKind::Timeout => "timeout",
+            ModelErrorKind::ConnectionError => "connection_error",
+        }
+    }
+
+    /// Whether the same request may succeed if sent again later.
+    pub fn retry_allowed(self) -> bool {
+        matches!(
+            self,
+            ModelErrorKind::RateLimit
+                | ModelErrorKind::ProviderError
+                | ModelErrorKind::Timeout
+                | ModelErrorKind::ConnectionError
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelError {
+    pub kind: ModelErrorKind,
+    pub message: String,
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
+
+/// A model provider. `stream` starts one request; dropping the stream cancels it.
+pub trait ModelClient: Send + Sync {
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+}
+
+pub type SharedModelClient = Arc<dyn ModelClient>;
