@@ -1,1 +1,29 @@
-//! Host contract; filled in by its own change.
+//! The host contract (host-contract.md, runtime.md "The message body"): the
+//! wire JSON a host sends, parsed once at the door into typed values. Nothing
+//! past this module reads contract JSON; it knows no transport or status code.
+//!
+//! - `error`: `ValidationError`, a field path and a reason.
+//! - `keys`: contract key spelling (snake_case or camelCase) and unknown fields.
+//! - `host_context`, `attachment`: the context and its attachments.
+//! - `body`: the message body; `join`: the join and cancel payloads.
+//! - `cases`: the shared table of invalid bodies, for unit and black-box tests.
+
+pub mod attachment;
+pub mod body;
+#[doc(hidden)]
+pub mod cases;
+pub mod error;
+pub mod host_context;
+pub mod join;
+mod keys;
+
+pub use attachment::{
+    Attachment, AttachmentKind, AttachmentPurpose, AttachmentSource, MAX_ATTACHMENT_CONTENT_CHARS,
+};
+pub use body::{ChatRequest, Continuation, MessageType, OutputMode, RequestConfig, ToolOutcome};
+pub use error::ValidationError;
+pub use host_context::{
+    is_valid_action_name, HostAction, HostContext, HostInfo, HostKind, NavigationTarget, View,
+    MAX_ACTIONS, MAX_ATTACHMENTS, MAX_CONTEXT_JSON_CHARS, MAX_NAVIGATION_TARGETS,
+};
+pub use join::{CancelRequest, JoinRequest};

@@ -1,0 +1,503 @@
+//! `host_context`: what an application tells the runtime about itself for a
+//! turn (host-contract.md). `HostContext::parse` is the only way in from the
+//! wire; the stored, canonical form is `to_value` (snake_case). Keys inside
+//! view.data, view.state, background, extensions and action parameters are
+//! the host's own and are passed through untouched, in the order sent.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::attachment::Attachment;
+use super::error::ValidationError;
+use super::keys::{child_path, index_path, quoted, Fields};
+
+/// At most this many `navigation` targets per context.
+pub const MAX_NAVIGATION_TARGETS: usize = 50;
+/// At most this many `actions` per context.
+pub const MAX_ACTIONS: usize = 32;
+/// At most this many attachments per context, and per message.
+pub const MAX_ATTACHMENTS: usize = 16;
+/// view.data + view.state + extensions, serialised as compact JSON, together.
+pub const MAX_CONTEXT_JSON_CHARS: usize = 32_000;
+/// The longest action name (tool-name rules).
+pub const MAX_ACTION_NAME_CHARS: usize = 64;
+
+/// A validated host context.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostContext {
+    /// Always `SUPPORTED_VERSION` once parsed.
+    #[serde(default = "supported_version")]
+    pub version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostInfo>,
+    /// What is on screen; a service or worker may have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<View>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub navigation: Vec<NavigationTarget>,
+    /// Host tools for the turns that carry this context; names are unique.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<HostAction>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+    /// Host name → `{"state"?: string, "summary"?: any}`, in the order sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<Map<String, Value>>,
+    /// Shown to the model as given; never interpreted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_at: Option<String>,
+    /// Opaque host data, shown to the model as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Map<String, Value>>,
+}
+
+/// Descriptive metadata about the host; rendered, never trusted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<HostKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostKind {
+    Browser,
+    Mobile,
+    Desktop,
+    Terminal,
+    Service,
+    Other,
+}
+
+impl HostKind {
+    /// The wire word: `browser`, `mobile`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostKind::Browser => "browser",
+            HostKind::Mobile => "mobile",
+            HostKind::Desktop => "desktop",
+            HostKind::Terminal => "terminal",
+            HostKind::Service => "service",
+            HostKind::Other => "other",
+        }
+    }
+}
+
+/// What is on screen.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct View {
+    /// Non-empty; also selects the page's tool scope.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Curated content, host-owned JSON; rendered as key-value pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// Selection, filters, workflow state; host-owned JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+}
+
+/// A place the host can go.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NavigationTarget {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// An action the host performs when the model calls it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostAction {
+    /// `^[A-Za-z0-9_-]{1,64}$`.
+    pub name: String,
+    /// Non-empty.
+    pub description: String,
+    /// A JSON schema of type object that valico compiles; host-owned keys.
+    pub parameters: Value,
+}
+
+const FIELDS: &[&str] = &[
+    "version",
+    "host",
+    "view",
+    "navigation",
+    "actions",
+    "attachments",
+    "background",
+    "captured_at",
+    "extensions",
+];
+const ALIASES: &[(&str, &str)] = &[("page", "view")];
+const HOST_FIELDS: &[&str] = &["name", "kind", "version"];
+const VIEW_FIELDS: &[&str] = &["name", "description", "data", "state"];
+const NAVIGATION_FIELDS: &[&str] = &["name", "description"];
+const ACTION_FIELDS: &[&str] = &["name", "description", "parameters"];
+const BACKGROUND_FIELDS: &[&str] = &["state", "summary"];
+
+const HOST_KINDS: &[(&str, HostKind)] = &[
+    ("browser", HostKind::Browser),
+    ("mobile", HostKind::Mobile),
+    ("desktop", HostKind::Desktop),
+    ("terminal", HostKind::Terminal),
+    ("service", HostKind::Service),
+    ("other", HostKind::Other),
+];
+
+impl HostContext {
+    pub const SUPPORTED_VERSION: u32 = 1;
+
+    /// Validates the wire form (camelCase or snake_case keys) at `path`
+    /// (normally "host_context"). A missing `version` reads as 1: clients
+    /// "should send" it, and version 1 is the only one there is.
+    pub fn parse(value: &Value, path: &str) -> Result<HostContext, ValidationError> {
+        let fields = Fields::read_with_aliases(value, path, FIELDS, ALIASES)?;
+        let version = parse_version(&fields)?;
+        let host = match fields.value("host") {
+            Some(host) => Some(parse_host(host, &fields.path("host"))?),
+            None => None,
+        };
+        let view = match fields.value("view") {
+            Some(view) => Some(parse_view(view, &fields.path("view"))?),
+            None => None,
+        };
+        let navigation_path = fields.path("navigation");
+        let navigation = fields
+            .array("navigation", MAX_NAVIGATION_TARGETS)?
+            .iter()
+            .enumerate()
+            .map(|(i, target)| parse_navigation(target, &index_path(&navigation_path, i)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let actions = parse_actions(&fields)?;
+        let attachments_path = fields.path("attachments");
+        let attachments = fields
+            .array("attachments", MAX_ATTACHMENTS)?
+            .iter()
+            .enumerate()
+            .map(|(i, attachment)| Attachment::parse(attachment, &index_path(&attachments_path, i)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let background = match fields.object("background")? {
+            Some(background) => Some(parse_background(background, &fields.path("background"))?),
+            None => None,
+        };
+        let captured_at = fields.string("captured_at")?;
+        let extensions = fields.object("extensions")?.cloned();
+        let context = HostContext {
+            version,
+            host,
+            view,
+            navigation,
+            actions,
+            attachments,
+            background,
+            captured_at,
+            extensions,
+        };
+        context.check_json_size(path)?;
+        Ok(context)
+    }
+
+    /// Canonical snake_case JSON (what is stored); `parse(&ctx.to_value(), ..)`
+    /// round-trips to an equal value.
+    pub fn to_value(&self) -> Value {
+        // Cannot fail: every key is a string and every value plain JSON.
+        serde_json::to_value(self).expect("a host context always serialises")
+    }
+
+    /// The action named `name`, if this context declares one.
+    pub fn action(&self, name: &str) -> Option<&HostAction> {
+        self.actions.iter().find(|action| action.name == name)
+    }
+
+    fn check_json_size(&self, path: &str) -> Result<(), ValidationError> {
+        let view = self.view.as_ref();
+        let parts = [
+            view.and_then(|view| view.data.clone()),
+            view.and_then(|view| view.state.clone()),
+            self.extensions.clone().map(Value::Object),
+        ];
+        let n_chars: usize = parts
+            .iter()
+            .flatten()
+            .map(|part| {
+                serde_json::to_string(part)
+                    .map(|json| json.chars().count())
+                    .unwrap_or(0)
+            })
+            .sum();
+        if n_chars > MAX_CONTEXT_JSON_CHARS {
+            return Err(ValidationError::new(
+                path,
+                format!(
+                    "view.data, view.state and extensions are {n_chars} characters of JSON together; the limit is {MAX_CONTEXT_JSON_CHARS}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` follows the tool-name rules: `^[A-Za-z0-9_-]{1,64}$`.
+pub fn is_valid_action_name(name: &str) -> bool {
+    (1..=MAX_ACTION_NAME_CHARS).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn supported_version() -> u32 {
+    HostContext::SUPPORTED_VERSION
+}
+
+fn parse_version(fields: &Fields<'_>) -> Result<u32, ValidationError> {
+    let Some(version) = fields.value("version") else {
+        return Ok(HostContext::SUPPORTED_VERSION);
+    };
+    let supported = HostContext::SUPPORTED_VERSION;
+    match version.as_u64() {
+        Some(number) if number == u64::from(supported) => Ok(supported),
+        Some(number) => Err(fields.error(
+            "version",
+            format!("unsupported version {number}; this runtime speaks version {supported}"),
+        )),
+        None => Err(fields.error(
+            "version",
+            format!("expected an integer; this runtime speaks version {supported}"),
+        )),
+    }
+}
+
+fn parse_host(value: &Value, path: &str) -> Result<HostInfo, ValidationError> {
+    let fields = Fields::read(value, path, HOST_FIELDS)?;
+    Ok(HostInfo {
+        name: fields.string("name")?,
+        kind: fields.one_of("kind", HOST_KINDS)?,
+        version: fields.string("version")?,
+    })
+}
+
+fn parse_view(value: &Value, path: &str) -> Result<View, ValidationError> {
+    let fields = Fields::read(value, path, VIEW_FIELDS)?;
+    Ok(View {
+        name: fields.required_non_empty_str("name")?.to_string(),
+        description: fields.string("description")?,
+        data: fields.value("data").cloned(),
+        state: fields.value("state").cloned(),
+    })
+}
+
+fn parse_navigation(value: &Value, path: &str) -> Result<NavigationTarget, ValidationError> {
+    let fields = Fields::read(value, path, NAVIGATION_FIELDS)?;
+    Ok(NavigationTarget {
+        name: fields.required_non_empty_str("name")?.to_string(),
+        description: fields.string("description")?,
+    })
+}
+
+fn parse_actions(fields: &Fields<'_>) -> Result<Vec<HostAction>, ValidationError> {
+    let actions_path = fields.path("actions");
+    let mut actions: Vec<HostAction> = Vec::new();
+    for (i, value) in fields.array("actions", MAX_ACTIONS)?.iter().enumerate() {
+        let action = parse_action(value, &index_path(&actions_path, i))?;
+        if actions.iter().any(|earlier| earlier.name == action.name) {
+            return Err(ValidationError::new(
+                child_path(&index_path(&actions_path, i), "name"),
+                format!("duplicate action name {}", quoted(&action.name)),
+            ));
+        }
+        actions.push(action);
+    }
+    Ok(actions)
+}
+
+fn parse_action(value: &Value, path: &str) -> Result<HostAction, ValidationError> {
+    let fields = Fields::read(value, path, ACTION_FIELDS)?;
+    let name = fields.required_str("name")?;
+    if !is_valid_action_name(name) {
+        return Err(fields.error(
+            "name",
+            format!(
+                "{} must be 1 to {MAX_ACTION_NAME_CHARS} of A-Z, a-z, 0-9, _ and -",
+                quoted(name)
+            ),
+        ));
+    }
+    let description = fields.required_non_empty_str("description")?;
+    let Some(parameters) = fields.value("parameters") else {
+        return Err(fields.error("parameters", "is required"));
+    };
+    check_parameters(parameters).map_err(|message| fields.error("parameters", message))?;
+    Ok(HostAction {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters: parameters.clone(),
+    })
+}
+
+/// An action's parameters: a JSON schema object of `"type": "object"` that compiles.
+fn check_parameters(parameters: &Value) -> Result<(), String> {
+    let Some(schema) = parameters.as_object() else {
+        return Err("expected a JSON schema object".to_string());
+    };
+    if schema.get("type") != Some(&Value::String("object".to_string())) {
+        return Err("must be a JSON schema with \"type\": \"object\"".to_string());
+    }
+    let mut scope = valico::json_schema::Scope::new();
+    if let Err(err) = scope.compile_and_return(parameters.clone(), false) {
+        return Err(format!("not a valid JSON schema: {err}"));
+    }
+    Ok(())
+}
+
+/// `{name: {"state"?, "summary"?}}`: names are the host's, the inner keys the contract's.
+fn parse_background(
+    background: &Map<String, Value>,
+    path: &str,
+) -> Result<Map<String, Value>, ValidationError> {
+    let mut parsed = Map::with_capacity(background.len());
+    for (name, entry) in background {
+        let fields = Fields::read(entry, &child_path(path, name), BACKGROUND_FIELDS)?;
+        let mut canonical = Map::new();
+        if let Some(state) = fields.str("state")? {
+            canonical.insert("state".to_string(), Value::String(state.to_string()));
+        }
+        if let Some(summary) = fields.value("summary") {
+            canonical.insert("summary".to_string(), summary.clone());
+        }
+        parsed.insert(name.clone(), Value::Object(canonical));
+    }
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec_example() -> Value {
+        json!({
+            "version": 1,
+            "host": {"name": "web-dashboard", "kind": "browser", "version": "2.1"},
+            "view": {
+                "name": "tasks",
+                "description": "The issue list, filtered to open bugs.",
+                "data": {"issues": [{"number": 42, "title": "Fix login"}]},
+                "state": {"filters": {"label": "bug"}}
+            },
+            "navigation": [{"name": "agents", "description": "Running agents"}],
+            "actions": [{
+                "name": "select_issue",
+                "description": "Select an issue in the list.",
+                "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}
+            }],
+            "attachments": [{"kind": "image", "purpose": "screenshot", "data_uri": "data:image/png;base64,AAAA"}],
+            "background": {"agents": {"state": "idle", "summary": {"count": 3}}},
+            "captured_at": "2026-09-05T10:00:00Z",
+            "extensions": {"tenant": "acme"}
+        })
+    }
+
+    #[test]
+    fn the_spec_example_is_its_own_canonical_form() {
+        let context = HostContext::parse(&spec_example(), "host_context").unwrap();
+        assert_eq!(context.to_value(), spec_example());
+    }
+
+    #[test]
+    fn to_value_parses_back_to_an_equal_context() {
+        let context = HostContext::parse(&spec_example(), "host_context").unwrap();
+        assert_eq!(
+            HostContext::parse(&context.to_value(), "host_context").unwrap(),
+            context
+        );
+        let stored: HostContext = serde_json::from_value(context.to_value()).unwrap();
+        assert_eq!(stored, context);
+    }
+
+    #[test]
+    fn camel_case_contract_keys_are_normalised_and_page_means_view() {
+        let wire = json!({"capturedAt": "now", "page": {"name": "scene"}});
+        let context = HostContext::parse(&wire, "host_context").unwrap();
+        assert_eq!(
+            context.to_value(),
+            json!({"version": 1, "view": {"name": "scene"}, "captured_at": "now"})
+        );
+    }
+
+    #[test]
+    fn host_owned_keys_keep_their_spelling_and_order() {
+        let wire = json!({
+            "view": {"name": "v", "data": {"someKey": 1, "another_key": 2, "aKey": 3}, "state": {"zKey": {"innerKey": true}}},
+            "extensions": {"tenantId": "acme", "a_b": 1},
+            "background": {"agentsPanel": {"state": "idle", "summary": {"runCount": 3}}},
+            "actions": [{"name": "a", "description": "d", "parameters": {"type": "object", "properties": {"camelArg": {"type": "string"}}}}]
+        });
+        let stored = HostContext::parse(&wire, "host_context")
+            .unwrap()
+            .to_value();
+        assert_eq!(
+            serde_json::to_string(&stored["view"]["data"]).unwrap(),
+            r#"{"someKey":1,"another_key":2,"aKey":3}"#
+        );
+        assert_eq!(stored["view"]["state"], wire["view"]["state"]);
+        assert_eq!(
+            serde_json::to_string(&stored["extensions"]).unwrap(),
+            r#"{"tenantId":"acme","a_b":1}"#
+        );
+        assert_eq!(stored["background"], wire["background"]);
+        assert_eq!(
+            stored["actions"][0]["parameters"],
+            wire["actions"][0]["parameters"]
+        );
+    }
+
+    #[test]
+    fn missing_version_reads_as_version_one() {
+        let context = HostContext::parse(&json!({}), "host_context").unwrap();
+        assert_eq!(context.version, 1);
+    }
+
+    #[test]
+    fn another_version_names_the_supported_one() {
+        let err = HostContext::parse(&json!({"version": 2}), "host_context").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "host_context.version: unsupported version 2; this runtime speaks version 1"
+        );
+    }
+
+    #[test]
+    fn context_json_of_exactly_the_limit_is_accepted() {
+        // {"k":"…"} is 8 characters around the string.
+        let filler = "x".repeat(MAX_CONTEXT_JSON_CHARS - 8);
+        let wire = json!({"extensions": {"k": filler}});
+        assert!(HostContext::parse(&wire, "host_context").is_ok());
+        let filler = "x".repeat(MAX_CONTEXT_JSON_CHARS - 7);
+        let wire = json!({"extensions": {"k": filler}});
+        assert!(HostContext::parse(&wire, "host_context").is_err());
+    }
+
+    #[test]
+    fn action_names_follow_the_tool_name_rules() {
+        assert!(is_valid_action_name("select_issue-2"));
+        assert!(is_valid_action_name(&"a".repeat(64)));
+        assert!(!is_valid_action_name(&"a".repeat(65)));
+        assert!(!is_valid_action_name(""));
+        assert!(!is_valid_action_name("has space"));
+        assert!(!is_valid_action_name("dot.name"));
+        assert!(!is_valid_action_name("ünïcode"));
+    }
+
+    #[test]
+    fn a_context_without_view_is_fine() {
+        let wire = json!({"version": 1, "host": {"kind": "service"}, "extensions": {"a": 1}});
+        let context = HostContext::parse(&wire, "host_context").unwrap();
+        assert!(context.view.is_none());
+        assert_eq!(context.host.unwrap().kind, Some(HostKind::Service));
+    }
+}
