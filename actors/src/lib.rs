@@ -14,3 +14,4 @@
 pub mod contract;
 pub mod ids;
 pub mod model;
+pub mod prompt;
