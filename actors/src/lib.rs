@@ -1,17 +1,25 @@
-//! assistant-runtime core: everything about sessions, turns, the host contract,
-//! models, tools and storage, with no knowledge of HTTP, Socket.IO or AG-UI.
+//! assistant-runtime core: sessions, turns, the host contract, models, tools
+//! and storage, with no knowledge of HTTP, Socket.IO or AG-UI.
 //!
 //! Layout:
 //! - `ids`: identifier newtypes.
 //! - `contract`: the host contract (host_context, attachments, message body): parse and validate.
 //! - `prompt`: the system prompt and the rendered `<host_context>` block.
-//! - `model`: the provider-neutral model interface and its adapters (echo, OpenAI, Anthropic).
-//! - `tools`: backend tools, host tools, the registry and schema checks.
-//! - `session`: the session actor, its messages and registry.
+//! - `conversation`: stored messages, the tree, and the transcript the model reads.
+//! - `model`: the provider-neutral model interface, the catalog, and adapters (echo, OpenAI, Anthropic).
+//! - `tools`: backend tools, host tools, the per-turn tool set and schema checks.
 //! - `turn`: the model loop of one turn.
+//! - `session`: the session actor, its registry and the `Runtime` handle.
+//! - `events`: what a turn emits, for the transports to encode.
 //! - `store`: the store trait with memory and Postgres implementations.
 
 pub mod contract;
+pub mod conversation;
+pub mod events;
 pub mod ids;
 pub mod model;
 pub mod prompt;
+pub mod session;
+pub mod store;
+pub mod tools;
+pub mod turn;

@@ -1,1 +1,329 @@
-//! Placeholder; filled in by its own change.
+//! `builtin:echo`: a deterministic, offline model that speaks through the same
+//! `ModelClient` stream as the network providers, so every path of a turn
+//! (deltas, thinking, backend and host tool calls, slow replies, provider
+//! errors) can be driven without an API key.
+//!
+//! It reads the newest user text of the request, one command per line:
+//! - `say <text>`: reply with that text; `think <text>`: think it first;
+//! - `call <tool> <json>`: call a tool (several lines, several calls in one response);
+//! - `hold`: call the `hold` decision tool;
+//! - `slow <ms>`: wait that long before each delta (for cancellation);
+//! - `fail <error_type>`: fail the request as a provider would (`rate_limit`, `timeout`, ...).
+//!
+//! Any other text is echoed back as `Echo: <text>`. After tool results it
+//! answers `Tool results: <name> → <output>; ...` instead of reading commands.
+
+use std::time::Duration;
+
+use futures_util::stream::{self, StreamExt};
+
+use super::{
+    ChatItem, ContentPart, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
+    ModelStream, TokenUsage,
+};
+
+/// The longest `slow` a request may ask for, so a typo cannot stall a turn for hours.
+const MAX_DELAY: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug, Default)]
+pub struct EchoModel;
+
+/// One step of a scripted reply.
+#[derive(Clone, Debug, PartialEq)]
+enum Step {
+    Event(ModelEvent),
+    Fail(ModelError),
+}
+
+impl ModelClient for EchoModel {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let (steps, delay) = plan_reply(&request);
+        let input_tokens = estimate_tokens(&request);
+        let output_chars: usize = steps
+            .iter()
+            .map(|step| match step {
+                Step::Event(ModelEvent::TextDelta(text))
+                | Step::Event(ModelEvent::ThinkingDelta(text)) => text.len(),
+                Step::Event(ModelEvent::ToolCall {
+                    arguments, name, ..
+                }) => arguments.len() + name.len(),
+                _ => 0,
+            })
+            .sum();
+        let usage = Step::Event(ModelEvent::Usage(TokenUsage {
+            input_tokens,
+            output_tokens: (output_chars as u64).div_ceil(4),
+            ..TokenUsage::default()
+        }));
+        let failed = steps.iter().any(|step| matches!(step, Step::Fail(_)));
+        let mut steps = steps;
+        if !failed {
+            steps.push(usage);
+        }
+        stream::iter(steps)
+            .then(move |step| async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                match step {
+                    Step::Event(event) => Ok(event),
+                    Step::Fail(error) => Err(error),
+                }
+            })
+            .boxed()
+    }
+}
+
+fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
+    if let Some(summary) = tool_results_summary(&request.messages) {
+        return (text_deltas(&summary), Duration::ZERO);
+    }
+    let text = latest_user_text(&request.messages);
+    let mut steps = Vec::new();
+    let mut delay = Duration::ZERO;
+    let mut echoed = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let (command, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match command {
+            "say" => steps.extend(text_deltas(rest)),
+            "think" => steps.extend(
+                split_deltas(rest)
+                    .into_iter()
+                    .map(|delta| Step::Event(ModelEvent::ThinkingDelta(delta))),
+            ),
+            "call" => {
+                let (name, arguments) = rest.trim().split_once(' ').unwrap_or((rest.trim(), "{}"));
+                steps.push(Step::Event(ModelEvent::ToolCall {
+                    id: next_call_id(),
+                    name: name.to_string(),
+                    arguments: arguments.trim().to_string(),
+                }));
+            }
+            "hold" => {
+                steps.push(Step::Event(ModelEvent::ToolCall {
+                    id: next_call_id(),
+                    name: "hold".to_string(),
+                    arguments: "{}".to_string(),
+                }));
+            }
+            "slow" => {
+                let millis: u64 = rest.trim().parse().unwrap_or(100);
+                delay = Duration::from_millis(millis).min(MAX_DELAY);
+            }
+            "fail" => steps.push(Step::Fail(provider_failure(rest.trim()))),
+            _ if !line.is_empty() => echoed.push(line),
+            _ => {}
+        }
+    }
+    if !echoed.is_empty() || steps.is_empty() {
+        let reply = format!("Echo: {}", echoed.join("\n"));
+        let mut reply_steps = text_deltas(reply.trim_end());
+        reply_steps.extend(steps);
+        steps = reply_steps;
+    }
+    (steps, delay)
+}
+
+/// Call ids must be unique within a session across branches and restarts of
+/// a turn, so they come from a process-wide counter seeded by the clock.
+fn next_call_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "call_{:x}{n:04}",
+        crate::conversation::now_millis() % 0xffff_ffff
+    )
+}
+
+fn provider_failure(kind: &str) -> ModelError {
+    let kind = match kind {
+        "rate_limit" => ModelErrorKind::RateLimit,
+        "provider_auth" => ModelErrorKind::ProviderAuth,
+        "provider_client_error" => ModelErrorKind::ProviderClientError,
+        "timeout" => ModelErrorKind::Timeout,
+        "connection_error" => ModelErrorKind::ConnectionError,
+        _ => ModelErrorKind::ProviderError,
+    };
+    ModelError {
+        kind,
+        message: format!("builtin:echo was asked to fail with {}", kind.as_str()),
+    }
+}
+
+/// When the request ends with tool results (and perhaps the host context note
+/// that follows them), a summary of those results.
+fn tool_results_summary(messages: &[ChatItem]) -> Option<String> {
+    let mut tail = messages.iter().rev().peekable();
+    if let Some(ChatItem::User(parts)) = tail.peek() {
+        if !parts.iter().all(is_host_context_part) {
+            return None;
+        }
+        tail.next();
+    }
+    let results: Vec<String> = tail
+        .map_while(|item| match item {
+            ChatItem::ToolResult(result) => Some(format!(
+                "{} → {}",
+                result.tool_name,
+                first_text(&result.content)
+            )),
+            _ => None,
+        })
+        .collect();
+    if results.is_empty() {
+        return None;
+    }
+    let in_order: Vec<String> = results.into_iter().rev().collect();
+    Some(format!("Tool results: {}", in_order.join("; ")))
+}
+
+fn is_host_context_part(part: &ContentPart) -> bool {
+    matches!(part, ContentPart::Text(text) if text.starts_with("<host_context>"))
+}
+
+fn first_text(parts: &[ContentPart]) -> &str {
+    parts
+        .iter()
+        .find_map(|part| match part {
+            ContentPart::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .unwrap_or("")
+}
+
+fn latest_user_text(messages: &[ChatItem]) -> String {
+    let Some(parts) = messages.iter().rev().find_map(|item| match item {
+        ChatItem::User(parts) => Some(parts),
+        _ => None,
+    }) else {
+        return String::new();
+    };
+    parts
+        .iter()
+        .filter(|part| !is_host_context_part(part))
+        .filter_map(|part| match part {
+            ContentPart::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn text_deltas(text: &str) -> Vec<Step> {
+    split_deltas(text)
+        .into_iter()
+        .map(|delta| Step::Event(ModelEvent::TextDelta(delta)))
+        .collect()
+}
+
+/// Splits after each space so a reply streams in several deltas that join back
+/// to exactly the original text.
+fn split_deltas(text: &str) -> Vec<String> {
+    let mut deltas = Vec::new();
+    let mut current = String::new();
+    for character in text.chars() {
+        current.push(character);
+        if character == ' ' {
+            deltas.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        deltas.push(current);
+    }
+    deltas
+}
+
+fn estimate_tokens(request: &ModelRequest) -> u64 {
+    let mut n_chars = request.system.len();
+    for item in &request.messages {
+        n_chars += match item {
+            ChatItem::User(parts) => parts
+                .iter()
+                .map(|part| first_text(std::slice::from_ref(part)).len())
+                .sum(),
+            ChatItem::Assistant(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    super::AssistantPart::Text(text)
+                    | super::AssistantPart::Thinking { text, .. } => text.len(),
+                    super::AssistantPart::ToolCall { arguments, .. } => arguments.to_string().len(),
+                })
+                .sum(),
+            ChatItem::ToolResult(result) => first_text(&result.content).len(),
+        };
+    }
+    (n_chars as u64).div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ModelId, ModelSettings, ToolResultItem};
+
+    fn request(messages: Vec<ChatItem>) -> ModelRequest {
+        ModelRequest {
+            model: ModelId::parse("builtin:echo").unwrap(),
+            system: "system".into(),
+            messages,
+            tools: vec![],
+            settings: ModelSettings::default(),
+        }
+    }
+
+    fn events(request: ModelRequest) -> Vec<Result<ModelEvent, ModelError>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(EchoModel.stream(request).collect())
+    }
+
+    #[test]
+    fn plain_text_is_echoed_in_several_deltas() {
+        let out = events(request(vec![ChatItem::User(vec![ContentPart::Text(
+            "hello there world".into(),
+        )])]));
+        let text: String = out
+            .iter()
+            .filter_map(|event| match event {
+                Ok(ModelEvent::TextDelta(delta)) => Some(delta.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "Echo: hello there world");
+        assert!(out.len() > 3);
+    }
+
+    #[test]
+    fn call_lines_become_tool_calls_in_one_response() {
+        let out = events(request(vec![ChatItem::User(vec![ContentPart::Text(
+            "call a {\"x\": 1}\ncall b {}".into(),
+        )])]));
+        let names: Vec<_> = out
+            .iter()
+            .filter_map(|event| match event {
+                Ok(ModelEvent::ToolCall { name, .. }) => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn tool_results_are_summarised_instead_of_rerunning_commands() {
+        let out = events(request(vec![
+            ChatItem::User(vec![ContentPart::Text("call a {}".into())]),
+            ChatItem::ToolResult(ToolResultItem {
+                call_id: "1".into(),
+                tool_name: "a".into(),
+                content: vec![ContentPart::Text("{\"ok\":true}".into())],
+                is_error: false,
+            }),
+        ]));
+        assert!(!out
+            .iter()
+            .any(|event| matches!(event, Ok(ModelEvent::ToolCall { .. }))));
+    }
+}

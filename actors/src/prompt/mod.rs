@@ -2,3 +2,4 @@
 //! `<host_context>` block (the system prompt lands here too).
 
 pub mod host_block;
+pub mod system;

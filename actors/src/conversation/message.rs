@@ -1,0 +1,213 @@
+//! Stored message shapes. These are what the store persists and what the
+//! session routes show, so every field is part of the wire form.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::contract::{Attachment, OutputMode};
+use crate::ids::{MessageId, SessionId, ToolCallId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One node of the session's message tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: MessageId,
+    pub parent_id: Option<MessageId>,
+    pub role: Role,
+    /// The user's text (empty for assistant messages, whose text is in `segments`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
+    /// The rendered `<host_context>` block that opens this user message, kept
+    /// byte for byte so later turns replay exactly what the model first saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_block: Option<String>,
+    /// Reference attachments only; screenshots are never stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<Segment>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Set on assistant messages whose turn ended in error (`error_type`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: u64,
+}
+
+/// A piece of an assistant message, in the order it happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Segment {
+    Thinking {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    Text {
+        text: String,
+    },
+    /// The tool calls that closed one model response, with their results.
+    ToolGroup {
+        tools: Vec<ToolRecord>,
+    },
+    /// Text the runtime delivered to the model between two requests of one
+    /// turn: the current host context after a tool result, or steering.
+    Note {
+        origin: NoteOrigin,
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteOrigin {
+    HostContext,
+    Steering,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCategory {
+    Backend,
+    Host,
+}
+
+/// One tool call and, once known, its result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolRecord {
+    pub id: ToolCallId,
+    pub name: String,
+    pub input: Value,
+    pub category: ToolCategory,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<CallOutcome>,
+    /// Absent for a completed call; otherwise why it has no real result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<CallStatus>,
+}
+
+impl ToolRecord {
+    pub fn has_result(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    /// Records a result the runtime made up because the real one never came.
+    pub fn interrupt(&mut self, status: CallStatus) {
+        self.outcome = Some(CallOutcome::Interrupted);
+        self.status = Some(status);
+        self.output = Some(serde_json::json!({
+            "status": status.as_str(),
+            "note": "No result was reported for this action; it may or may not have taken effect."
+        }));
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    Success,
+    Failed,
+    Interrupted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    Failed,
+    Cancelled,
+    Superseded,
+    Unknown,
+}
+
+impl CallStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::Failed => "failed",
+            CallStatus::Cancelled => "cancelled",
+            CallStatus::Superseded => "superseded",
+            CallStatus::Unknown => "unknown",
+        }
+    }
+}
+
+/// Usage of one assistant message, summed over its model requests.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    pub requests: u32,
+    pub tool_calls: u32,
+    /// Null when no price is known for the model.
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    pub fn add_tokens(&mut self, input_tokens: u64, output_tokens: u64) {
+        self.input_tokens += input_tokens;
+        self.output_tokens += output_tokens;
+        self.total_tokens = self.input_tokens + self.output_tokens;
+    }
+}
+
+/// The host action the session is waiting for, stored on the session row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingAction {
+    pub tool_call_id: ToolCallId,
+    pub tool_name: String,
+    pub arguments: Value,
+    pub assistant_message_id: MessageId,
+    /// Further host calls of the same response, handed over in this order.
+    pub queued: Vec<ToolCallId>,
+    pub output_mode: OutputMode,
+}
+
+/// Everything about a session except its messages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: SessionId,
+    pub owner_id: Option<String>,
+    pub title: Option<String>,
+    pub created_at: u64,
+    pub turn_number: u32,
+    pub active_leaf: Option<MessageId>,
+    /// The last validated host context, canonical snake_case.
+    pub host_context: Option<crate::contract::HostContext>,
+    pub pending_action: Option<PendingAction>,
+}
+
+impl SessionRecord {
+    pub fn new(id: SessionId, created_at: u64) -> SessionRecord {
+        SessionRecord {
+            id,
+            owner_id: None,
+            title: None,
+            created_at,
+            turn_number: 0,
+            active_leaf: None,
+            host_context: None,
+            pending_action: None,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}

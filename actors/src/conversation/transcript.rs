@@ -1,0 +1,124 @@
+//! Turns stored messages into the provider-neutral transcript. This is the one
+//! place that decides what the model reads, and it is pure: the same messages
+//! give the same items, which is what keeps the provider's prompt cache warm
+//! (runtime.md section 3, the stable prefix).
+
+use std::collections::HashMap;
+
+use super::message::{CallOutcome, Message, Role, Segment, ToolRecord};
+use crate::contract::{Attachment, AttachmentKind, AttachmentSource};
+use crate::model::{AssistantPart, ChatItem, ContentPart, MediaSource, ToolResultItem};
+
+/// Content that exists only for the live turn (a `look_at_screen` image) and
+/// is shown to the model with a tool result without ever being stored.
+pub type ScreenshotOverlay = HashMap<String, Vec<ContentPart>>;
+
+/// The transcript of a root-to-leaf path.
+pub fn build_transcript(path: &[&Message], overlay: &ScreenshotOverlay) -> Vec<ChatItem> {
+    let mut items = Vec::with_capacity(path.len() * 2);
+    for message in path {
+        match message.role {
+            Role::User => items.push(ChatItem::User(user_parts(message))),
+            Role::Assistant => push_assistant(&mut items, &message.segments, overlay),
+        }
+    }
+    items
+}
+
+fn user_parts(message: &Message) -> Vec<ContentPart> {
+    let mut parts = Vec::with_capacity(2 + message.attachments.len());
+    if let Some(block) = &message.host_block {
+        parts.push(ContentPart::Text(block.clone()));
+    }
+    if !message.content.is_empty() || message.host_block.is_none() {
+        parts.push(ContentPart::Text(message.content.clone()));
+    }
+    parts.extend(message.attachments.iter().map(attachment_part));
+    parts
+}
+
+/// A reference attachment as native model content.
+pub fn attachment_part(attachment: &Attachment) -> ContentPart {
+    let label = attachment
+        .name
+        .clone()
+        .or_else(|| attachment.description.clone());
+    match (&attachment.kind, &attachment.source) {
+        (_, AttachmentSource::Text(text)) => match &label {
+            Some(label) => ContentPart::Text(format!("[attachment: {label}]\n{text}")),
+            None => ContentPart::Text(text.clone()),
+        },
+        (AttachmentKind::Image, source) => ContentPart::Image(media_source(source)),
+        (_, source) => ContentPart::Document {
+            source: media_source(source),
+            name: label,
+        },
+    }
+}
+
+fn media_source(source: &AttachmentSource) -> MediaSource {
+    match source {
+        AttachmentSource::DataUri(uri) => {
+            MediaSource::from_data_uri(uri).unwrap_or_else(|| MediaSource::Url(uri.clone()))
+        }
+        AttachmentSource::Url(url) => MediaSource::Url(url.clone()),
+        AttachmentSource::Text(text) => MediaSource::Url(text.clone()),
+    }
+}
+
+fn push_assistant(items: &mut Vec<ChatItem>, segments: &[Segment], overlay: &ScreenshotOverlay) {
+    let mut response: Vec<AssistantPart> = Vec::new();
+    for segment in segments {
+        match segment {
+            Segment::Thinking { text, signature } => response.push(AssistantPart::Thinking {
+                text: text.clone(),
+                signature: signature.clone(),
+            }),
+            Segment::Text { text } => response.push(AssistantPart::Text(text.clone())),
+            Segment::ToolGroup { tools } => {
+                response.extend(tools.iter().map(|tool| AssistantPart::ToolCall {
+                    id: tool.id.to_string(),
+                    name: tool.name.clone(),
+                    arguments: tool.input.clone(),
+                }));
+                items.push(ChatItem::Assistant(std::mem::take(&mut response)));
+                items.extend(
+                    tools
+                        .iter()
+                        .map(|tool| ChatItem::ToolResult(tool_result(tool, overlay))),
+                );
+            }
+            Segment::Note {
+                text, attachments, ..
+            } => {
+                if !response.is_empty() {
+                    items.push(ChatItem::Assistant(std::mem::take(&mut response)));
+                }
+                let mut parts = vec![ContentPart::Text(text.clone())];
+                parts.extend(attachments.iter().map(attachment_part));
+                items.push(ChatItem::User(parts));
+            }
+        }
+    }
+    if !response.is_empty() {
+        items.push(ChatItem::Assistant(response));
+    }
+}
+
+fn tool_result(tool: &ToolRecord, overlay: &ScreenshotOverlay) -> ToolResultItem {
+    let text = match &tool.output {
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(output) => output.to_string(),
+        None => "{\"status\":\"no_result\"}".to_string(),
+    };
+    let mut content = vec![ContentPart::Text(text)];
+    if let Some(extra) = overlay.get(tool.id.as_str()) {
+        content.extend(extra.iter().cloned());
+    }
+    ToolResultItem {
+        call_id: tool.id.to_string(),
+        tool_name: tool.name.clone(),
+        content,
+        is_error: !matches!(tool.outcome, Some(CallOutcome::Success)),
+    }
+}

@@ -1,0 +1,1250 @@
+//! The session actor: the one owner of a session's tree, last host context,
+//! pending call with its queue, and live turn. Every request for the session is
+//! a message in its mailbox, so ordering, duplicates and supersession are
+//! decided here, one at a time. Decisions are made before any await; store
+//! writes block the mailbox (`ctx.wait`) and memory changes only after they
+//! succeed (write-through).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::SessionError;
+use super::messages::*;
+use super::recovery::recover;
+use super::registry::SessionRegistry;
+use super::runtime::SessionDeps;
+use crate::contract::{
+    AttachmentPurpose, AttachmentSource, ChatRequest, Continuation, HostContext, MessageType,
+    OutputMode, ToolOutcome,
+};
+use crate::conversation::{
+    build_transcript, now_millis, CallOutcome, CallStatus, Message as StoredMessage, MessageTree,
+    NoteOrigin, PendingAction, Role, Segment, SessionRecord, ToolRecord, Usage,
+};
+use crate::events::{
+    Decision, EventSink, FinalResponse, PendingToolCall, StatusEvent, ToolResultEvent,
+    TurnErrorEvent, TurnEvent, TurnStatus,
+};
+use crate::ids::{MessageId, SessionId, ToolCallId};
+use crate::prompt::host_block::render_host_context;
+use crate::store::{SessionSnapshot, StoreError, StoreResult};
+use crate::turn::{
+    run_turn, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
+};
+
+/// How often an actor checks whether it has been idle long enough to stop.
+const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+/// Title length taken from the first user message.
+const MAX_TITLE_CHARS: usize = 80;
+
+type Reply = oneshot::Sender<Result<TurnAccepted, SessionError>>;
+
+pub struct SessionActor {
+    id: SessionId,
+    deps: Arc<SessionDeps>,
+    registry: Arc<SessionRegistry>,
+    state: Loaded,
+    record: SessionRecord,
+    /// Whether the session row exists in the store (a session is created by
+    /// its first message or join, not by a read).
+    stored: bool,
+    tree: MessageTree,
+    phase: Phase,
+    /// Requests that arrived while a turn was live, answered in order once it ends.
+    deferred: VecDeque<Deferred>,
+    /// The newest screenshot (data URI); never stored, lost on restart.
+    screenshot: Option<String>,
+    last_activity: Instant,
+    next_turn_id: u64,
+}
+
+enum Loaded {
+    Loading,
+    Ready,
+    Failed(StoreError),
+}
+
+/// What the session is doing. The pending call lives only here (the stored
+/// row is derived from it), so there is no way to hold a pending call and a
+/// live turn at once.
+enum Phase {
+    Idle,
+    Running(LiveTurn),
+    AwaitingHost(PendingAction),
+}
+
+struct LiveTurn {
+    id: u64,
+    cancel: CancelHandle,
+    /// Set once cancellation was requested, so a second cancel is a no-op.
+    cancelling: bool,
+    steering: mpsc::UnboundedSender<SteeringNote>,
+    sink: EventSink,
+    output_mode: OutputMode,
+    model: String,
+}
+
+struct Deferred {
+    request: ChatRequest,
+    sink: EventSink,
+    reply: Reply,
+}
+
+impl SessionActor {
+    pub fn new(
+        id: SessionId,
+        deps: Arc<SessionDeps>,
+        registry: Arc<SessionRegistry>,
+    ) -> SessionActor {
+        let record = SessionRecord::new(id.clone(), now_millis());
+        SessionActor {
+            id,
+            deps,
+            registry,
+            state: Loaded::Loading,
+            record,
+            stored: false,
+            tree: MessageTree::default(),
+            phase: Phase::Idle,
+            deferred: VecDeque::new(),
+            screenshot: None,
+            last_activity: Instant::now(),
+            next_turn_id: 0,
+        }
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let load = self.deps.store.load(&self.id);
+        // Nothing else is handled until the session is loaded.
+        ctx.wait(
+            load.into_actor(self)
+                .map(|loaded, actor, ctx| actor.on_loaded(loaded, ctx)),
+        );
+        ctx.run_interval(IDLE_CHECK_INTERVAL, |actor, ctx| {
+            let idle = matches!(actor.phase, Phase::Idle | Phase::AwaitingHost(_))
+                && actor.deferred.is_empty();
+            if idle && actor.last_activity.elapsed() >= actor.deps.config.idle_timeout {
+                ctx.stop();
+            }
+        });
+    }
+
+    fn stopped(&mut self, ctx: &mut Context<Self>) {
+        self.registry.remove(&self.id, &ctx.address());
+    }
+}
+
+// ---- loading ---------------------------------------------------------------
+
+impl SessionActor {
+    fn on_loaded(&mut self, loaded: StoreResult<Option<SessionSnapshot>>, ctx: &mut Context<Self>) {
+        let snapshot = match loaded {
+            Ok(Some(snapshot)) => snapshot,
+            Ok(None) => {
+                self.state = Loaded::Ready;
+                return;
+            }
+            Err(error) => {
+                log::warn!("session {}: load failed: {error}", self.id);
+                self.state = Loaded::Failed(error);
+                // Answer what is already queued, then go away; the next request
+                // starts a fresh actor that tries the store again.
+                ctx.stop();
+                return;
+            }
+        };
+        let mut record = snapshot.record.clone();
+        let recovered = recover(snapshot);
+        record.pending_action = None;
+        self.record = record;
+        self.phase = match recovered.pending {
+            Some(pending) => Phase::AwaitingHost(pending),
+            None => Phase::Idle,
+        };
+        let changed: Vec<StoredMessage> = recovered
+            .changed
+            .iter()
+            .map(|&index| recovered.messages[index].clone())
+            .collect();
+        self.tree = MessageTree::from_messages(recovered.messages);
+        self.stored = true;
+        self.state = Loaded::Ready;
+        if changed.is_empty() {
+            return;
+        }
+        // Recovery is a pure function of what is stored, so writing its result
+        // after applying it is safe: a crash here recomputes the same thing.
+        let write = self
+            .deps
+            .store
+            .save_messages(&self.stored_record(), &changed);
+        ctx.wait(write.into_actor(self).map(|written, actor, _ctx| {
+            if let Err(error) = written {
+                log::warn!(
+                    "session {}: could not store recovered calls: {error}",
+                    actor.id
+                );
+            }
+        }));
+    }
+}
+
+// ---- small helpers ---------------------------------------------------------
+
+impl SessionActor {
+    /// The session row as the store should hold it: the pending call comes from the phase.
+    fn stored_record(&self) -> SessionRecord {
+        let mut record = self.record.clone();
+        record.pending_action = match &self.phase {
+            Phase::AwaitingHost(pending) => Some(pending.clone()),
+            _ => None,
+        };
+        record
+    }
+
+    /// Runs a store write with the mailbox held, then `then` with its result.
+    fn persist<T: 'static>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        write: BoxFuture<'static, StoreResult<T>>,
+        then: impl FnOnce(&mut Self, &mut Context<Self>, StoreResult<T>) + 'static,
+    ) {
+        ctx.wait(
+            write
+                .into_actor(self)
+                .map(move |written, actor, ctx| then(actor, ctx, written)),
+        );
+    }
+
+    fn ready(&self) -> Result<(), SessionError> {
+        match &self.state {
+            Loaded::Ready => Ok(()),
+            Loaded::Loading => Err(SessionError::Unavailable("session still loading".into())),
+            Loaded::Failed(error) => Err(error.clone().into()),
+        }
+    }
+
+    fn require_stored(&self) -> Result<(), SessionError> {
+        self.ready()?;
+        if self.stored {
+            Ok(())
+        } else {
+            Err(SessionError::NotFound(self.id.to_string()))
+        }
+    }
+
+    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
+        self.tree.all().iter().rev().find_map(|message| {
+            message.segments.iter().find_map(|segment| match segment {
+                Segment::ToolGroup { tools } => tools.iter().find(|tool| &tool.id == call_id),
+                _ => None,
+            })
+        })
+    }
+
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            session_id: self.id.to_string(),
+            owner_id: self.record.owner_id.clone(),
+            title: self.record.title.clone(),
+            created_at: self.record.created_at,
+            turn_number: self.record.turn_number,
+            message_count: self.tree.len(),
+            active_leaf: self.record.active_leaf.as_ref().map(|id| id.to_string()),
+            turn_running: matches!(self.phase, Phase::Running(_)),
+            pending_action: match &self.phase {
+                Phase::AwaitingHost(pending) => Some(pending.clone()),
+                _ => None,
+            },
+            host_context: self.record.host_context.as_ref().map(HostContext::to_value),
+        }
+    }
+
+    fn current_context(&self, request: &ChatRequest) -> Option<HostContext> {
+        request
+            .host_context
+            .clone()
+            .or_else(|| self.record.host_context.clone())
+    }
+
+    /// Keeps the newest screenshot of a request for `look_at_screen`.
+    fn take_screenshot(&mut self, request: &ChatRequest) {
+        let newest = request.attachments.iter().rev().find_map(|attachment| {
+            match (&attachment.purpose, &attachment.source) {
+                (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
+                    Some(uri.clone())
+                }
+                _ => None,
+            }
+        });
+        if newest.is_some() {
+            self.screenshot = newest;
+        }
+    }
+}
+
+fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
+    request
+        .attachments
+        .iter()
+        .filter(|attachment| attachment.purpose == AttachmentPurpose::Reference)
+        .cloned()
+        .collect()
+}
+
+fn message_text(message: &StoredMessage) -> String {
+    message
+        .segments
+        .iter()
+        .filter_map(|segment| match segment {
+            Segment::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tool_records_mut(message: &mut StoredMessage) -> impl Iterator<Item = &mut ToolRecord> {
+    message
+        .segments
+        .iter_mut()
+        .flat_map(|segment| match segment {
+            Segment::ToolGroup { tools } => tools.iter_mut(),
+            _ => [].iter_mut(),
+        })
+}
+
+fn interrupt_unresolved(message: &mut StoredMessage, status: CallStatus) {
+    for tool in tool_records_mut(message) {
+        if !tool.has_result() {
+            tool.interrupt(status);
+        }
+    }
+}
+
+/// Removes `data:image/...` strings anywhere in a host result, returning the
+/// cleaned value and the last screenshot found (offered to `look_at_screen`).
+fn strip_screenshots(value: &Value, found: &mut Option<String>) -> Value {
+    match value {
+        Value::String(text) if text.starts_with("data:image/") => {
+            *found = Some(text.clone());
+            Value::String("[screenshot removed; call look_at_screen to see it]".into())
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| strip_screenshots(item, found))
+                .collect(),
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.clone(), strip_screenshots(item, found)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn pending_for(
+    message: &StoredMessage,
+    call_id: &ToolCallId,
+    queued: Vec<ToolCallId>,
+    output_mode: OutputMode,
+) -> Option<PendingAction> {
+    let record = message.segments.iter().find_map(|segment| match segment {
+        Segment::ToolGroup { tools } => tools.iter().find(|tool| &tool.id == call_id),
+        _ => None,
+    })?;
+    Some(PendingAction {
+        tool_call_id: call_id.clone(),
+        tool_name: record.name.clone(),
+        arguments: record.input.clone(),
+        assistant_message_id: message.id.clone(),
+        queued,
+        output_mode,
+    })
+}
+
+fn pending_event(pending: &PendingAction) -> PendingToolCall {
+    PendingToolCall {
+        tool_name: pending.tool_name.clone(),
+        call_id: pending.tool_call_id.to_string(),
+        arguments: pending.arguments.clone(),
+        queued: pending.queued.iter().map(|id| id.to_string()).collect(),
+    }
+}
+
+fn status(sink: &EventSink, session_id: &SessionId, status: TurnStatus) {
+    sink.send(TurnEvent::Status(StatusEvent {
+        status,
+        session_id: session_id.to_string(),
+    }));
+}
+
+// ---- handlers --------------------------------------------------------------
+
+impl Handler<SendMessage> for SessionActor {
+    type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
+
+    fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        let (reply, answer) = oneshot::channel();
+        self.accept(message.request, message.sink, reply, ctx);
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+        })
+    }
+}
+
+impl Handler<JoinSession> for SessionActor {
+    type Result = ResponseFuture<Result<(), SessionError>>;
+
+    fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        if let Err(error) = self.ready() {
+            return Box::pin(async move { Err(error) });
+        }
+        if join.host_context.is_none() && self.stored {
+            return Box::pin(async { Ok(()) });
+        }
+        let (reply, answer) = oneshot::channel();
+        let mut record = self.stored_record();
+        if let Some(context) = &join.host_context {
+            record.host_context = Some(context.clone());
+        }
+        let write = self.deps.store.save_session(&record);
+        self.persist(ctx, write, move |actor, _ctx, written| {
+            let outcome = written.map_err(SessionError::from).map(|()| {
+                actor.stored = true;
+                if join.host_context.is_some() {
+                    actor.record.host_context = join.host_context;
+                }
+            });
+            let _ = reply.send(outcome);
+        });
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+        })
+    }
+}
+
+impl Handler<CancelTurn> for SessionActor {
+    type Result = bool;
+
+    fn handle(&mut self, _: CancelTurn, _ctx: &mut Context<Self>) -> bool {
+        self.last_activity = Instant::now();
+        match &mut self.phase {
+            Phase::Running(live) => {
+                live.cancel.cancel();
+                live.cancelling = true;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Handler<GetInfo> for SessionActor {
+    type Result = Result<SessionInfo, SessionError>;
+
+    fn handle(&mut self, _: GetInfo, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self.require_stored().map(|()| self.info());
+        self.stop_if_absent(ctx);
+        found
+    }
+}
+
+impl Handler<GetPath> for SessionActor {
+    type Result = Result<Vec<StoredMessage>, SessionError>;
+
+    fn handle(&mut self, request: GetPath, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self.require_stored().and_then(|()| {
+            let leaf = request.leaf_id.or_else(|| self.record.active_leaf.clone());
+            if let Some(leaf) = &leaf {
+                if !self.tree.contains(leaf) {
+                    return Err(SessionError::Conflict(format!(
+                        "leaf_id {leaf:?} is not a message of this session"
+                    )));
+                }
+            }
+            Ok(self
+                .tree
+                .path_to(leaf.as_ref())
+                .into_iter()
+                .cloned()
+                .collect())
+        });
+        self.stop_if_absent(ctx);
+        found
+    }
+}
+
+impl Handler<GetTree> for SessionActor {
+    type Result = Result<Vec<StoredMessage>, SessionError>;
+
+    fn handle(&mut self, _: GetTree, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self.require_stored().map(|()| self.tree.all().to_vec());
+        self.stop_if_absent(ctx);
+        found
+    }
+}
+
+impl Handler<RepairSession> for SessionActor {
+    type Result = ResponseFuture<Result<SessionInfo, SessionError>>;
+
+    fn handle(&mut self, _: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        if let Err(error) = self.require_stored() {
+            self.stop_if_absent(ctx);
+            return Box::pin(async move { Err(error) });
+        }
+        if matches!(self.phase, Phase::Running(_)) {
+            return Box::pin(async {
+                Err(SessionError::Conflict(
+                    "a turn is running; cancel it before repairing the session".into(),
+                ))
+            });
+        }
+        let mut changed: Vec<StoredMessage> = Vec::new();
+        for message in self.tree.all() {
+            let mut message = message.clone();
+            let before = message.clone();
+            interrupt_unresolved(&mut message, CallStatus::Unknown);
+            if message != before {
+                changed.push(message);
+            }
+        }
+        let mut record = self.record.clone();
+        record.pending_action = None;
+        let write = self.deps.store.save_messages(&record, &changed);
+        let (reply, answer) = oneshot::channel();
+        self.persist(ctx, write, move |actor, _ctx, written| {
+            let outcome = written.map_err(SessionError::from).map(|()| {
+                for message in changed {
+                    actor.tree.upsert(message);
+                }
+                actor.phase = Phase::Idle;
+                actor.info()
+            });
+            let _ = reply.send(outcome);
+        });
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+        })
+    }
+}
+
+impl Handler<DeleteSession> for SessionActor {
+    type Result = ResponseFuture<Result<bool, SessionError>>;
+
+    fn handle(&mut self, _: DeleteSession, ctx: &mut Context<Self>) -> Self::Result {
+        if let Err(error) = self.ready() {
+            return Box::pin(async move { Err(error) });
+        }
+        if let Phase::Running(live) = &self.phase {
+            live.cancel.cancel();
+        }
+        let existed = self.stored;
+        let delete = self.deps.store.delete(&self.id);
+        let (reply, answer) = oneshot::channel();
+        self.persist(ctx, delete, move |actor, ctx, deleted| {
+            let outcome = deleted
+                .map_err(SessionError::from)
+                .map(|found| found || existed);
+            if outcome.is_ok() {
+                actor.stored = false;
+                ctx.stop();
+            }
+            let _ = reply.send(outcome);
+        });
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+        })
+    }
+}
+
+impl SessionActor {
+    /// A read of a session that does not exist should not leave an actor behind.
+    fn stop_if_absent(&self, ctx: &mut Context<Self>) {
+        if !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty() {
+            ctx.stop();
+        }
+    }
+}
+
+// ---- accepting messages ----------------------------------------------------
+
+impl SessionActor {
+    fn accept(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.ready() {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        match (&request.continuation, request.message_type) {
+            (Some(_), _) => self.accept_continuation(request, sink, reply, ctx),
+            (None, MessageType::Steering) => self.accept_steering(request, sink, reply, ctx),
+            (None, MessageType::Standard) => self.accept_message(request, sink, reply, ctx),
+        }
+    }
+
+    fn check_new_message(&self, request: &ChatRequest) -> Result<(), SessionError> {
+        if self.tree.contains(&request.id) {
+            return Err(SessionError::Conflict(format!(
+                "message id {:?} already exists in session {:?}",
+                request.id.as_str(),
+                self.id.as_str()
+            )));
+        }
+        if let Some(parent) = &request.parent_id {
+            if !self.tree.contains(parent) {
+                return Err(SessionError::Conflict(format!(
+                    "parent_id {:?} is not a message of session {:?}",
+                    parent.as_str(),
+                    self.id.as_str()
+                )));
+            }
+        }
+        if request.output_mode == OutputMode::HostTools {
+            let context = self.current_context(request);
+            let declares_hold = context.as_ref().is_some_and(|context| {
+                context
+                    .actions
+                    .iter()
+                    .any(|action| action.name == crate::tools::HOLD_TOOL)
+            });
+            if declares_hold {
+                return Err(SessionError::validation(
+                    "host_context.actions",
+                    "\"hold\" is reserved with output_mode host_tools; give the action another name",
+                ));
+            }
+        }
+        self.deps.plan_model(&request.config)?;
+        Ok(())
+    }
+
+    /// An ordinary message: cancels a live turn (and waits for it), supersedes
+    /// a pending call, stores the user message and starts a turn.
+    fn accept_message(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.check_new_message(&request) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        if let Phase::Running(live) = &mut self.phase {
+            live.cancel.cancel();
+            live.cancelling = true;
+            self.deferred.push_back(Deferred {
+                request,
+                sink,
+                reply,
+            });
+            return;
+        }
+        let mut changed = Vec::with_capacity(2);
+        if let Phase::AwaitingHost(pending) = &self.phase {
+            if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
+                let mut assistant = assistant.clone();
+                interrupt_unresolved(&mut assistant, CallStatus::Superseded);
+                changed.push(assistant);
+            }
+        }
+        self.take_screenshot(&request);
+        let context = self.current_context(&request);
+        let user = StoredMessage {
+            id: request.id.clone(),
+            parent_id: request
+                .parent_id
+                .clone()
+                .or_else(|| self.record.active_leaf.clone()),
+            role: Role::User,
+            content: request.content.clone(),
+            host_block: context.as_ref().map(render_host_context),
+            attachments: reference_attachments(&request),
+            segments: Vec::new(),
+            usage: None,
+            model: None,
+            error_type: None,
+            created_at: now_millis(),
+        };
+        let mut record = self.record.clone();
+        record.active_leaf = Some(user.id.clone());
+        record.turn_number += 1;
+        if request.host_context.is_some() {
+            record.host_context = request.host_context.clone();
+        }
+        if record.title.is_none() && !request.content.is_empty() {
+            record.title = Some(request.content.chars().take(MAX_TITLE_CHARS).collect());
+        }
+        record.pending_action = None;
+        changed.push(user);
+        let write = self.deps.store.save_messages(&record, &changed);
+        self.persist(ctx, write, move |actor, ctx, written| {
+            if let Err(error) = written {
+                let _ = reply.send(Err(error.into()));
+                return;
+            }
+            let user_id = request.id.clone();
+            for message in changed {
+                actor.tree.upsert(message);
+            }
+            actor.record = record;
+            actor.stored = true;
+            actor.phase = Phase::Idle;
+            let assistant = StoredMessage {
+                id: MessageId::new(format!("{}:reply", user_id)),
+                parent_id: Some(user_id),
+                role: Role::Assistant,
+                content: String::new(),
+                host_block: None,
+                attachments: Vec::new(),
+                segments: Vec::new(),
+                usage: None,
+                model: None,
+                error_type: None,
+                created_at: now_millis(),
+            };
+            actor.start_turn(&request, assistant, sink, reply, ctx);
+        });
+    }
+
+    /// Steering joins the live turn, or becomes an ordinary turn when none is live.
+    fn accept_steering(
+        &mut self,
+        mut request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if request.output_mode == OutputMode::HostTools {
+            let _ = reply.send(Err(SessionError::validation(
+                "message_type",
+                "steering is not supported with output_mode host_tools",
+            )));
+            return;
+        }
+        if let Phase::Running(live) = &self.phase {
+            if live.output_mode == OutputMode::HostTools {
+                let _ = reply.send(Err(SessionError::Conflict(
+                    "the live turn is a silent decision; steering is not supported".into(),
+                )));
+                return;
+            }
+            if !live.cancelling {
+                let note = SteeringNote {
+                    text: request.content.clone(),
+                    attachments: reference_attachments(&request),
+                };
+                if live.steering.send(note).is_ok() {
+                    self.take_screenshot(&request);
+                    let _ = reply.send(Ok(TurnAccepted {
+                        accepted_as: AcceptedAs::Steering,
+                        message_id: None,
+                    }));
+                    return;
+                }
+            }
+        }
+        if self.tree.is_empty() {
+            let _ = reply.send(Err(SessionError::Conflict(format!(
+                "steering needs a conversation; session {:?} has none yet",
+                self.id.as_str()
+            ))));
+            return;
+        }
+        request.message_type = MessageType::Standard;
+        self.accept_message(request, sink, reply, ctx);
+    }
+
+    fn accept_continuation(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(continuation) = request.continuation.clone() else {
+            return;
+        };
+        let call_id = continuation.tool_call_id.clone();
+        if !self.stored {
+            let _ = reply.send(Err(SessionError::Conflict(format!(
+                "session {:?} does not exist, so call {:?} is not pending",
+                self.id.as_str(),
+                call_id.as_str()
+            ))));
+            return;
+        }
+        if matches!(self.phase, Phase::Running(_)) {
+            // A continuation never cancels: it waits for the live turn to end.
+            self.deferred.push_back(Deferred {
+                request,
+                sink,
+                reply,
+            });
+            return;
+        }
+        let pending = match &self.phase {
+            Phase::AwaitingHost(pending) if pending.tool_call_id == call_id => pending.clone(),
+            Phase::AwaitingHost(pending) if pending.queued.contains(&call_id) => {
+                let _ = reply.send(Err(SessionError::Conflict(format!(
+                    "call {:?} is queued behind call {:?}; answer {:?} first",
+                    call_id.as_str(),
+                    pending.tool_call_id.as_str(),
+                    pending.tool_call_id.as_str()
+                ))));
+                return;
+            }
+            _ => {
+                let _ = reply.send(Err(self.not_pending(&call_id)));
+                return;
+            }
+        };
+        self.apply_result(request, continuation, pending, sink, reply, ctx);
+    }
+
+    /// Why a continuation for `call_id` cannot be taken now.
+    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
+        let pending_now = match &self.phase {
+            Phase::AwaitingHost(pending) => {
+                format!("; call {:?} is pending", pending.tool_call_id.as_str())
+            }
+            _ => "; nothing is pending".to_string(),
+        };
+        let message = match self.find_call(call_id) {
+            Some(record) if record.status == Some(CallStatus::Superseded) => {
+                format!(
+                    "call {:?} was superseded by a newer message; its result is not applied",
+                    call_id.as_str()
+                )
+            }
+            Some(record) if record.has_result() => {
+                let status = match (record.status, record.outcome) {
+                    (Some(status), _) => status.as_str(),
+                    (None, Some(CallOutcome::Failed)) => "failed",
+                    _ => "success",
+                };
+                format!(
+                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
+                    call_id.as_str()
+                )
+            }
+            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
+        };
+        SessionError::Conflict(message)
+    }
+
+    fn apply_result(
+        &mut self,
+        request: ChatRequest,
+        continuation: Continuation,
+        pending: PendingAction,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(assistant) = self.tree.get(&pending.assistant_message_id) else {
+            let _ = reply.send(Err(SessionError::Internal(format!(
+                "pending call {:?} points at a missing message",
+                pending.tool_call_id.as_str()
+            ))));
+            return;
+        };
+        let mut assistant = assistant.clone();
+        let mut screenshot = None;
+        let output = strip_screenshots(&continuation.result, &mut screenshot);
+        let mut tool_name = pending.tool_name.clone();
+        for tool in tool_records_mut(&mut assistant) {
+            if tool.id == pending.tool_call_id {
+                tool.output = Some(output.clone());
+                tool_name = tool.name.clone();
+                match continuation.outcome {
+                    ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
+                    ToolOutcome::Failed => {
+                        tool.outcome = Some(CallOutcome::Failed);
+                        tool.status = Some(CallStatus::Failed);
+                    }
+                }
+            }
+        }
+        let mut queued = pending.queued.clone();
+        let next = if queued.is_empty() {
+            None
+        } else {
+            let next_id = queued.remove(0);
+            pending_for(&assistant, &next_id, queued, pending.output_mode)
+        };
+        let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
+        let context = self.current_context(&request);
+        if resumes_model {
+            if let Some(context) = &context {
+                assistant.segments.push(Segment::Note {
+                    origin: NoteOrigin::HostContext,
+                    text: render_host_context(context),
+                    attachments: reference_attachments(&request),
+                });
+            }
+        }
+        let mut record = self.stored_record();
+        if request.host_context.is_some() {
+            record.host_context = request.host_context.clone();
+        }
+        let write = self.deps.store.accept_result(
+            &record,
+            &pending.tool_call_id,
+            next.as_ref(),
+            &assistant,
+        );
+        self.persist(ctx, write, move |actor, ctx, accepted| {
+            match accepted {
+                Err(error) => {
+                    let _ = reply.send(Err(error.into()));
+                    return;
+                }
+                Ok(false) => {
+                    let _ = reply.send(Err(SessionError::Conflict(format!(
+                        "the result of call {:?} was already accepted elsewhere; a duplicate is never applied twice",
+                        pending.tool_call_id.as_str()
+                    ))));
+                    return;
+                }
+                Ok(true) => {}
+            }
+            if screenshot.is_some() {
+                actor.screenshot = screenshot;
+            }
+            actor.take_screenshot(&request);
+            record.pending_action = None;
+            actor.record = record;
+            actor.tree.upsert(assistant.clone());
+            let result_event = TurnEvent::ToolResult(ToolResultEvent {
+                tool_name,
+                output,
+                call_id: pending.tool_call_id.to_string(),
+                duration_ms: 0,
+                invalidates: actor.deps.tools.invalidations.get(&pending.tool_name).cloned(),
+            });
+            if resumes_model {
+                actor.phase = Phase::Idle;
+                sink.send(result_event);
+                actor.start_turn(&request, assistant, sink, reply, ctx);
+                return;
+            }
+            let _ = reply.send(Ok(TurnAccepted { accepted_as: AcceptedAs::Turn, message_id: Some(assistant.id.clone()) }));
+            status(&sink, &actor.id, TurnStatus::Started);
+            sink.send(result_event);
+            let decision = match (&next, pending.output_mode) {
+                (_, OutputMode::HostTools) => Some(Decision::Completed),
+                _ => None,
+            };
+            actor.phase = match &next {
+                Some(next) => Phase::AwaitingHost(next.clone()),
+                None => Phase::Idle,
+            };
+            let model = assistant.model.clone().unwrap_or_default();
+            actor.send_final(&sink, &assistant, model, next.as_ref(), decision, pending.output_mode, None);
+            status(&sink, &actor.id, TurnStatus::Completed);
+            actor.run_deferred(ctx);
+        });
+    }
+}
+
+// ---- running turns ---------------------------------------------------------
+
+impl SessionActor {
+    /// Starts the model loop for `assistant` (new, or resumed after host results).
+    fn start_turn(
+        &mut self,
+        request: &ChatRequest,
+        mut assistant: StoredMessage,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let (model_id, model) = match self.deps.plan_model(&request.config) {
+            Ok(planned) => planned,
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                return;
+            }
+        };
+        let output_mode = request.output_mode;
+        let context = self.current_context(request);
+        let tools =
+            self.deps
+                .tools
+                .tool_set(context.as_ref(), self.screenshot.is_some(), output_mode);
+        let leaf = assistant.parent_id.clone();
+        let path = self.tree.path_to(leaf.as_ref());
+        let history = build_transcript(&path, &Default::default());
+        let config = &self.deps.config;
+        let max_requests = request
+            .config
+            .max_turns
+            .map_or(config.max_turns, |asked| asked.min(config.max_turns));
+        let thinking_budget = match (request.config.thinking_budget, config.thinking_budget) {
+            (Some(asked), Some(ceiling)) => Some(asked.min(ceiling)),
+            (Some(_), None) => None,
+            (None, ceiling) => ceiling,
+        };
+        assistant.model = Some(model_id.to_string());
+        let plan = TurnPlan {
+            model_id: model_id.clone(),
+            model,
+            system: config.system_prompt.clone(),
+            tools,
+            settings: crate::model::ModelSettings {
+                temperature: request.config.temperature,
+                thinking_budget,
+                max_output_tokens: None,
+            },
+            limits: TurnLimits {
+                max_requests,
+                budget: config.budget,
+            },
+            output_mode,
+            invalidations: self.deps.invalidations.clone(),
+            screenshot: self.screenshot.clone(),
+        };
+        let (cancel, token) = CancelHandle::new();
+        let (steering_tx, steering_rx) = mpsc::unbounded_channel();
+        self.next_turn_id += 1;
+        let turn_id = self.next_turn_id;
+        let message_id = assistant.id.clone();
+        self.phase = Phase::Running(LiveTurn {
+            id: turn_id,
+            cancel,
+            cancelling: false,
+            steering: steering_tx,
+            sink: sink.clone(),
+            output_mode,
+            model: model_id.to_string(),
+        });
+        let _ = reply.send(Ok(TurnAccepted {
+            accepted_as: AcceptedAs::Turn,
+            message_id: Some(message_id),
+        }));
+        status(&sink, &self.id, TurnStatus::Started);
+        let input = TurnInput {
+            plan,
+            history,
+            assistant,
+            sink,
+            cancel: token,
+            steering: steering_rx,
+        };
+        ctx.spawn(
+            run_turn(input)
+                .into_actor(self)
+                .map(move |output, actor, ctx| actor.finish_turn(turn_id, output, ctx)),
+        );
+    }
+
+    /// Records how a turn ended, then answers whatever waited for it.
+    fn finish_turn(&mut self, turn_id: u64, output: TurnOutput, ctx: &mut Context<Self>) {
+        let live = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Running(live) if live.id == turn_id => live,
+            other => {
+                self.phase = other;
+                log::error!(
+                    "session {}: a finished turn {turn_id} was not the live one",
+                    self.id
+                );
+                return;
+            }
+        };
+        let TurnOutput { mut assistant, end } = output;
+        let mut next = None;
+        let mut decision = None;
+        let mut failure: Option<(String, String, bool)> = None;
+        match &end {
+            TurnEnd::Completed => {}
+            TurnEnd::HostCalls(calls) => {
+                let mut queued: Vec<ToolCallId> = calls.clone();
+                let first = queued.remove(0);
+                next = pending_for(&assistant, &first, queued, live.output_mode);
+                decision = (live.output_mode == OutputMode::HostTools).then_some(Decision::Pending);
+            }
+            TurnEnd::Hold => decision = Some(Decision::Hold),
+            TurnEnd::InvalidDecision(reason) => {
+                failure = Some(("invalid_decision".into(), reason.clone(), false))
+            }
+            TurnEnd::Cancelled => {
+                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                failure = Some(("cancelled".into(), "The turn was cancelled.".into(), true));
+            }
+            TurnEnd::UsageLimit(reason) => {
+                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                failure = Some(("usage_limit".into(), reason.clone(), false));
+            }
+            TurnEnd::Failed(error) => {
+                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                failure = Some((
+                    error.kind.as_str().to_string(),
+                    error.message.clone(),
+                    error.kind.retry_allowed(),
+                ));
+            }
+        }
+        if live.output_mode == OutputMode::HostTools {
+            crate::turn::strip_prose(&mut assistant);
+        }
+        assistant.error_type = failure
+            .as_ref()
+            .map(|(error_type, _, _)| error_type.clone());
+        let mut record = self.record.clone();
+        record.active_leaf = Some(assistant.id.clone());
+        record.pending_action = next.clone();
+        let write = self
+            .deps
+            .store
+            .save_messages(&record, std::slice::from_ref(&assistant));
+        self.persist(ctx, write, move |actor, ctx, written| {
+            let sink = live.sink;
+            if let Err(error) = written {
+                log::warn!(
+                    "session {}: could not store the turn's result: {error}",
+                    actor.id
+                );
+                let turn_error = TurnErrorEvent {
+                    kind: "error",
+                    message: "Database not reachable; the turn's result was not saved".into(),
+                    error_type: "internal".into(),
+                    terminal: true,
+                    retry_allowed: true,
+                };
+                actor.send_final(
+                    &sink,
+                    &assistant,
+                    live.model,
+                    None,
+                    None,
+                    live.output_mode,
+                    Some(&turn_error),
+                );
+                sink.send(TurnEvent::Error(turn_error));
+                status(&sink, &actor.id, TurnStatus::Completed);
+                actor.run_deferred(ctx);
+                return;
+            }
+            record.pending_action = None;
+            actor.record = record;
+            actor.tree.upsert(assistant.clone());
+            actor.phase = match &next {
+                Some(pending) => Phase::AwaitingHost(pending.clone()),
+                None => Phase::Idle,
+            };
+            let turn_error = failure.map(|(error_type, message, retry_allowed)| TurnErrorEvent {
+                kind: "error",
+                message,
+                error_type,
+                terminal: true,
+                retry_allowed,
+            });
+            actor.send_final(
+                &sink,
+                &assistant,
+                live.model,
+                next.as_ref(),
+                decision,
+                live.output_mode,
+                turn_error.as_ref(),
+            );
+            if let Some(turn_error) = turn_error {
+                sink.send(TurnEvent::Error(turn_error));
+            }
+            status(&sink, &actor.id, TurnStatus::Completed);
+            actor.last_activity = Instant::now();
+            actor.run_deferred(ctx);
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_final(
+        &self,
+        sink: &EventSink,
+        assistant: &StoredMessage,
+        model: String,
+        pending: Option<&PendingAction>,
+        decision: Option<Decision>,
+        output_mode: OutputMode,
+        error: Option<&TurnErrorEvent>,
+    ) {
+        let silent = output_mode == OutputMode::HostTools;
+        let final_response = FinalResponse {
+            content: if silent {
+                None
+            } else {
+                Some(message_text(assistant))
+            },
+            model,
+            streamed: sink.streamed,
+            session_id: self.id.to_string(),
+            turn_number: self.record.turn_number,
+            message_id: assistant.id.to_string(),
+            usage: assistant.usage.clone().unwrap_or_else(Usage::default),
+            pending_tool_call: pending.map(pending_event),
+            decision,
+            error: error.map(|_| true),
+            error_type: error.map(|error| error.error_type.clone()),
+            error_message: error.map(|error| error.message.clone()),
+        };
+        sink.send(TurnEvent::FinalResponse(Box::new(final_response)));
+    }
+
+    /// Answers requests that waited for the live turn, in arrival order, until
+    /// one of them starts a new turn (the rest keep waiting for that one).
+    fn run_deferred(&mut self, ctx: &mut Context<Self>) {
+        while !matches!(self.phase, Phase::Running(_)) {
+            let Some(deferred) = self.deferred.pop_front() else {
+                return;
+            };
+            self.accept(deferred.request, deferred.sink, deferred.reply, ctx);
+            if ctx.waiting() {
+                // A store write holds the mailbox; its continuation calls back here.
+                ctx.wait(
+                    actix::fut::ready(())
+                        .map(|(), actor: &mut SessionActor, ctx| actor.run_deferred(ctx)),
+                );
+                return;
+            }
+        }
+        // A newer ordinary message still waiting supersedes the turn just started.
+        let newer_message = self.deferred.iter().any(|deferred| {
+            deferred.request.continuation.is_none()
+                && deferred.request.message_type == MessageType::Standard
+        });
+        if let (true, Phase::Running(live)) = (newer_message, &mut self.phase) {
+            live.cancel.cancel();
+            live.cancelling = true;
+        }
+    }
+}

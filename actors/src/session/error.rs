@@ -1,0 +1,70 @@
+//! The one error type of session requests. `kind()` is the machine word the
+//! transports put in `type`; `Display` the sentence a host developer reads.
+
+use std::fmt;
+
+use crate::contract::ValidationError;
+use crate::store::StoreError;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionError {
+    /// The request itself is malformed (422 / `validation`).
+    Validation(ValidationError),
+    /// The request does not fit the session's state (409 / `session_error`).
+    Conflict(String),
+    /// The session does not exist (404 on session routes).
+    NotFound(String),
+    /// The store cannot be reached (503).
+    Unavailable(String),
+    /// A bug or an unexpected failure (500).
+    Internal(String),
+}
+
+impl SessionError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SessionError::Validation(_) => "validation",
+            SessionError::Conflict(_) => "session_error",
+            SessionError::NotFound(_) => "not_found",
+            SessionError::Unavailable(_) => "DatabaseError",
+            SessionError::Internal(_) => "internal",
+        }
+    }
+
+    pub fn validation(path: &str, message: impl Into<String>) -> SessionError {
+        SessionError::Validation(ValidationError {
+            path: path.to_string(),
+            message: message.into(),
+        })
+    }
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::Validation(error) => write!(f, "{error}"),
+            SessionError::Conflict(message) | SessionError::Internal(message) => {
+                f.write_str(message)
+            }
+            SessionError::NotFound(id) => write!(f, "session {id:?} does not exist"),
+            SessionError::Unavailable(_) => f.write_str("Database not reachable"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+impl From<ValidationError> for SessionError {
+    fn from(error: ValidationError) -> Self {
+        SessionError::Validation(error)
+    }
+}
+
+impl From<StoreError> for SessionError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(cause) => SessionError::Unavailable(cause),
+            StoreError::Failed(cause) => SessionError::Internal(format!("storage failed: {cause}")),
+        }
+    }
+}

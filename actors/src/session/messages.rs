@@ -1,0 +1,88 @@
+//! The requests a session actor accepts, one struct each, with their replies.
+//! Sent by the `Runtime` handle only; transports never hold an actor address.
+
+use actix::Message;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::SessionError;
+use crate::contract::{ChatRequest, HostContext};
+use crate::conversation::{Message as StoredMessage, PendingAction};
+use crate::events::EventSink;
+use crate::ids::MessageId;
+
+/// A message body (ordinary, steering or continuation). Its turn's events go
+/// to `sink`; the reply says how it was taken.
+#[derive(Message)]
+#[rtype(result = "Result<TurnAccepted, SessionError>")]
+pub struct SendMessage {
+    pub request: ChatRequest,
+    pub sink: EventSink,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AcceptedAs {
+    /// A turn started (or a continuation was recorded); events follow on the sink.
+    Turn,
+    /// Steering delivered into the live turn; its events go to that turn's sink.
+    Steering,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TurnAccepted {
+    pub accepted_as: AcceptedAs,
+    pub message_id: Option<MessageId>,
+}
+
+/// Stores (and warms) a host context for later messages.
+#[derive(Message)]
+#[rtype(result = "Result<(), SessionError>")]
+pub struct JoinSession {
+    pub host_context: Option<HostContext>,
+}
+
+/// Asks the live turn to stop; `true` if there was one.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct CancelTurn;
+
+#[derive(Message)]
+#[rtype(result = "Result<SessionInfo, SessionError>")]
+pub struct GetInfo;
+
+/// The root-to-leaf path (the active leaf by default).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
+pub struct GetPath {
+    pub leaf_id: Option<MessageId>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
+pub struct GetTree;
+
+/// Resolves the pending action and every call without a result as `unknown`.
+#[derive(Message)]
+#[rtype(result = "Result<SessionInfo, SessionError>")]
+pub struct RepairSession;
+
+/// Cancels any live turn, deletes the stored session and stops the actor.
+#[derive(Message)]
+#[rtype(result = "Result<bool, SessionError>")]
+pub struct DeleteSession;
+
+/// What `GET /api/sessions/{id}` shows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub owner_id: Option<String>,
+    pub title: Option<String>,
+    pub created_at: u64,
+    pub turn_number: u32,
+    pub message_count: usize,
+    pub active_leaf: Option<String>,
+    pub turn_running: bool,
+    pub pending_action: Option<PendingAction>,
+    pub host_context: Option<Value>,
+}

@@ -1,0 +1,16 @@
+//! Sessions: one actor per session owning its tree, host context, pending call
+//! and live turn; the registry that finds or starts it; and the `Runtime`
+//! handle the transports call.
+
+mod actor;
+mod error;
+mod messages;
+mod recovery;
+mod registry;
+mod runtime;
+
+pub use actor::SessionActor;
+pub use error::SessionError;
+pub use messages::{AcceptedAs, SessionInfo, TurnAccepted};
+pub use registry::SessionRegistry;
+pub use runtime::{Runtime, RuntimeHealth, SessionConfig, SessionDeps};

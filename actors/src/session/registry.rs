@@ -1,0 +1,81 @@
+//! The session registry: finds the live `SessionActor` for a `SessionId`,
+//! starting one (which loads itself from the store) on first use. It hands out
+//! addresses and nothing else: no turn work passes through it. Sharded maps
+//! instead of an actor, so lookups never queue behind one mailbox.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use actix::{Actor, Addr};
+
+use super::actor::SessionActor;
+use super::runtime::SessionDeps;
+use crate::ids::SessionId;
+
+const N_SHARDS: usize = 64;
+
+pub struct SessionRegistry {
+    shards: Vec<Mutex<HashMap<SessionId, Addr<SessionActor>>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for SessionRegistry {
+    fn default() -> Self {
+        SessionRegistry {
+            shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+impl SessionRegistry {
+    fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, Addr<SessionActor>>> {
+        let mut hasher = self.hasher.build_hasher();
+        id.hash(&mut hasher);
+        // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
+        self.shards[(hasher.finish() as usize) % N_SHARDS]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The live actor, started on the calling thread's arbiter when there is none.
+    pub fn get_or_start(
+        self: &Arc<Self>,
+        id: &SessionId,
+        deps: &Arc<SessionDeps>,
+    ) -> Addr<SessionActor> {
+        let mut shard = self.shard(id);
+        if let Some(addr) = shard.get(id) {
+            if addr.connected() {
+                return addr.clone();
+            }
+        }
+        let addr = SessionActor::new(id.clone(), deps.clone(), self.clone()).start();
+        shard.insert(id.clone(), addr.clone());
+        addr
+    }
+
+    /// The live actor, if any, without starting one.
+    pub fn get(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
+        self.shard(id)
+            .get(id)
+            .filter(|addr| addr.connected())
+            .cloned()
+    }
+
+    /// Forgets `addr` if it is still the entry for `id` (a newer actor may have replaced it).
+    pub fn remove(&self, id: &SessionId, addr: &Addr<SessionActor>) {
+        let mut shard = self.shard(id);
+        if shard.get(id) == Some(addr) {
+            shard.remove(id);
+        }
+    }
+
+    pub fn n_live(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().map(|map| map.len()).unwrap_or(0))
+            .sum()
+    }
+}

@@ -1,0 +1,214 @@
+//! The `Runtime` handle: what every transport calls. One async method per
+//! request; it finds the session actor through the registry, sends it one
+//! message, and turns a dead mailbox into `SessionError::Unavailable`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::{Addr, Handler, MailboxError};
+use serde::Serialize;
+
+use super::actor::SessionActor;
+use super::error::SessionError;
+use super::messages::*;
+use super::registry::SessionRegistry;
+use crate::contract::{ChatRequest, HostContext, RequestConfig};
+use crate::conversation::Message as StoredMessage;
+use crate::events::EventSink;
+use crate::ids::{MessageId, SessionId};
+use crate::model::catalog::ModelCatalog;
+use crate::model::{ModelId, SharedModelClient};
+use crate::store::{SessionSummary, SharedStore};
+use crate::tools::ToolRegistry;
+use crate::turn::Budget;
+
+/// Settings every session shares.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub default_model: ModelId,
+    pub system_prompt: String,
+    /// Model requests per turn (`ASSISTANT__MAX_TURNS`); requests may only lower it.
+    pub max_turns: u32,
+    /// Ceiling on thinking tokens; `None` leaves thinking off unless asked and allowed.
+    pub thinking_budget: Option<u32>,
+    pub budget: Budget,
+    /// An idle actor stops after this long and reloads from the store on its next message.
+    pub idle_timeout: Duration,
+}
+
+/// What session actors need, shared by all of them.
+pub struct SessionDeps {
+    pub store: SharedStore,
+    pub models: Arc<dyn ModelCatalog>,
+    pub tools: ToolRegistry,
+    pub invalidations: Arc<HashMap<String, Vec<String>>>,
+    pub config: SessionConfig,
+}
+
+impl SessionDeps {
+    /// The model a request runs on: its `config.default_model`, or the configured default.
+    pub fn plan_model(
+        &self,
+        config: &RequestConfig,
+    ) -> Result<(ModelId, SharedModelClient), SessionError> {
+        let model_id = match &config.default_model {
+            Some(asked) => ModelId::parse(asked).ok_or_else(|| {
+                SessionError::validation("config.default_model", "expected provider:name")
+            })?,
+            None => self.config.default_model.clone(),
+        };
+        let client = self
+            .models
+            .client_for(&model_id)
+            .map_err(|reason| SessionError::validation("config.default_model", reason))?;
+        Ok((model_id, client))
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RuntimeHealth {
+    pub healthy: bool,
+    pub store: &'static str,
+    pub store_reachable: bool,
+    pub default_model: String,
+    pub model_usable: bool,
+    pub live_sessions: usize,
+}
+
+#[derive(Clone)]
+pub struct Runtime {
+    registry: Arc<SessionRegistry>,
+    deps: Arc<SessionDeps>,
+}
+
+impl Runtime {
+    pub fn new(deps: SessionDeps) -> Runtime {
+        Runtime {
+            registry: Arc::new(SessionRegistry::default()),
+            deps: Arc::new(deps),
+        }
+    }
+
+    pub fn deps(&self) -> &SessionDeps {
+        &self.deps
+    }
+
+    /// Sends to the session's actor, starting it if needed. An actor that
+    /// stopped between lookup and send (idle timeout) is replaced once.
+    async fn ask<M>(&self, id: &SessionId, make: impl Fn() -> M) -> Result<M::Result, SessionError>
+    where
+        M: actix::Message + Send + 'static,
+        M::Result: Send,
+        SessionActor: Handler<M>,
+    {
+        for _attempt in 0..2 {
+            let addr = self.registry.get_or_start(id, &self.deps);
+            match addr.send(make()).await {
+                Ok(result) => return Ok(result),
+                Err(MailboxError::Closed) | Err(MailboxError::Timeout) => {
+                    self.registry.remove(id, &addr)
+                }
+            }
+        }
+        Err(SessionError::Unavailable(
+            "session actor unavailable".into(),
+        ))
+    }
+
+    fn live(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
+        self.registry.get(id)
+    }
+
+    /// Hands a message body to its session; events of its turn go to `sink`.
+    /// Sent once: a body can be large (attachments), and an actor that went
+    /// away between lookup and send is reported as unavailable, not retried.
+    pub async fn send_message(
+        &self,
+        request: ChatRequest,
+        sink: EventSink,
+    ) -> Result<TurnAccepted, SessionError> {
+        let addr = self.registry.get_or_start(&request.session_id, &self.deps);
+        let id = request.session_id.clone();
+        match addr.send(SendMessage { request, sink }).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.registry.remove(&id, &addr);
+                Err(SessionError::Unavailable(
+                    "the session was restarting; send the message again".into(),
+                ))
+            }
+        }
+    }
+
+    pub async fn join(
+        &self,
+        id: &SessionId,
+        host_context: Option<HostContext>,
+    ) -> Result<(), SessionError> {
+        self.ask(id, || JoinSession {
+            host_context: host_context.clone(),
+        })
+        .await?
+    }
+
+    pub async fn cancel(&self, id: &SessionId) -> Result<bool, SessionError> {
+        // A live turn always has a live actor; no actor means nothing to cancel.
+        let Some(addr) = self.live(id) else {
+            return Ok(false);
+        };
+        addr.send(CancelTurn).await.or(Ok(false))
+    }
+
+    pub async fn session(&self, id: &SessionId) -> Result<SessionInfo, SessionError> {
+        self.ask(id, || GetInfo).await?
+    }
+
+    pub async fn messages(
+        &self,
+        id: &SessionId,
+        leaf_id: Option<MessageId>,
+    ) -> Result<Vec<StoredMessage>, SessionError> {
+        self.ask(id, || GetPath {
+            leaf_id: leaf_id.clone(),
+        })
+        .await?
+    }
+
+    pub async fn tree(&self, id: &SessionId) -> Result<Vec<StoredMessage>, SessionError> {
+        self.ask(id, || GetTree).await?
+    }
+
+    pub async fn repair(&self, id: &SessionId) -> Result<SessionInfo, SessionError> {
+        self.ask(id, || RepairSession).await?
+    }
+
+    pub async fn delete(&self, id: &SessionId) -> Result<bool, SessionError> {
+        self.ask(id, || DeleteSession).await?
+    }
+
+    pub async fn list(&self, limit: u32, offset: u32) -> Result<Vec<SessionSummary>, SessionError> {
+        Ok(self.deps.store.list(limit, offset).await?)
+    }
+
+    pub async fn health(&self) -> RuntimeHealth {
+        let store_reachable = self.deps.store.ping().await.is_ok();
+        let model_usable = self
+            .deps
+            .models
+            .client_for(&self.deps.config.default_model)
+            .is_ok();
+        RuntimeHealth {
+            healthy: store_reachable && model_usable,
+            store: self.deps.store.kind(),
+            store_reachable,
+            default_model: self.deps.config.default_model.to_string(),
+            model_usable,
+            live_sessions: self.registry.n_live(),
+        }
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.deps.tools
+    }
+}

@@ -1,0 +1,186 @@
+//! The tool registry (configured once at startup) and the `ToolSet` of one turn
+//! (what the model is offered, given the host context, the screenshot and the
+//! output mode).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::backend::BackendTool;
+use crate::contract::{HostContext, OutputMode};
+use crate::conversation::ToolCategory;
+use crate::model::ToolSpec;
+
+/// The structured "no host work" answer of a silent decision.
+pub const HOLD_TOOL: &str = "hold";
+
+/// A host tool from `TOOLS__HOST_TOOLS`: available every turn.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostToolConfig {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ToolRegistry {
+    pub host_tools: Vec<HostToolConfig>,
+    /// View name → the backend tools offered on that view. Unlisted views
+    /// (and turns without a view) get every backend tool.
+    pub page_scopes: HashMap<String, Vec<String>>,
+    /// Tool name → what its success invalidates on the host (echoed in tool_result).
+    pub invalidations: HashMap<String, Vec<String>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolKind {
+    Backend(BackendTool),
+    Host,
+    Hold,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OfferedTool {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    pub kind: ToolKind,
+}
+
+impl OfferedTool {
+    pub fn category(&self) -> ToolCategory {
+        match self.kind {
+            ToolKind::Backend(_) => ToolCategory::Backend,
+            ToolKind::Host | ToolKind::Hold => ToolCategory::Host,
+        }
+    }
+}
+
+/// The tools of one turn, in a fixed order (backend, configured host, context
+/// actions) so the provider request is the same for the same inputs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolSet {
+    tools: Vec<OfferedTool>,
+}
+
+impl ToolSet {
+    pub fn find(&self, name: &str) -> Option<&OfferedTool> {
+        self.tools.iter().find(|tool| tool.name == name)
+    }
+
+    pub fn tools(&self) -> &[OfferedTool] {
+        &self.tools
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|tool| ToolSpec {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.parameters.clone(),
+            })
+            .collect()
+    }
+}
+
+impl ToolRegistry {
+    /// The tools for a turn. `has_screenshot` offers `look_at_screen`.
+    pub fn tool_set(
+        &self,
+        context: Option<&HostContext>,
+        has_screenshot: bool,
+        output_mode: OutputMode,
+    ) -> ToolSet {
+        let mut tools = Vec::new();
+        if output_mode == OutputMode::HostTools {
+            push_context_actions(&mut tools, context, &[HOLD_TOOL]);
+            tools.push(hold_tool());
+            return ToolSet { tools };
+        }
+        let view_name = context
+            .and_then(|context| context.view.as_ref())
+            .map(|view| view.name.as_str());
+        let scope = view_name.and_then(|name| self.page_scopes.get(name));
+        for backend in BackendTool::ALL {
+            if backend == BackendTool::LookAtScreen && !has_screenshot {
+                continue;
+            }
+            if let Some(allowed) = scope {
+                if !allowed.iter().any(|name| name == backend.name()) {
+                    continue;
+                }
+            }
+            tools.push(OfferedTool {
+                name: backend.name().to_string(),
+                description: backend.description().to_string(),
+                parameters: backend.parameters(),
+                kind: ToolKind::Backend(backend),
+            });
+        }
+        for host_tool in &self.host_tools {
+            tools.push(OfferedTool {
+                name: host_tool.name.clone(),
+                description: host_tool.description.clone(),
+                parameters: host_tool.parameters.clone(),
+                kind: ToolKind::Host,
+            });
+        }
+        let reserved: Vec<&str> = BackendTool::ALL.iter().map(|tool| tool.name()).collect();
+        let configured: Vec<&str> = self
+            .host_tools
+            .iter()
+            .map(|tool| tool.name.as_str())
+            .collect();
+        let taken: Vec<&str> = reserved.into_iter().chain(configured).collect();
+        push_context_actions(&mut tools, context, &taken);
+        ToolSet { tools }
+    }
+
+    /// What `GET /api/debug/tools` shows.
+    pub fn describe(&self) -> Value {
+        json!({
+            "backend_tools": BackendTool::ALL.iter().map(|tool| json!({
+                "name": tool.name(),
+                "description": tool.description(),
+                "parameters": tool.parameters(),
+            })).collect::<Vec<_>>(),
+            "host_tools": self.host_tools,
+            "page_scopes": self.page_scopes,
+            "invalidations": self.invalidations,
+        })
+    }
+}
+
+fn push_context_actions(
+    tools: &mut Vec<OfferedTool>,
+    context: Option<&HostContext>,
+    taken: &[&str],
+) {
+    let Some(context) = context else { return };
+    for action in &context.actions {
+        if taken.contains(&action.name.as_str()) {
+            log::warn!(
+                "host action {:?} collides with a registered tool and is ignored",
+                action.name
+            );
+            continue;
+        }
+        tools.push(OfferedTool {
+            name: action.name.clone(),
+            description: action.description.clone(),
+            parameters: action.parameters.clone(),
+            kind: ToolKind::Host,
+        });
+    }
+}
+
+fn hold_tool() -> OfferedTool {
+    OfferedTool {
+        name: HOLD_TOOL.to_string(),
+        description: "Decide that no host action is needed now.".to_string(),
+        parameters: json!({"type": "object", "properties": {"reason": {"type": "string"}}, "additionalProperties": false}),
+        kind: ToolKind::Hold,
+    }
+}

@@ -1,0 +1,574 @@
+//! The model loop of one turn: build the request from the path, stream the
+//! model, run backend tools, stop at host actions, limits, cancellation or a
+//! final answer. It owns no session state: it takes the assistant message it
+//! extends and hands it back in `TurnOutput`, and the session actor decides
+//! what that means for the session.
+
+mod cancel;
+mod limits;
+
+pub use cancel::{CancelHandle, CancelToken};
+pub use limits::{Budget, TurnLimits};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::contract::{Attachment, OutputMode};
+use crate::conversation::{
+    build_transcript, CallOutcome, Message, NoteOrigin, ScreenshotOverlay, Segment, ToolRecord,
+};
+use crate::events::{
+    DeltaEvent, EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
+};
+use crate::ids::ToolCallId;
+use crate::model::{
+    ChatItem, ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
+};
+use crate::tools::{check_arguments, ToolKind, ToolSet};
+
+/// Text delivered into a live turn before the model's next request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SteeringNote {
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+}
+
+/// Everything a turn needs, decided by the session actor before it starts.
+pub struct TurnPlan {
+    pub model_id: ModelId,
+    pub model: SharedModelClient,
+    pub system: String,
+    pub tools: ToolSet,
+    pub settings: ModelSettings,
+    pub limits: TurnLimits,
+    pub output_mode: OutputMode,
+    pub invalidations: Arc<HashMap<String, Vec<String>>>,
+    /// The turn's latest screenshot (data URI), for `look_at_screen`.
+    pub screenshot: Option<String>,
+}
+
+pub struct TurnInput {
+    pub plan: TurnPlan,
+    /// The transcript before the assistant message (root to the user message).
+    pub history: Vec<ChatItem>,
+    /// The assistant message this turn extends: new, or resumed after host results.
+    pub assistant: Message,
+    pub sink: EventSink,
+    pub cancel: CancelToken,
+    pub steering: mpsc::UnboundedReceiver<SteeringNote>,
+}
+
+/// How the turn ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnEnd {
+    /// The model answered without further tool calls.
+    Completed,
+    /// The model asked the host to act; these calls (in order) have no result yet.
+    HostCalls(Vec<ToolCallId>),
+    /// Silent decision: the model chose `hold`.
+    Hold,
+    /// Silent decision: more than one action proposed; none admitted.
+    InvalidDecision(String),
+    Cancelled,
+    UsageLimit(String),
+    Failed(ModelError),
+}
+
+pub struct TurnOutput {
+    pub assistant: Message,
+    pub end: TurnEnd,
+}
+
+/// Runs the loop until it ends; never panics on model output.
+pub async fn run_turn(input: TurnInput) -> TurnOutput {
+    let TurnInput {
+        plan,
+        history,
+        mut assistant,
+        sink,
+        mut cancel,
+        mut steering,
+    } = input;
+    let silent = plan.output_mode == OutputMode::HostTools;
+    let mut overlay = ScreenshotOverlay::new();
+    let mut usage = assistant.usage.take().unwrap_or_default();
+    let end = loop {
+        if cancel.is_cancelled() {
+            break TurnEnd::Cancelled;
+        }
+        while let Ok(note) = steering.try_recv() {
+            assistant.segments.push(Segment::Note {
+                origin: NoteOrigin::Steering,
+                text: note.text,
+                attachments: note.attachments,
+            });
+        }
+        if let Some(reason) = plan.limits.exceeded_before_request(&usage) {
+            break TurnEnd::UsageLimit(reason);
+        }
+        let mut messages = history.clone();
+        messages.extend(build_transcript(&[&assistant], &overlay));
+        let request = ModelRequest {
+            model: plan.model_id.clone(),
+            system: plan.system.clone(),
+            messages,
+            tools: plan.tools.specs(),
+            settings: plan.settings.clone(),
+        };
+        usage.requests += 1;
+        let response =
+            stream_response(&plan, request, &mut assistant, &sink, &mut cancel, silent).await;
+        usage.add_tokens(response.input_tokens, response.output_tokens);
+        if let Some(error) = response.error {
+            break TurnEnd::Failed(error);
+        }
+        if response.cancelled {
+            break TurnEnd::Cancelled;
+        }
+        if response.calls.is_empty() {
+            break if silent {
+                TurnEnd::Hold
+            } else {
+                TurnEnd::Completed
+            };
+        }
+        if silent {
+            if let Some(end) = decide(&plan, response.calls, &mut assistant, &sink) {
+                break end;
+            }
+            continue;
+        }
+        usage.tool_calls += response.calls.len() as u32;
+        if let Some(reason) = plan.limits.exceeded_tool_calls(&usage) {
+            let records = response
+                .calls
+                .into_iter()
+                .map(|call| interrupted_record(&plan, call))
+                .collect();
+            assistant
+                .segments
+                .push(Segment::ToolGroup { tools: records });
+            break TurnEnd::UsageLimit(reason);
+        }
+        let (records, host_calls) = run_calls(&plan, response.calls, &sink, &mut overlay);
+        assistant
+            .segments
+            .push(Segment::ToolGroup { tools: records });
+        if !host_calls.is_empty() {
+            break TurnEnd::HostCalls(host_calls);
+        }
+    };
+    if silent {
+        strip_prose(&mut assistant);
+    }
+    assistant.usage = Some(usage);
+    TurnOutput { assistant, end }
+}
+
+/// A tool call as the model sent it.
+struct RawCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+struct Response {
+    calls: Vec<RawCall>,
+    input_tokens: u64,
+    output_tokens: u64,
+    cancelled: bool,
+    error: Option<ModelError>,
+}
+
+/// Streams one model response into `assistant`, forwarding deltas to `sink`.
+async fn stream_response(
+    plan: &TurnPlan,
+    request: ModelRequest,
+    assistant: &mut Message,
+    sink: &EventSink,
+    cancel: &mut CancelToken,
+    silent: bool,
+) -> Response {
+    let mut stream = plan.model.stream(request);
+    let first_segment = assistant.segments.len();
+    let mut response = Response {
+        calls: Vec::new(),
+        input_tokens: 0,
+        output_tokens: 0,
+        cancelled: false,
+        error: None,
+    };
+    let mut delta_index = 0usize;
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                response.cancelled = true;
+                return response;
+            }
+            next = stream.next() => next,
+        };
+        let event = match next {
+            None => return response,
+            Some(Err(error)) => {
+                response.error = Some(error);
+                return response;
+            }
+            Some(Ok(event)) => event,
+        };
+        match event {
+            ModelEvent::TextDelta(text) | ModelEvent::ThinkingDelta(text) if text.is_empty() => {}
+            ModelEvent::TextDelta(text) => {
+                let (index, started) = append_delta(assistant, first_segment, false, &text);
+                delta_index = if started { 0 } else { delta_index + 1 };
+                if !silent {
+                    sink.send(TurnEvent::TextDelta(delta_event(
+                        assistant,
+                        index,
+                        delta_index,
+                        started,
+                        "text",
+                        text,
+                    )));
+                }
+            }
+            ModelEvent::ThinkingDelta(text) => {
+                let (index, started) = append_delta(assistant, first_segment, true, &text);
+                delta_index = if started { 0 } else { delta_index + 1 };
+                if !silent {
+                    sink.send(TurnEvent::ThinkingDelta(delta_event(
+                        assistant,
+                        index,
+                        delta_index,
+                        started,
+                        "thinking",
+                        text,
+                    )));
+                }
+            }
+            ModelEvent::ThinkingSignature(value) => {
+                if let Some(Segment::Thinking { signature, .. }) = assistant.segments.last_mut() {
+                    *signature = Some(value);
+                }
+            }
+            ModelEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            } => response.calls.push(RawCall {
+                id,
+                name,
+                arguments,
+            }),
+            ModelEvent::Usage(tokens) => {
+                response.input_tokens += tokens.input_tokens;
+                response.output_tokens += tokens.output_tokens;
+            }
+        }
+    }
+}
+
+/// Appends a delta to the response's current segment of that kind, or opens
+/// one. Returns the segment index and whether it was just opened.
+fn append_delta(
+    assistant: &mut Message,
+    first_segment: usize,
+    thinking: bool,
+    text: &str,
+) -> (usize, bool) {
+    let n_segments = assistant.segments.len();
+    if n_segments > first_segment {
+        match assistant.segments.last_mut() {
+            Some(Segment::Thinking {
+                text: current,
+                signature: None,
+            }) if thinking => {
+                current.push_str(text);
+                return (n_segments - 1, false);
+            }
+            Some(Segment::Text { text: current }) if !thinking => {
+                current.push_str(text);
+                return (n_segments - 1, false);
+            }
+            _ => {}
+        }
+    }
+    let segment = if thinking {
+        Segment::Thinking {
+            text: text.to_string(),
+            signature: None,
+        }
+    } else {
+        Segment::Text {
+            text: text.to_string(),
+        }
+    };
+    assistant.segments.push(segment);
+    (n_segments, true)
+}
+
+fn delta_event(
+    assistant: &Message,
+    index: usize,
+    delta_index: usize,
+    started: bool,
+    kind: &'static str,
+    content: String,
+) -> DeltaEvent {
+    DeltaEvent {
+        content,
+        segment_id: format!("{}:{index}", assistant.id),
+        segment_index: index,
+        delta_index,
+        segment_started: started,
+        segment_kind: kind,
+    }
+}
+
+/// Checks one call against the turn's tools: its parsed arguments, or the
+/// reason to send back to the model.
+fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Value, String)> {
+    let arguments: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
+        "{}"
+    } else {
+        &call.arguments
+    }) {
+        Ok(arguments) => arguments,
+        Err(error) => {
+            return Err((
+                Value::String(call.arguments.clone()),
+                format!("arguments are not valid JSON: {error}"),
+            ));
+        }
+    };
+    let Some(tool) = plan.tools.find(&call.name) else {
+        return Err((
+            arguments,
+            format!("unknown tool {:?}; use one of the tools offered", call.name),
+        ));
+    };
+    if let Err(problems) = check_arguments(&tool.parameters, &arguments) {
+        return Err((
+            arguments,
+            format!(
+                "arguments do not match the schema of {}: {problems}",
+                call.name
+            ),
+        ));
+    }
+    Ok((arguments, tool.kind.clone()))
+}
+
+fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) -> ToolRecord {
+    let category = plan
+        .tools
+        .find(&call.name)
+        .map(|tool| tool.category())
+        .unwrap_or(crate::conversation::ToolCategory::Backend);
+    ToolRecord {
+        id: ToolCallId::new(call.id),
+        name: call.name,
+        input: arguments,
+        category,
+        output: Some(
+            json!({"success": false, "error": reason, "error_code": "invalid_arguments", "retry": true}),
+        ),
+        outcome: Some(CallOutcome::Failed),
+        status: Some(crate::conversation::CallStatus::Failed),
+    }
+}
+
+/// Runs backend calls, announces host calls, and turns bad calls into retries.
+fn run_calls(
+    plan: &TurnPlan,
+    calls: Vec<RawCall>,
+    sink: &EventSink,
+    overlay: &mut ScreenshotOverlay,
+) -> (Vec<ToolRecord>, Vec<ToolCallId>) {
+    let mut records = Vec::with_capacity(calls.len());
+    let mut host_calls = Vec::new();
+    for call in calls {
+        let (arguments, kind) = match check_call(plan, &call) {
+            Ok(checked) => checked,
+            Err((arguments, reason)) => {
+                sink.send(TurnEvent::ToolError(ToolErrorEvent {
+                    tool_name: call.name.clone(),
+                    call_id: call.id.clone(),
+                    error: reason.clone(),
+                }));
+                records.push(retry_record(call, arguments, &reason, plan));
+                continue;
+            }
+        };
+        let category = match kind {
+            ToolKind::Backend(_) => crate::conversation::ToolCategory::Backend,
+            _ => crate::conversation::ToolCategory::Host,
+        };
+        sink.send(TurnEvent::ToolCall(ToolCallEvent {
+            tool_name: call.name.clone(),
+            arguments: arguments.clone(),
+            call_id: call.id.clone(),
+            category,
+        }));
+        let mut record = ToolRecord {
+            id: ToolCallId::new(call.id),
+            name: call.name,
+            input: arguments,
+            category,
+            output: None,
+            outcome: None,
+            status: None,
+        };
+        match kind {
+            ToolKind::Backend(tool) => {
+                let started = Instant::now();
+                let result = tool.run(plan.screenshot.as_deref());
+                if !result.live_content.is_empty() {
+                    overlay.insert(record.id.to_string(), result.live_content);
+                }
+                record.outcome = Some(if result.success {
+                    CallOutcome::Success
+                } else {
+                    CallOutcome::Failed
+                });
+                if !result.success {
+                    record.status = Some(crate::conversation::CallStatus::Failed);
+                }
+                record.output = Some(result.output.clone());
+                sink.send(TurnEvent::ToolResult(ToolResultEvent {
+                    tool_name: record.name.clone(),
+                    output: result.output,
+                    call_id: record.id.to_string(),
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    invalidates: plan.invalidations.get(&record.name).cloned(),
+                }));
+            }
+            ToolKind::Host | ToolKind::Hold => host_calls.push(record.id.clone()),
+        }
+        records.push(record);
+    }
+    (records, host_calls)
+}
+
+/// Silent decisions: hold wins, one valid action is pending, several fail the
+/// turn. `None` means a bad call was sent back to the model for a retry.
+fn decide(
+    plan: &TurnPlan,
+    calls: Vec<RawCall>,
+    assistant: &mut Message,
+    sink: &EventSink,
+) -> Option<TurnEnd> {
+    let holds = calls
+        .iter()
+        .any(|call| call.name == crate::tools::HOLD_TOOL);
+    if holds {
+        let records = calls
+            .into_iter()
+            .map(|call| decided_record(plan, call, "hold"))
+            .collect();
+        assistant
+            .segments
+            .push(Segment::ToolGroup { tools: records });
+        return Some(TurnEnd::Hold);
+    }
+    if calls.len() > 1 {
+        let names: Vec<String> = calls.iter().map(|call| call.name.clone()).collect();
+        let records = calls
+            .into_iter()
+            .map(|call| decided_record(plan, call, "invalid_decision"))
+            .collect();
+        assistant
+            .segments
+            .push(Segment::ToolGroup { tools: records });
+        return Some(TurnEnd::InvalidDecision(format!(
+            "the model proposed {} host actions ({}); a decision admits at most one",
+            names.len(),
+            names.join(", ")
+        )));
+    }
+    let call = calls.into_iter().next()?;
+    match check_call(plan, &call) {
+        Ok((arguments, _)) => {
+            let id = ToolCallId::new(call.id.clone());
+            sink.send(TurnEvent::ToolCall(ToolCallEvent {
+                tool_name: call.name.clone(),
+                arguments: arguments.clone(),
+                call_id: call.id.clone(),
+                category: crate::conversation::ToolCategory::Host,
+            }));
+            assistant.segments.push(Segment::ToolGroup {
+                tools: vec![ToolRecord {
+                    id: id.clone(),
+                    name: call.name,
+                    input: arguments,
+                    category: crate::conversation::ToolCategory::Host,
+                    output: None,
+                    outcome: None,
+                    status: None,
+                }],
+            });
+            Some(TurnEnd::HostCalls(vec![id]))
+        }
+        Err((arguments, reason)) => {
+            let record = retry_record(call, arguments, &reason, plan);
+            assistant.segments.push(Segment::ToolGroup {
+                tools: vec![record],
+            });
+            None
+        }
+    }
+}
+
+/// A call that was never admitted: it carries a result saying so, so the
+/// transcript stays valid for the provider.
+fn decided_record(plan: &TurnPlan, call: RawCall, verdict: &str) -> ToolRecord {
+    let arguments =
+        serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
+    let category = plan
+        .tools
+        .find(&call.name)
+        .map(|tool| tool.category())
+        .unwrap_or(crate::conversation::ToolCategory::Host);
+    ToolRecord {
+        id: ToolCallId::new(call.id),
+        name: call.name,
+        input: arguments,
+        category,
+        output: Some(json!({"admitted": false, "decision": verdict})),
+        outcome: Some(CallOutcome::Interrupted),
+        status: Some(crate::conversation::CallStatus::Cancelled),
+    }
+}
+
+fn interrupted_record(plan: &TurnPlan, call: RawCall) -> ToolRecord {
+    let arguments =
+        serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
+    let category = plan
+        .tools
+        .find(&call.name)
+        .map(|tool| tool.category())
+        .unwrap_or(crate::conversation::ToolCategory::Backend);
+    let mut record = ToolRecord {
+        id: ToolCallId::new(call.id),
+        name: call.name,
+        input: arguments,
+        category,
+        output: None,
+        outcome: None,
+        status: None,
+    };
+    record.interrupt(crate::conversation::CallStatus::Cancelled);
+    record
+}
+
+/// Silent mode publishes and keeps nothing but the decision.
+pub fn strip_prose(assistant: &mut Message) {
+    assistant
+        .segments
+        .retain(|segment| matches!(segment, Segment::ToolGroup { .. } | Segment::Note { .. }));
+}
