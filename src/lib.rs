@@ -1,0 +1,13 @@
+//! The assistant-runtime server: settings, the HTTP routes, the Socket.IO
+//! transport and AG-UI, all thin edges over the `actors` core.
+//!
+//! Layout:
+//! - `settings`: layered configuration, validated at startup.
+//! - `startup`: builds the runtime and the HTTP server (`Application`).
+//! - `routes`: the HTTP routes.
+//! - `errors`: the one mapping from errors to status codes and payloads.
+
+pub mod errors;
+pub mod routes;
+pub mod settings;
+pub mod startup;

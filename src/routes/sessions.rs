@@ -1,0 +1,102 @@
+//! The session routes: list, inspect, path, tree, repair, delete.
+
+use actix_web::{web, HttpResponse};
+use actors::contract::ValidationError;
+use actors::ids::{is_valid_id, MessageId, SessionId};
+use actors::session::Runtime;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::errors::ApiError;
+
+/// The most sessions one page returns.
+const MAX_PAGE: u32 = 500;
+
+pub fn session_id(raw: &str) -> Result<SessionId, ApiError> {
+    if !is_valid_id(raw) {
+        return Err(ValidationError {
+            path: "session_id".into(),
+            message: "must be 1 to 64 characters".into(),
+        }
+        .into());
+    }
+    Ok(SessionId::new(raw))
+}
+
+#[derive(Deserialize)]
+pub struct Page {
+    limit: Option<String>,
+    offset: Option<String>,
+}
+
+fn page_number(raw: Option<&str>, name: &str, default: u32) -> Result<u32, ApiError> {
+    match raw {
+        None => Ok(default),
+        Some(text) => text.parse().map_err(|_| {
+            ValidationError {
+                path: name.into(),
+                message: "expected a non-negative whole number".into(),
+            }
+            .into()
+        }),
+    }
+}
+
+pub async fn list(
+    runtime: web::Data<Runtime>,
+    page: web::Query<Page>,
+) -> Result<HttpResponse, ApiError> {
+    let limit = page_number(page.limit.as_deref(), "limit", 50)?.min(MAX_PAGE);
+    let offset = page_number(page.offset.as_deref(), "offset", 0)?;
+    Ok(HttpResponse::Ok().json(runtime.list(limit, offset).await?))
+}
+
+pub async fn info(
+    runtime: web::Data<Runtime>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(runtime.session(&session_id(&path)?).await?))
+}
+
+#[derive(Deserialize)]
+pub struct Leaf {
+    leaf_id: Option<String>,
+}
+
+pub async fn messages(
+    runtime: web::Data<Runtime>,
+    path: web::Path<String>,
+    leaf: web::Query<Leaf>,
+) -> Result<HttpResponse, ApiError> {
+    let leaf_id = leaf
+        .leaf_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .map(MessageId::new);
+    Ok(HttpResponse::Ok().json(runtime.messages(&session_id(&path)?, leaf_id).await?))
+}
+
+pub async fn tree(
+    runtime: web::Data<Runtime>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(runtime.tree(&session_id(&path)?).await?))
+}
+
+pub async fn repair(
+    runtime: web::Data<Runtime>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(runtime.repair(&session_id(&path)?).await?))
+}
+
+pub async fn delete(
+    runtime: web::Data<Runtime>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = session_id(&path)?;
+    if !runtime.delete(&id).await? {
+        return Err(actors::session::SessionError::NotFound(id.to_string()).into());
+    }
+    Ok(HttpResponse::Ok().json(json!({"deleted": true, "session_id": id})))
+}
