@@ -8,6 +8,9 @@ pub mod echo;
 pub mod openai;
 pub mod anthropic;
 pub mod sse;
+mod wire;
+
+pub use wire::{build_http_client, CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 
 use std::fmt;
 use std::sync::Arc;
