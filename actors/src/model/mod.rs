@@ -6,6 +6,8 @@
 
 pub mod echo;
 pub mod openai;
+pub mod providers;
+pub mod retry;
 pub mod anthropic;
 pub mod sse;
 mod wire;
