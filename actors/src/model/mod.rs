@@ -8,7 +8,12 @@ pub mod anthropic;
 pub mod catalog;
 pub mod echo;
 pub mod openai;
+pub mod providers;
+pub mod retry;
 pub mod sse;
+mod wire;
+
+pub use wire::{build_http_client, CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 
 use std::fmt;
 use std::sync::Arc;

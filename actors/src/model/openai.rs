@@ -1,1 +1,664 @@
-//! Placeholder; filled in by its own change.
+//! OpenAI Chat Completions adapter (`openai:*`): turns a `ModelRequest` into
+//! a streamed `POST {base_url}/chat/completions` and the SSE chunks back into
+//! `ModelEvent`s. Any compatible server (vLLM, llama.cpp, Ollama, OpenRouter)
+//! works through `base_url`. It translates wire formats and nothing else.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use super::sse::SseEvent;
+use super::wire::{self, Decoder, Outbox};
+use super::{
+    AssistantPart, ChatItem, ContentPart, MediaSource, ModelClient, ModelError, ModelErrorKind,
+    ModelEvent, ModelRequest, ModelStream, TokenUsage, ToolResultItem,
+};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Thinking budgets up to this many tokens ask for `reasoning_effort: low`.
+const LOW_EFFORT_MAX_BUDGET: u32 = 2048;
+/// Budgets above `LOW_EFFORT_MAX_BUDGET` and up to this ask for `medium`; more is `high`.
+const MEDIUM_EFFORT_MAX_BUDGET: u32 = 8192;
+
+/// One configured OpenAI-compatible model.
+#[derive(Clone, Debug)]
+pub struct OpenAiModel {
+    /// Shared connection pool; built with the connect timeout (`wire::build_http_client`).
+    pub client: reqwest::Client,
+    /// API root without the `/chat/completions` suffix, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// Sent as a bearer token when set; local servers usually need none.
+    pub api_key: Option<String>,
+    /// The provider's model name, sent as `model` (the id's part after `openai:`).
+    pub model: String,
+    /// Longest silence allowed before headers and between chunks.
+    pub idle_timeout: Duration,
+}
+
+impl OpenAiModel {
+    /// `base_url: None` means the public OpenAI API.
+    pub fn new(
+        client: reqwest::Client,
+        base_url: Option<String>,
+        api_key: Option<String>,
+        model: impl Into<String>,
+    ) -> OpenAiModel {
+        let base_url = base_url.unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+        OpenAiModel {
+            client,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+            model: model.into(),
+            idle_timeout: wire::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+
+    pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> OpenAiModel {
+        self.idle_timeout = idle_timeout;
+        self
+    }
+
+    /// The JSON body for `request`; deterministic, so an unchanged history
+    /// gives an unchanged prefix for the provider's prompt cache.
+    pub fn request_body(&self, request: &ModelRequest) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        body.insert("messages".into(), Value::Array(messages(request)));
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.parameters,
+                        },
+                    })
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        let settings = &request.settings;
+        if let Some(temperature) = settings.temperature {
+            body.insert("temperature".into(), json!(temperature));
+        }
+        if let Some(max_output_tokens) = settings.max_output_tokens {
+            // `max_tokens` is deprecated and rejected by reasoning models.
+            body.insert("max_completion_tokens".into(), json!(max_output_tokens));
+        }
+        if let Some(budget) = settings.thinking_budget.filter(|budget| *budget > 0) {
+            body.insert("reasoning_effort".into(), json!(reasoning_effort(budget)));
+        }
+        Value::Object(body)
+    }
+}
+
+impl ModelClient for OpenAiModel {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let body = self.request_body(&request);
+        let url = format!("{}/chat/completions", self.base_url);
+        let mut http_request = self.client.post(url).json(&body);
+        if let Some(api_key) = &self.api_key {
+            http_request = http_request.bearer_auth(api_key);
+        }
+        wire::stream_sse(
+            "OpenAI",
+            http_request,
+            self.idle_timeout,
+            ChunkDecoder::default(),
+        )
+    }
+}
+
+fn reasoning_effort(budget: u32) -> &'static str {
+    if budget <= LOW_EFFORT_MAX_BUDGET {
+        "low"
+    } else if budget <= MEDIUM_EFFORT_MAX_BUDGET {
+        "medium"
+    } else {
+        "high"
+    }
+}
+
+fn messages(request: &ModelRequest) -> Vec<Value> {
+    let mut messages = Vec::new();
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    // Media returned by the current run of tool results; OpenAI tool messages
+    // take text only, so it follows them in one user message.
+    let mut tool_media: Vec<Value> = Vec::new();
+    for item in &request.messages {
+        if !matches!(item, ChatItem::ToolResult(_)) && !tool_media.is_empty() {
+            messages.push(json!({"role": "user", "content": std::mem::take(&mut tool_media)}));
+        }
+        match item {
+            ChatItem::User(parts) => messages.push(user_message(parts)),
+            ChatItem::Assistant(parts) => messages.push(assistant_message(parts)),
+            ChatItem::ToolResult(result) => messages.push(tool_message(result, &mut tool_media)),
+        }
+    }
+    if !tool_media.is_empty() {
+        messages.push(json!({"role": "user", "content": tool_media}));
+    }
+    messages
+}
+
+/// A lone text part is sent as a plain string (the form every compatible
+/// server accepts); anything else as a content-part array.
+fn user_message(parts: &[ContentPart]) -> Value {
+    if let [ContentPart::Text(text)] = parts {
+        return json!({"role": "user", "content": text});
+    }
+    let content: Vec<Value> = parts.iter().map(content_part).collect();
+    json!({"role": "user", "content": content})
+}
+
+fn content_part(part: &ContentPart) -> Value {
+    match part {
+        ContentPart::Text(text) => json!({"type": "text", "text": text}),
+        ContentPart::Image(source) => {
+            json!({"type": "image_url", "image_url": {"url": source.to_data_uri()}})
+        }
+        ContentPart::Document { source, name } => document_part(source, name.as_deref()),
+    }
+}
+
+/// Chat Completions takes files (PDFs) as base64 data URIs only. Text
+/// documents are inlined as text, since file inputs reject them, and URL
+/// documents are named in a text part: the API cannot fetch them.
+fn document_part(source: &MediaSource, name: Option<&str>) -> Value {
+    let filename = name.unwrap_or("document");
+    match source {
+        MediaSource::Base64 { media_type, data } if media_type.starts_with("text/") => {
+            match wire::decode_base64_text(data) {
+                Some(text) => {
+                    json!({"type": "text", "text": format!("Document {filename}:\n{text}")})
+                }
+                None => {
+                    json!({"type": "text", "text": format!("Document {filename}: (could not be decoded)")})
+                }
+            }
+        }
+        MediaSource::Base64 { .. } => {
+            json!({"type": "file", "file": {"filename": filename, "file_data": source.to_data_uri()}})
+        }
+        MediaSource::Url(url) => {
+            json!({"type": "text", "text": format!("Document {filename}: {url}")})
+        }
+    }
+}
+
+/// Thinking is not sent back: Chat Completions has no field for it.
+fn assistant_message(parts: &[AssistantPart]) -> Value {
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for part in parts {
+        match part {
+            AssistantPart::Thinking { .. } => {}
+            AssistantPart::Text(piece) => text.push_str(piece),
+            AssistantPart::ToolCall {
+                id,
+                name,
+                arguments,
+            } => tool_calls.push(json!({
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments_text(arguments)},
+            })),
+        }
+    }
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    let content = match (text.is_empty(), tool_calls.is_empty()) {
+        (true, false) => Value::Null,
+        // An assistant message needs content or tool calls; a response that
+        // was only thinking is replayed as empty text.
+        _ => json!(text),
+    };
+    message.insert("content".into(), content);
+    if !tool_calls.is_empty() {
+        message.insert("tool_calls".into(), Value::Array(tool_calls));
+    }
+    Value::Object(message)
+}
+
+/// Compact JSON; arguments stored as a string (unparseable model output) are
+/// sent back exactly as the model wrote them.
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn tool_message(result: &ToolResultItem, tool_media: &mut Vec<Value>) -> Value {
+    let mut texts = Vec::new();
+    let mut n_media = 0;
+    for part in &result.content {
+        match part {
+            ContentPart::Text(text) => texts.push(text.as_str()),
+            media => {
+                if n_media == 0 {
+                    tool_media.push(json!({
+                        "type": "text",
+                        "text": format!("Attachments returned by tool {} (call {}):", result.tool_name, result.call_id),
+                    }));
+                }
+                n_media += 1;
+                tool_media.push(content_part(media));
+            }
+        }
+    }
+    let mut content = texts.join("\n");
+    if n_media > 0 {
+        if !content.is_empty() {
+            content.push('\n');
+        }
+        content.push_str("(attachments follow in the next user message)");
+    }
+    json!({"role": "tool", "tool_call_id": result.call_id, "content": content})
+}
+
+/// A tool call being assembled from `delta.tool_calls` pieces.
+#[derive(Debug, Default)]
+struct PartialToolCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[derive(Debug, Default)]
+struct ChunkDecoder {
+    /// Calls by their `index`: pieces of parallel calls interleave, and
+    /// they are emitted in index order.
+    tool_calls: BTreeMap<u64, PartialToolCall>,
+    /// The latest usage seen; some compatible servers repeat it per chunk.
+    usage: Option<TokenUsage>,
+}
+
+impl ChunkDecoder {
+    fn flush_tool_calls(&mut self, out: &mut Outbox) {
+        for (index, call) in std::mem::take(&mut self.tool_calls) {
+            let id = if call.id.is_empty() {
+                format!("call_{index}")
+            } else {
+                call.id
+            };
+            out.push_back(Ok(ModelEvent::ToolCall {
+                id,
+                name: call.name,
+                arguments: call.arguments,
+            }));
+        }
+    }
+
+    fn finish(&mut self, out: &mut Outbox) {
+        self.flush_tool_calls(out);
+        if let Some(usage) = self.usage.take() {
+            out.push_back(Ok(ModelEvent::Usage(usage)));
+        }
+    }
+
+    fn delta(&mut self, delta: &Value, out: &mut Outbox) {
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(text) = delta
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|text| !text.is_empty())
+            {
+                out.push_back(Ok(ModelEvent::ThinkingDelta(text.to_string())));
+            }
+        }
+        if let Some(text) = delta
+            .get("content")
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+        {
+            out.push_back(Ok(ModelEvent::TextDelta(text.to_string())));
+        }
+        let Some(pieces) = delta.get("tool_calls").and_then(Value::as_array) else {
+            return;
+        };
+        for (position, piece) in pieces.iter().enumerate() {
+            let index = piece
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(position as u64);
+            let call = self.tool_calls.entry(index).or_default();
+            if let Some(id) = piece.get("id").and_then(Value::as_str) {
+                call.id.push_str(id);
+            }
+            let function = piece.get("function");
+            if let Some(name) = function
+                .and_then(|function| function.get("name"))
+                .and_then(Value::as_str)
+            {
+                call.name.push_str(name);
+            }
+            if let Some(arguments) = function
+                .and_then(|function| function.get("arguments"))
+                .and_then(Value::as_str)
+            {
+                call.arguments.push_str(arguments);
+            }
+        }
+    }
+}
+
+impl Decoder for ChunkDecoder {
+    fn event(&mut self, event: SseEvent, out: &mut Outbox) -> bool {
+        if event.is_done() {
+            self.finish(out);
+            return true;
+        }
+        let chunk: Value = match serde_json::from_str(&event.data) {
+            Ok(chunk) => chunk,
+            Err(error) => {
+                out.push_back(Err(ModelError {
+                    kind: ModelErrorKind::ProviderError,
+                    message: wire::truncate(&format!(
+                        "OpenAI sent an unreadable chunk ({error}): {}",
+                        event.data
+                    )),
+                }));
+                return true;
+            }
+        };
+        // Errors after the stream started arrive as a chunk with `error`.
+        if let Some(error) = chunk.get("error").filter(|error| !error.is_null()) {
+            out.push_back(Err(stream_error(error)));
+            return true;
+        }
+        if let Some(choice) = chunk.get("choices").and_then(|choices| choices.get(0)) {
+            if let Some(delta) = choice.get("delta") {
+                self.delta(delta, out);
+            }
+            if choice
+                .get("finish_reason")
+                .is_some_and(|reason| !reason.is_null())
+            {
+                self.flush_tool_calls(out);
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
+            self.usage = Some(parse_usage(usage));
+        }
+        false
+    }
+
+    fn end(&mut self, out: &mut Outbox) {
+        // Not every compatible server sends `[DONE]`; the body's end is as good.
+        self.finish(out);
+    }
+}
+
+/// `input_tokens` counts every prompt token, cached ones included, as
+/// OpenAI's `prompt_tokens` does; `cache_read_tokens` is the cached share.
+fn parse_usage(usage: &Value) -> TokenUsage {
+    let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+    TokenUsage {
+        input_tokens: count("/prompt_tokens"),
+        output_tokens: count("/completion_tokens"),
+        cache_read_tokens: count("/prompt_tokens_details/cached_tokens"),
+        cache_write_tokens: 0,
+    }
+}
+
+fn stream_error(error: &Value) -> ModelError {
+    let text = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| error.to_string());
+    let code = error.get("code").and_then(|code| {
+        code.as_str()
+            .map(str::to_string)
+            .or(code.as_u64().map(|n| n.to_string()))
+    });
+    let error_type = error.get("type").and_then(Value::as_str).unwrap_or("");
+    let kind = match (code.as_deref().unwrap_or(""), error_type) {
+        ("429" | "rate_limit_exceeded", _) | (_, "rate_limit_error" | "rate_limit_exceeded") => {
+            ModelErrorKind::RateLimit
+        }
+        ("401" | "403" | "invalid_api_key", _)
+        | (_, "authentication_error" | "permission_error") => ModelErrorKind::ProviderAuth,
+        (_, "invalid_request_error") => ModelErrorKind::ProviderClientError,
+        _ => ModelErrorKind::ProviderError,
+    };
+    ModelError {
+        kind,
+        message: wire::truncate(&format!("OpenAI stream error: {text}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ModelId, ModelSettings, ToolSpec};
+
+    fn decode(chunks: &[&str]) -> Vec<Result<ModelEvent, ModelError>> {
+        let mut decoder = ChunkDecoder::default();
+        let mut out = Outbox::new();
+        for chunk in chunks {
+            if decoder.event(
+                SseEvent {
+                    event: None,
+                    data: chunk.to_string(),
+                },
+                &mut out,
+            ) {
+                return out.into_iter().collect();
+            }
+        }
+        decoder.end(&mut out);
+        out.into_iter().collect()
+    }
+
+    fn request(messages: Vec<ChatItem>) -> ModelRequest {
+        ModelRequest {
+            model: ModelId::parse("openai:gpt-test").unwrap(),
+            system: "be brief".into(),
+            messages,
+            tools: vec![],
+            settings: ModelSettings::default(),
+        }
+    }
+
+    fn model() -> OpenAiModel {
+        OpenAiModel::new(
+            reqwest::Client::new(),
+            Some("http://localhost:1/v1/".into()),
+            None,
+            "gpt-test",
+        )
+    }
+
+    #[test]
+    fn trailing_slash_of_base_url_is_dropped() {
+        assert_eq!(model().base_url, "http://localhost:1/v1");
+    }
+
+    #[test]
+    fn interleaved_parallel_tool_calls_are_emitted_whole_in_index_order() {
+        let events = decode(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"two","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"one","arguments":"{\"x\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}},{"index":0,"function":{"arguments":":1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            events,
+            vec![
+                Ok(ModelEvent::ToolCall {
+                    id: "a".into(),
+                    name: "one".into(),
+                    arguments: "{\"x\":1}".into()
+                }),
+                Ok(ModelEvent::ToolCall {
+                    id: "b".into(),
+                    name: "two".into(),
+                    arguments: "{}".into()
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_calls_without_finish_reason_are_emitted_at_end_of_body() {
+        let events = decode(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+        ]);
+        assert_eq!(
+            events,
+            vec![Ok(ModelEvent::ToolCall {
+                id: "a".into(),
+                name: "f".into(),
+                arguments: "{}".into()
+            })]
+        );
+    }
+
+    #[test]
+    fn reasoning_fields_become_thinking_and_usage_comes_last() {
+        let events = decode(&[
+            r#"{"choices":[{"delta":{"role":"assistant","reasoning_content":"hm"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":"m"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            events,
+            vec![
+                Ok(ModelEvent::ThinkingDelta("hm".into())),
+                Ok(ModelEvent::ThinkingDelta("m".into())),
+                Ok(ModelEvent::TextDelta("hi".into())),
+                Ok(ModelEvent::Usage(TokenUsage {
+                    input_tokens: 9,
+                    output_tokens: 2,
+                    cache_read_tokens: 4,
+                    cache_write_tokens: 0
+                })),
+            ]
+        );
+    }
+
+    #[test]
+    fn error_chunk_ends_the_stream_with_its_kind() {
+        let events = decode(&[
+            r#"{"error":{"message":"slow down","type":"rate_limit_exceeded"}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].as_ref().unwrap_err().kind,
+            ModelErrorKind::RateLimit
+        );
+    }
+
+    #[test]
+    fn thinking_budget_maps_to_reasoning_effort_thresholds() {
+        assert_eq!(reasoning_effort(1), "low");
+        assert_eq!(reasoning_effort(2048), "low");
+        assert_eq!(reasoning_effort(2049), "medium");
+        assert_eq!(reasoning_effort(8192), "medium");
+        assert_eq!(reasoning_effort(8193), "high");
+        let mut zero = request(vec![]);
+        zero.settings.thinking_budget = Some(0);
+        assert!(model()
+            .request_body(&zero)
+            .get("reasoning_effort")
+            .is_none());
+    }
+
+    #[test]
+    fn history_maps_to_chat_messages() {
+        let image = MediaSource::Base64 {
+            media_type: "image/png".into(),
+            data: "AAAA".into(),
+        };
+        let mut request = request(vec![
+            ChatItem::User(vec![ContentPart::Text("hi".into())]),
+            ChatItem::Assistant(vec![
+                AssistantPart::Thinking {
+                    text: "secret".into(),
+                    signature: None,
+                },
+                AssistantPart::ToolCall {
+                    id: "c1".into(),
+                    name: "look".into(),
+                    arguments: json!({"a": 1}),
+                },
+            ]),
+            ChatItem::ToolResult(ToolResultItem {
+                call_id: "c1".into(),
+                tool_name: "look".into(),
+                content: vec![ContentPart::Text("ok".into()), ContentPart::Image(image)],
+                is_error: false,
+            }),
+        ]);
+        request.tools = vec![ToolSpec {
+            name: "look".into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = model().request_body(&request);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{\"a\":1}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok\n(attachments follow in the next user message)"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Attachments returned by tool look (call c1):"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                ]}
+            ])
+        );
+        assert_eq!(body["tools"][0]["function"]["name"], "look");
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    }
+
+    #[test]
+    fn documents_become_file_parts_text_or_url_mentions() {
+        let pdf = ContentPart::Document {
+            source: MediaSource::Base64 {
+                media_type: "application/pdf".into(),
+                data: "JVBE".into(),
+            },
+            name: Some("a.pdf".into()),
+        };
+        let text = ContentPart::Document {
+            source: MediaSource::Base64 {
+                media_type: "text/plain".into(),
+                data: "aGk=".into(),
+            },
+            name: None,
+        };
+        let url = ContentPart::Document {
+            source: MediaSource::Url("https://x/y.pdf".into()),
+            name: Some("y.pdf".into()),
+        };
+        let body = model().request_body(&request(vec![ChatItem::User(vec![pdf, text, url])]));
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBE"}},
+                {"type": "text", "text": "Document document:\nhi"},
+                {"type": "text", "text": "Document y.pdf: https://x/y.pdf"}
+            ])
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! Plumbing shared by the network adapters (OpenAI, Anthropic): building the
+//! HTTP client, sending one streamed request, mapping failures onto
+//! `ModelErrorKind`, and reading the SSE body under an idle timeout. Payload
+//! shapes belong to each adapter's `Decoder`; this file never looks inside them.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures_util::stream::{self, StreamExt};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use serde_json::Value;
+
+use super::sse::{SseEvent, SseParser};
+use super::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
+
+/// How long establishing a TCP/TLS connection may take: a provider that does
+/// not accept within this is down or unreachable, and waiting longer only
+/// delays the error the user sees.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default longest silence between response chunks (and before the response
+/// headers). Long enough for a slow first token behind a long prompt or a
+/// thinking phase; keep-alive pings from the providers reset it.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Longest provider error text carried into a `ModelError`: enough to read the
+/// cause, short enough for logs and the client's error sentence.
+const MAX_ERROR_CHARS: usize = 500;
+
+/// The HTTP client both adapters share: one connection pool per process.
+pub fn build_http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
+        // Building only fails when the TLS backend cannot initialise; rustls
+        // is compiled in and needs no system configuration.
+        .expect("reqwest client with rustls builds")
+}
+
+/// Collected events from one decoding step. An `Err` ends the stream.
+pub(crate) type Outbox = VecDeque<Result<ModelEvent, ModelError>>;
+
+/// Turns one provider's SSE events into `ModelEvent`s.
+pub(crate) trait Decoder: Send + Sync + 'static {
+    /// Handles one event; returns true when the response is complete and the
+    /// rest of the body need not be read.
+    fn event(&mut self, event: SseEvent, out: &mut Outbox) -> bool;
+
+    /// The body ended without the decoder having declared completion.
+    fn end(&mut self, out: &mut Outbox);
+}
+
+/// Sends `request` when the stream is first polled and decodes its SSE body.
+/// Nothing happens before the first poll, and dropping the stream drops the
+/// connection, which is how a cancelled turn stops the provider's work.
+pub(crate) fn stream_sse<D: Decoder>(
+    provider: &'static str,
+    request: RequestBuilder,
+    idle_timeout: Duration,
+    decoder: D,
+) -> ModelStream {
+    let reader = Reader {
+        provider,
+        idle_timeout,
+        phase: Phase::Pending(request),
+        parser: SseParser::new(),
+        decoder,
+        outbox: VecDeque::new(),
+    };
+    stream::unfold(reader, |mut reader| async move {
+        let item = reader.next().await?;
+        Some((item, reader))
+    })
+    .boxed()
+}
+
+/// A provider's error text: `error.message` when the body is the usual JSON
+/// error object (both OpenAI and Anthropic use that shape), else the raw body.
+pub(crate) fn error_text(body: &str) -> String {
+    let message = serde_json::from_str::<Value>(body).ok().and_then(|value| {
+        value
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    truncate(message.as_deref().unwrap_or(body).trim())
+}
+
+pub(crate) fn truncate(text: &str) -> String {
+    if text.chars().count() <= MAX_ERROR_CHARS {
+        return text.to_string();
+    }
+    let mut short: String = text.chars().take(MAX_ERROR_CHARS).collect();
+    short.push('…');
+    short
+}
+
+/// The error kind for an HTTP status received before the stream started.
+pub(crate) fn kind_for_status(status: StatusCode) -> ModelErrorKind {
+    match status.as_u16() {
+        429 => ModelErrorKind::RateLimit,
+        401 | 403 => ModelErrorKind::ProviderAuth,
+        400..=499 => ModelErrorKind::ProviderClientError,
+        _ => ModelErrorKind::ProviderError,
+    }
+}
+
+/// Decodes standard base64 (padding optional, whitespace ignored) as UTF-8
+/// text; `None` if it is not valid base64 or not UTF-8. Used for text
+/// documents, which the providers take as text rather than as files.
+pub(crate) fn decode_base64_text(data: &str) -> Option<String> {
+    fn value(byte: u8) -> Option<u32> {
+        match byte {
+            b'A'..=b'Z' => Some(u32::from(byte - b'A')),
+            b'a'..=b'z' => Some(u32::from(byte - b'a') + 26),
+            b'0'..=b'9' => Some(u32::from(byte - b'0') + 52),
+            b'+' | b'-' => Some(62),
+            b'/' | b'_' => Some(63),
+            _ => None,
+        }
+    }
+    let symbols: Vec<u8> = data
+        .bytes()
+        .filter(|byte| !byte.is_ascii_whitespace())
+        .collect();
+    let symbols = symbols
+        .strip_suffix(b"==")
+        .or_else(|| symbols.strip_suffix(b"="))
+        .unwrap_or(&symbols);
+    if symbols.len() % 4 == 1 {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(symbols.len() * 3 / 4);
+    for group in symbols.chunks(4) {
+        let mut accumulator = 0u32;
+        for &symbol in group {
+            accumulator = (accumulator << 6) | value(symbol)?;
+        }
+        accumulator <<= 6 * (4 - group.len() as u32);
+        let decoded = accumulator.to_be_bytes();
+        bytes.extend_from_slice(&decoded[1..group.len()]);
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// Where the exchange is: not sent yet, reading the body, or over.
+enum Phase {
+    Pending(RequestBuilder),
+    Reading(Response),
+    Finished,
+}
+
+struct Reader<D> {
+    /// Names the provider in error messages.
+    provider: &'static str,
+    idle_timeout: Duration,
+    phase: Phase,
+    parser: SseParser,
+    decoder: D,
+    /// Events decoded but not yet yielded: one chunk may complete several.
+    outbox: Outbox,
+}
+
+impl<D: Decoder> Reader<D> {
+    async fn next(&mut self) -> Option<Result<ModelEvent, ModelError>> {
+        loop {
+            if let Some(item) = self.outbox.pop_front() {
+                if item.is_err() {
+                    // An error is the last item of a stream.
+                    self.outbox.clear();
+                    self.phase = Phase::Finished;
+                }
+                return Some(item);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Finished => return None,
+                Phase::Pending(request) => match self.open(request).await {
+                    Ok(response) => self.phase = Phase::Reading(response),
+                    Err(error) => return Some(Err(error)),
+                },
+                Phase::Reading(mut response) => {
+                    let chunk =
+                        match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
+                            Err(_) => return Some(Err(self.idle_error())),
+                            Ok(Err(error)) => return Some(Err(self.transport_error(error))),
+                            Ok(Ok(chunk)) => chunk,
+                        };
+                    let Some(chunk) = chunk else {
+                        self.end_of_body();
+                        continue;
+                    };
+                    let mut complete = false;
+                    for event in self.parser.push(&chunk) {
+                        if self.decoder.event(event, &mut self.outbox) {
+                            complete = true;
+                            break;
+                        }
+                    }
+                    if !complete {
+                        self.phase = Phase::Reading(response);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the request and checks the status; the idle timeout also bounds
+    /// the wait for response headers, so a provider that accepts the
+    /// connection and then says nothing still ends in `Timeout`.
+    async fn open(&self, request: RequestBuilder) -> Result<Response, ModelError> {
+        let response = match tokio::time::timeout(self.idle_timeout, request.send()).await {
+            Err(_) => return Err(self.idle_error()),
+            Ok(Err(error)) => return Err(self.transport_error(error)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = match tokio::time::timeout(self.idle_timeout, response.text()).await {
+            Ok(Ok(body)) => body,
+            _ => String::new(),
+        };
+        Err(ModelError {
+            kind: kind_for_status(status),
+            message: format!(
+                "{} answered HTTP {}: {}",
+                self.provider,
+                status,
+                error_text(&body)
+            ),
+        })
+    }
+
+    fn end_of_body(&mut self) {
+        let mut complete = false;
+        if let Some(event) = self.parser.finish() {
+            complete = self.decoder.event(event, &mut self.outbox);
+        }
+        if !complete {
+            self.decoder.end(&mut self.outbox);
+        }
+    }
+
+    fn idle_error(&self) -> ModelError {
+        ModelError {
+            kind: ModelErrorKind::Timeout,
+            message: format!("{} sent nothing for {:?}", self.provider, self.idle_timeout),
+        }
+    }
+
+    fn transport_error(&self, error: reqwest::Error) -> ModelError {
+        let kind = if error.is_timeout() {
+            ModelErrorKind::Timeout
+        } else if error.is_builder() {
+            // A malformed base URL: sending again cannot help.
+            ModelErrorKind::ProviderClientError
+        } else {
+            // Refused or failed connections, and connections lost mid-body.
+            ModelErrorKind::ConnectionError
+        };
+        let mut message = format!("{} request failed: {error}", self.provider);
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            message.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        ModelError {
+            kind,
+            message: truncate(&message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_error_kinds() {
+        let check = |status: u16, kind: ModelErrorKind| {
+            assert_eq!(
+                kind_for_status(StatusCode::from_u16(status).unwrap()),
+                kind,
+                "status {status}"
+            );
+        };
+        check(429, ModelErrorKind::RateLimit);
+        check(401, ModelErrorKind::ProviderAuth);
+        check(403, ModelErrorKind::ProviderAuth);
+        check(400, ModelErrorKind::ProviderClientError);
+        check(404, ModelErrorKind::ProviderClientError);
+        check(500, ModelErrorKind::ProviderError);
+        check(529, ModelErrorKind::ProviderError);
+    }
+
+    #[test]
+    fn error_text_prefers_the_json_message_and_is_truncated() {
+        assert_eq!(
+            error_text(r#"{"error":{"message":"bad key","type":"x"}}"#),
+            "bad key"
+        );
+        assert_eq!(error_text("  plain failure \n"), "plain failure");
+        let long = "x".repeat(2000);
+        assert_eq!(error_text(&long).chars().count(), MAX_ERROR_CHARS + 1);
+    }
+
+    #[test]
+    fn base64_text_decodes_with_and_without_padding() {
+        assert_eq!(
+            decode_base64_text("aGVsbG8gd29ybGQ=").as_deref(),
+            Some("hello world")
+        );
+        assert_eq!(decode_base64_text("aGk").as_deref(), Some("hi"));
+        assert_eq!(decode_base64_text("aGVs\nbG8=").as_deref(), Some("hello"));
+        assert_eq!(decode_base64_text("").as_deref(), Some(""));
+        assert_eq!(decode_base64_text("a"), None);
+        assert_eq!(decode_base64_text("!!!!"), None);
+    }
+}

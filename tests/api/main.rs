@@ -1,0 +1,4 @@
+//! Black-box tests, one binary: a module per feature, sharing the harnesses.
+
+mod fake_provider;
+mod providers;
