@@ -7,6 +7,7 @@ use std::sync::Arc;
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpResponse, HttpServer};
 use actors::model::catalog::StandardCatalog;
+use actors::model::providers::{ModelProviders, ProviderSettings};
 use actors::prompt::system::system_prompt;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
@@ -123,7 +124,7 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
     };
     let deps = SessionDeps {
         store,
-        models: Arc::new(StandardCatalog::builtin_only()),
+        models: Arc::new(catalog(settings)),
         invalidations: Arc::new(settings.invalidations.clone()),
         tools,
         config: SessionConfig {
@@ -136,4 +137,20 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
         },
     };
     Runtime::new(deps)
+}
+
+fn model_providers(settings: &Settings) -> ModelProviders {
+    ModelProviders::new(ProviderSettings {
+        openai_api_key: settings.providers.openai_api_key.clone(),
+        openai_base_url: settings.providers.openai_base_url.clone(),
+        anthropic_api_key: settings.providers.anthropic_api_key.clone(),
+        anthropic_base_url: settings.providers.anthropic_base_url.clone(),
+        request_timeout: settings.request_timeout,
+        retry_backoff: settings.retry_backoff,
+    })
+}
+
+fn catalog(settings: &Settings) -> StandardCatalog {
+    let providers = model_providers(settings);
+    StandardCatalog::with_providers(move |id| providers.client_for(id).map_err(|error| error.to_string()))
 }

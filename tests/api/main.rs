@@ -1,4 +1,6 @@
 //! Black-box tests, one binary: a module per feature, sharing the harnesses.
 
 mod fake_provider;
+mod helpers;
 mod providers;
+mod smoke;

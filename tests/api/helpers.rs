@@ -1,0 +1,122 @@
+//! The test harness: `spawn_app()` runs the binary's own `Application::build`
+//! on 127.0.0.1:0 with settings from a map (never the process environment),
+//! and returns a `TestApp` with a method per route.
+
+// Shared by every test module; no single one uses every helper.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use assistant_runtime::settings::Settings;
+use assistant_runtime::startup::Application;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+pub struct TestApp {
+    pub address: String,
+    pub port: u16,
+    pub client: reqwest::Client,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// Starts a server with these settings on top of the defaults (port 0, echo, memory).
+pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
+    let mut values = BTreeMap::new();
+    values.insert("SERVER__PORT".to_string(), "0".to_string());
+    values.insert("SERVER__WORKERS".to_string(), "2".to_string());
+    for (key, value) in overrides {
+        values.insert(key.to_string(), value.to_string());
+    }
+    let settings = Settings::from_map(&values).expect("test settings are valid");
+    let application = Application::build(settings).await.expect("the test server starts");
+    let port = application.port();
+    actix_web::rt::spawn(application.run_until_stopped());
+    TestApp { address: format!("http://127.0.0.1:{port}"), port, client: reqwest::Client::new() }
+}
+
+impl TestApp {
+    pub async fn post_chat(&self, body: &Value) -> (StatusCode, Value) {
+        self.post_json("/api/chat", body).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.address))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent");
+        read(response).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request sent");
+        read(response).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let response = self.client.get(format!("{}{path}", self.address)).send().await.expect("request sent");
+        read(response).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let response = self.client.delete(format!("{}{path}", self.address)).send().await.expect("request sent");
+        read(response).await
+    }
+
+    /// A user message with optional host context.
+    pub async fn say(&self, session_id: &str, id: &str, content: &str, host_context: Option<Value>) -> (StatusCode, Value) {
+        let mut body = json!({"id": id, "session_id": session_id, "content": content});
+        if let Some(context) = host_context {
+            body["host_context"] = context;
+        }
+        self.post_chat(&body).await
+    }
+
+    /// A continuation answering `call_id`.
+    pub async fn continue_call(&self, session_id: &str, id: &str, call_id: &str, result: Value) -> (StatusCode, Value) {
+        self.post_chat(&json!({"id": id, "session_id": session_id, "content": "", "tool_call_id": call_id, "tool_result": result}))
+            .await
+    }
+
+    pub async fn session(&self, session_id: &str) -> Value {
+        self.get(&format!("/api/sessions/{session_id}")).await.1
+    }
+
+    pub async fn tree(&self, session_id: &str) -> Value {
+        self.get(&format!("/api/sessions/{session_id}/tree")).await.1
+    }
+}
+
+async fn read(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().await.expect("body read");
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("a JSON body, got {status}: {text:?}"));
+    (status, value)
+}
+
+/// A host context declaring `select_issue` (and any extra actions).
+pub fn tasks_context() -> Value {
+    json!({
+        "version": 1,
+        "host": {"name": "web-dashboard", "kind": "browser", "version": "2.1"},
+        "view": {"name": "tasks", "description": "The issue list.", "data": {"issues": [{"number": 42, "title": "Fix login"}]}},
+        "actions": [
+            {"name": "select_issue", "description": "Select an issue in the list.",
+             "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}},
+            {"name": "open_tab", "description": "Open a tab.",
+             "parameters": {"type": "object", "properties": {"tab": {"type": "string"}}, "required": ["tab"]}}
+        ]
+    })
+}
