@@ -1,7 +1,6 @@
 //! Build, then run: `Application::build(settings)` wires the runtime and binds
 //! the listener (port 0 allowed, for tests); `run_until_stopped` serves.
 
-use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::Server;
@@ -25,6 +24,9 @@ pub struct ModelsInfo {
     pub fallback: bool,
     pub providers: Vec<serde_json::Value>,
 }
+
+/// Pending connections the kernel may queue before the server accepts them.
+const LISTEN_BACKLOG: u32 = 4096;
 
 pub struct Application {
     port: u16,
@@ -56,23 +58,7 @@ impl Application {
         if settings.model_fallback {
             log::info!("no provider key configured: starting on builtin:echo");
         }
-        let listener =
-            TcpListener::bind((settings.host.as_str(), settings.port)).map_err(|error| {
-                StartupError(format!(
-                    "cannot listen on {}:{}: {error}",
-                    settings.host, settings.port
-                ))
-            })?;
-        let port = listener
-            .local_addr()
-            .map_err(|error| StartupError(error.to_string()))?
-            .port();
-        log::info!(
-            "assistant-runtime listening on {}:{port} (model {}, store {})",
-            settings.host,
-            settings.primary_model,
-            runtime.deps().store.kind()
-        );
+        let store_kind = runtime.deps().store.kind();
         let max_body = settings.max_body_bytes;
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
@@ -96,11 +82,30 @@ impl Application {
                         .json(serde_json::json!({"error": "no such route", "type": "not_found"}))
                 }))
         })
-        .listen(listener)
-        .map_err(|error| StartupError(error.to_string()))?;
+        // std's listener has a backlog of 128, which overflows (and costs a
+        // one-second SYN retry) when hundreds of clients connect at once.
+        .backlog(LISTEN_BACKLOG);
         if settings.workers > 0 {
             server = server.workers(settings.workers);
         }
+        let server = server
+            .bind((settings.host.as_str(), settings.port))
+            .map_err(|error| {
+                StartupError(format!(
+                    "cannot listen on {}:{}: {error}",
+                    settings.host, settings.port
+                ))
+            })?;
+        let port = server
+            .addrs()
+            .first()
+            .map(|addr| addr.port())
+            .unwrap_or(settings.port);
+        log::info!(
+            "assistant-runtime listening on {}:{port} (model {}, store {store_kind})",
+            settings.host,
+            settings.primary_model,
+        );
         Ok(Application {
             port,
             server: server.run(),
@@ -152,5 +157,7 @@ fn model_providers(settings: &Settings) -> ModelProviders {
 
 fn catalog(settings: &Settings) -> StandardCatalog {
     let providers = model_providers(settings);
-    StandardCatalog::with_providers(move |id| providers.client_for(id).map_err(|error| error.to_string()))
+    StandardCatalog::with_providers(move |id| {
+        providers.client_for(id).map_err(|error| error.to_string())
+    })
 }
