@@ -59,6 +59,7 @@ impl Application {
             log::info!("no provider key configured: starting on builtin:echo");
         }
         let store_kind = runtime.deps().store.kind();
+        runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);

@@ -4,7 +4,7 @@
 //! instead of an actor, so lookups never queue behind one mailbox.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use actix::{Actor, Addr};
@@ -31,10 +31,9 @@ impl Default for SessionRegistry {
 
 impl SessionRegistry {
     fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, Addr<SessionActor>>> {
-        let mut hasher = self.hasher.build_hasher();
-        id.hash(&mut hasher);
+        let index = (self.hasher.hash_one(id) as usize) % N_SHARDS;
         // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
-        self.shards[(hasher.finish() as usize) % N_SHARDS]
+        self.shards[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -70,6 +69,18 @@ impl SessionRegistry {
         if shard.get(id) == Some(addr) {
             shard.remove(id);
         }
+    }
+
+    /// Every live actor, for the idle sweeper.
+    pub fn live_actors(&self) -> Vec<Addr<SessionActor>> {
+        let mut actors = Vec::new();
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            actors.extend(shard.values().cloned());
+        }
+        actors
     }
 
     pub fn n_live(&self) -> usize {
