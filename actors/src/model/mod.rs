@@ -4,9 +4,9 @@
 //! to and from each provider's wire format and nothing else: they never see
 //! sessions, host contexts or tool registries.
 
+pub mod anthropic;
 pub mod echo;
 pub mod openai;
-pub mod anthropic;
 pub mod sse;
 
 use std::fmt;
@@ -30,7 +30,10 @@ impl ModelId {
         if provider.is_empty() || name.is_empty() {
             return None;
         }
-        Some(ModelId { provider: provider.to_string(), name: name.to_string() })
+        Some(ModelId {
+            provider: provider.to_string(),
+            name: name.to_string(),
+        })
     }
 }
 
@@ -109,13 +112,19 @@ pub enum AssistantPart {
 pub enum ContentPart {
     Text(String),
     Image(MediaSource),
-    Document { source: MediaSource, name: Option<String> },
+    Document {
+        source: MediaSource,
+        name: Option<String>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum MediaSource {
     /// Base64 data with its media type, from a `data:` URI.
-    Base64 { media_type: String, data: String },
+    Base64 {
+        media_type: String,
+        data: String,
+    },
     Url(String),
 }
 
@@ -125,7 +134,10 @@ impl MediaSource {
         let rest = uri.strip_prefix("data:")?;
         let (meta, data) = rest.split_once(',')?;
         let media_type = meta.strip_suffix(";base64")?;
-        Some(MediaSource::Base64 { media_type: media_type.to_string(), data: data.to_string() })
+        Some(MediaSource::Base64 {
+            media_type: media_type.to_string(),
+            data: data.to_string(),
+        })
     }
 
     pub fn to_data_uri(&self) -> String {
