@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use actix::{Actor, ActorContext, AsyncContext, Context, Handler, Message, SpawnHandle};
+use actix_web::web::Bytes;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::engine_packet::{
     EngineError, EnginePacket, CLOSE, NOOP, PING, PONG_PROBE, RECORD_SEPARATOR,
@@ -132,11 +133,12 @@ pub(crate) struct PostPackets {
     pub body: String,
 }
 
-/// A websocket opened with this sid to try the upgrade.
+/// A websocket opened with this sid to try the upgrade. The reply is the
+/// session's byte counters, which the websocket body stream must share.
 #[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
+#[rtype(result = "Result<Arc<ConnectionLink>, EngineError>")]
 pub(crate) struct AttachProbe {
-    pub writer: WsWriter,
+    pub tx: mpsc::UnboundedSender<Bytes>,
 }
 
 /// One complete text message read from this connection's websocket.
@@ -514,13 +516,13 @@ impl Handler<PostPackets> for Connection {
 }
 
 impl Handler<AttachProbe> for Connection {
-    type Result = Result<(), EngineError>;
+    type Result = Result<Arc<ConnectionLink>, EngineError>;
 
     fn handle(&mut self, msg: AttachProbe, _ctx: &mut Context<Self>) -> Self::Result {
         match &mut self.transport {
             Transport::Polling(polling) if polling.probe.is_none() => {
-                polling.probe = Some(msg.writer);
-                Ok(())
+                polling.probe = Some(WsWriter::new(msg.tx, self.link.clone()));
+                Ok(self.link.clone())
             }
             _ => Err(EngineError::BadRequest),
         }

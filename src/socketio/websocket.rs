@@ -31,6 +31,10 @@ pub(crate) struct WsWriter {
 }
 
 impl WsWriter {
+    pub(crate) fn new(tx: mpsc::UnboundedSender<Bytes>, link: Arc<ConnectionLink>) -> WsWriter {
+        WsWriter { tx, link }
+    }
+
     /// Sends one Engine.IO packet as a text frame.
     pub(crate) fn send_text(&mut self, text: &str) {
         let mut frame = BytesMut::with_capacity(text.len() + 10);
@@ -125,14 +129,18 @@ pub(crate) async fn upgrade(
         Ok(response) => response,
         Err(_) => return EngineError::BadRequest.response(),
     };
-    let link = Arc::new(ConnectionLink::new(shared.config.queue_limit_bytes()));
-    let (writer, body) = channel(&link);
-    let pong_tx = writer.tx.downgrade();
-    match addr.send(AttachProbe { writer }).await {
-        Ok(Ok(())) => {}
+    let (tx, rx) = mpsc::unbounded_channel();
+    let pong_tx = tx.downgrade();
+    // The probe shares the session's counters, so its backlog counts too.
+    let link = match addr.send(AttachProbe { tx }).await {
+        Ok(Ok(link)) => link,
         Ok(Err(error)) => return error.response(),
         Err(_) => return EngineError::SessionIdUnknown.response(),
-    }
+    };
+    let body = WsBody {
+        rx,
+        link: link.clone(),
+    };
     actix_web::rt::spawn(read_frames(
         payload,
         addr,

@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 pub const TEST_NAMESPACE: &str = "/test";
 
 /// Echoes `echo` back as an emit, acknowledges with the arguments it got, and
-/// answers `burst {count}` with `count` numbered `burst_item` emits.
+/// answers `burst {count}` with `count` numbered `burst_item` emits and
+/// `flood {count, size}` with `count` strings of `size` bytes.
 pub struct EchoHandler;
 
 impl NamespaceHandler for EchoHandler {
@@ -32,6 +33,14 @@ impl NamespaceHandler for EchoHandler {
                 let count = first.get("count").and_then(Value::as_u64).unwrap_or(0);
                 for i in 0..count {
                     socket.emit("burst_item", json!({ "i": i }));
+                }
+            }
+            "flood" => {
+                let count = first.get("count").and_then(Value::as_u64).unwrap_or(0);
+                let size = first.get("size").and_then(Value::as_u64).unwrap_or(0);
+                let chunk = "x".repeat(size as usize);
+                for _ in 0..count {
+                    socket.emit("flood_item", Value::String(chunk.clone()));
                 }
             }
             _ => {}

@@ -1,4 +1,5 @@
 //! The black-box test binary: one module per feature, sharing `helpers`.
 
 mod helpers;
+mod raw_ws;
 mod socketio_protocol;

@@ -8,6 +8,7 @@ use assistant_runtime::socketio::SocketIoConfig;
 use serde_json::{json, Value};
 
 use crate::helpers::{run_probe, spawn_server, Client, TestServer, TEST_NAMESPACE};
+use crate::raw_ws::RawWs;
 
 /// Server emits per probe; enough to catch reordering across the upgrade.
 const BURST: u32 = 100;
@@ -288,6 +289,27 @@ async fn malformed_packet_closes_only_its_connection() {
 }
 
 #[actix_web::test]
+async fn client_that_stops_reading_is_dropped_while_others_go_on() {
+    // Default ping timings, so only the queue limit can close the session in time.
+    let server = spawn_server(SocketIoConfig {
+        max_payload: 10_000,
+        ..Default::default()
+    });
+    let slow = open_polling(&server).await;
+    let healthy = open_polling(&server).await;
+    for sid in [&slow, &healthy] {
+        assert_eq!(post(&server, sid, "40/test,").await, 200);
+    }
+    // 2 MB of emits for a client that never polls: past the 1 MiB queue limit.
+    let flood = r#"42/test,["flood",{"count":200,"size":10000}]"#;
+    assert_eq!(post(&server, &slow, flood).await, 200);
+    assert_session_closed(&server, &slow).await;
+    let (status, body) = poll(&server, &healthy).await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with("40/test,"), "{body}");
+}
+
+#[actix_web::test]
 async fn second_concurrent_poll_is_refused_and_closes_the_session() {
     let server = spawn_server(SocketIoConfig::default());
     let sid = open_polling(&server).await;
@@ -339,4 +361,70 @@ async fn silent_client_is_dropped_while_a_ponging_one_stays() {
     let (status, body) = poll(&server, &healthy).await;
     assert_eq!(status, 200);
     assert!(body.contains(r#"42/test,["echo","still here"]"#), "{body}");
+}
+
+// Raw Engine.IO over websocket.
+
+/// Runs blocking raw-websocket work off the test's runtime thread.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    actix_web::rt::task::spawn_blocking(work)
+        .await
+        .expect("blocking test work")
+}
+
+/// Opens a direct websocket session and joins the test namespace.
+fn ws_joined(server_addr: std::net::SocketAddr) -> RawWs {
+    let mut ws = RawWs::connect(server_addr, "EIO=4&transport=websocket");
+    let open = ws.recv_until(false, |_| true).expect("open packet");
+    let handshake: Value = serde_json::from_str(&open[1..]).expect("open JSON");
+    assert_eq!(handshake["upgrades"], json!([]), "{open}");
+    ws.send_text("40/test,");
+    ws.recv_until(true, |text| text.starts_with("40/test,"))
+        .expect("namespace CONNECT reply");
+    ws
+}
+
+fn assert_echoes(ws: &mut RawWs) {
+    ws.send_text(r#"42/test,["echo","still here"]"#);
+    let echo = ws.recv_until(true, |text| text.starts_with("42/test,"));
+    assert_eq!(echo.as_deref(), Some(r#"42/test,["echo","still here"]"#));
+}
+
+#[actix_web::test]
+async fn websocket_malformed_or_oversized_packet_closes_only_its_connection() {
+    let server = spawn_server(fast_config());
+    let addr = server.addr;
+    blocking(move || {
+        let mut good = ws_joined(addr);
+        for bad_packet in ["4zzz".to_owned(), "x".repeat(20_000)] {
+            let mut bad = ws_joined(addr);
+            bad.send_text(&bad_packet);
+            assert_eq!(bad.recv_until(true, |_| false), None, "{bad_packet:.10}");
+            assert_echoes(&mut good);
+        }
+    })
+    .await;
+}
+
+#[actix_web::test]
+async fn silent_websocket_client_is_dropped_while_a_ponging_one_stays() {
+    let server = spawn_server(fast_config());
+    let addr = server.addr;
+    blocking(move || {
+        let mut silent = ws_joined(addr);
+        // The healthy one answers its pings on its own thread meanwhile.
+        let healthy = std::thread::spawn(move || {
+            let mut healthy = ws_joined(addr);
+            for _ in 0..4 {
+                assert!(healthy.recv_until(false, |text| text == "2").is_some());
+                healthy.send_text("3");
+            }
+            healthy
+        });
+        // The silent one sees a ping and, unanswered, the end of its session.
+        assert_eq!(silent.recv_until(false, |_| false), None);
+        let mut healthy = healthy.join().expect("healthy client thread");
+        assert_echoes(&mut healthy);
+    })
+    .await;
 }
