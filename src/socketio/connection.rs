@@ -507,8 +507,11 @@ impl Handler<PostPackets> for Connection {
     fn handle(&mut self, msg: PostPackets, ctx: &mut Context<Self>) -> Self::Result {
         for text in msg.body.split(RECORD_SEPARATOR) {
             self.on_text(text, Via::Polling, ctx);
-            if self.close_reason.is_some() {
-                return Err(EngineError::BadRequest);
+            match self.close_reason {
+                None => {}
+                // A client's own close packet is a normal end: answer "ok".
+                Some(DisconnectReason::ClientClosed) => return Ok(()),
+                Some(_) => return Err(EngineError::BadRequest),
             }
         }
         Ok(())

@@ -428,3 +428,11 @@ async fn silent_websocket_client_is_dropped_while_a_ponging_one_stays() {
     })
     .await;
 }
+
+#[actix_web::test]
+async fn client_close_packet_ends_the_session_with_ok() {
+    let server = spawn_server(SocketIoConfig::default());
+    let sid = open_polling(&server).await;
+    assert_eq!(post(&server, &sid, "1").await, 200);
+    assert_session_closed(&server, &sid).await;
+}
