@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 
 /// Namespace the echo handler is registered under.
 pub const TEST_NAMESPACE: &str = "/test";
+/// A second echo namespace, to check multiplexing on one connection.
+pub const OTHER_NAMESPACE: &str = "/other";
 
 /// Echoes `echo` back as an emit, acknowledges with the arguments it got, and
 /// answers `burst {count}` with `count` numbered `burst_item` emits and
@@ -76,7 +78,9 @@ impl Drop for TestServer {
 
 /// Starts a server with the echo namespace under `config`.
 pub fn spawn_server(config: SocketIoConfig) -> TestServer {
-    let io = SocketIo::new(config).namespace(TEST_NAMESPACE, EchoHandler);
+    let io = SocketIo::new(config)
+        .namespace(TEST_NAMESPACE, EchoHandler)
+        .namespace(OTHER_NAMESPACE, EchoHandler);
     let server = HttpServer::new(move || {
         let io = io.clone();
         App::new().configure(move |cfg| io.configure(cfg))

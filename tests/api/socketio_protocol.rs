@@ -436,3 +436,25 @@ async fn client_close_packet_ends_the_session_with_ok() {
     assert_eq!(post(&server, &sid, "1").await, 200);
     assert_session_closed(&server, &sid).await;
 }
+
+#[actix_web::test]
+async fn namespaces_share_one_connection_and_leave_independently() {
+    let server = spawn_server(SocketIoConfig::default());
+    let sid = open_polling(&server).await;
+    assert_eq!(post(&server, &sid, "40/test,\u{1e}40/other,").await, 200);
+    let (_, body) = poll(&server, &sid).await;
+    assert!(
+        body.contains("40/test,{") && body.contains("40/other,{"),
+        "{body}"
+    );
+
+    assert_eq!(post(&server, &sid, r#"42/other,["echo","o"]"#).await, 200);
+    let (_, body) = poll(&server, &sid).await;
+    assert_eq!(body, r#"42/other,["echo","o"]"#);
+
+    // After DISCONNECT from /other, its events are dropped; /test goes on.
+    let packets = "41/other,\u{1e}42/other,[\"echo\",\"gone\"]\u{1e}42/test,[\"echo\",\"t\"]";
+    assert_eq!(post(&server, &sid, packets).await, 200);
+    let (_, body) = poll(&server, &sid).await;
+    assert_eq!(body, r#"42/test,["echo","t"]"#);
+}
