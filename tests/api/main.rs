@@ -3,4 +3,7 @@
 mod fake_provider;
 mod helpers;
 mod providers;
+mod raw_ws;
 mod smoke;
+mod socketio_helpers;
+mod socketio_protocol;
