@@ -6,7 +6,9 @@
 //! - `startup`: builds the runtime and the HTTP server (`Application`).
 //! - `routes`: the HTTP routes.
 //! - `errors`: the one mapping from errors to status codes and payloads.
+//! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
+pub mod agui;
 pub mod errors;
 pub mod routes;
 pub mod settings;
