@@ -15,8 +15,9 @@
 //!   `{"summary": value}`; an empty or repeated description is `context_<i>`.
 //! - `state` is the host context when it carries `version: 1`; any other
 //!   non-empty state goes to `host_context.extensions.state`.
-//! - Every run sends a host context (at least `{"version": 1}`), so a
-//!   session's actions are always this run's, never a previous run's.
+//! - A run's host context replaces the session's, so its actions are always
+//!   this run's, never a previous run's; a run with nothing to say sends
+//!   none when the session has none either (no empty block for the model).
 //! - `forwardedProps.config` is the per-request config; other props are ignored.
 //! - A tool message's `content` is its result, parsed as JSON when it parses;
 //!   `error` set means `tool_outcome: "failed"` with the error as the result
@@ -131,7 +132,13 @@ impl RunInput {
     /// the pending call, then its queue), then the new user message. Tool
     /// messages for calls that are not pending are dropped (the server already
     /// has them) unless none is pending, so the core can say why.
-    pub fn requests(&self, pending: &[String]) -> Result<Vec<ChatRequest>, ValidationError> {
+    /// `replaces_context`: the session holds a host context this run's must
+    /// replace even when it is empty.
+    pub fn requests(
+        &self,
+        pending: &[String],
+        replaces_context: bool,
+    ) -> Result<Vec<ChatRequest>, ValidationError> {
         let mut answering: Vec<&ToolMessage> = pending
             .iter()
             .filter_map(|call_id| {
@@ -145,7 +152,7 @@ impl RunInput {
         }
         let mut requests = Vec::with_capacity(answering.len() + 1);
         for message in answering {
-            let mut body = self.base_body(&message.id);
+            let mut body = self.base_body(&message.id, replaces_context);
             body["tool_call_id"] = json!(message.tool_call_id);
             body["tool_result"] = message.result.clone();
             if message.failed {
@@ -163,7 +170,7 @@ impl RunInput {
             requests.push(self.parse_body(&body, &renames)?);
         }
         if let Some(user) = &self.user_message {
-            let mut body = self.base_body(&user.id);
+            let mut body = self.base_body(&user.id, replaces_context);
             body["content"] = json!(user.text);
             let message_path = format!("messages[{}]", user.index);
             let mut renames = vec![
@@ -187,13 +194,12 @@ impl RunInput {
         Ok(requests)
     }
 
-    fn base_body(&self, id: &str) -> Value {
-        let mut body = json!({
-            "id": id,
-            "session_id": self.thread_id,
-            "content": "",
-            "host_context": self.host_context,
-        });
+    fn base_body(&self, id: &str, replaces_context: bool) -> Value {
+        let mut body = json!({"id": id, "session_id": self.thread_id, "content": ""});
+        let bare = self.host_context == json!({"version": 1});
+        if replaces_context || !bare {
+            body["host_context"] = self.host_context.clone();
+        }
         if let Some(config) = &self.config {
             body["config"] = config.clone();
         }
@@ -537,12 +543,20 @@ mod tests {
             ]
         }));
         assert!(input.tool_messages.is_empty());
-        let requests = input.requests(&[]).unwrap();
+        let requests = input.requests(&[], false).unwrap();
         assert_eq!(requests.len(), 1);
         assert_eq!(requests[0].id.as_str(), "u2");
         assert_eq!(requests[0].session_id.as_str(), "t1");
         assert_eq!(requests[0].content, "new");
         assert!(requests[0].continuation.is_none());
+        assert!(requests[0].host_context.is_none());
+        let replacing = input.requests(&[], true).unwrap();
+        assert!(replacing[0]
+            .host_context
+            .as_ref()
+            .unwrap()
+            .actions
+            .is_empty());
     }
 
     #[test]
@@ -555,7 +569,7 @@ mod tests {
                 {"id": "m1", "role": "tool", "toolCallId": "c1", "content": "done", "error": "boom"}
             ]
         }));
-        let requests = input.requests(&["c1".into(), "c2".into()]).unwrap();
+        let requests = input.requests(&["c1".into(), "c2".into()], false).unwrap();
         let continuations: Vec<_> = requests
             .iter()
             .map(|request| request.continuation.clone().unwrap())
@@ -577,7 +591,7 @@ mod tests {
             "threadId": "t1", "runId": "r",
             "messages": [{"id": "m1", "role": "tool", "toolCallId": "gone", "content": "x"}]
         }));
-        let requests = input.requests(&[]).unwrap();
+        let requests = input.requests(&[], false).unwrap();
         assert_eq!(
             requests[0]
                 .continuation
@@ -599,7 +613,7 @@ mod tests {
             "state": {"filter": "open"},
             "forwardedProps": {"config": {"temperature": 0.5}, "other": 1}
         }));
-        let request = &input.requests(&[]).unwrap()[0];
+        let request = &input.requests(&[], false).unwrap()[0];
         let context = request.host_context.as_ref().unwrap();
         assert_eq!(context.actions[0].name, "pick");
         let background = context.background.as_ref().unwrap();
@@ -619,7 +633,7 @@ mod tests {
             "messages": [{"id": "u1", "role": "user", "content": "hi"}],
             "state": {"version": 1, "view": {"name": "tasks"}}
         }));
-        let request = &input.requests(&[]).unwrap()[0];
+        let request = &input.requests(&[], false).unwrap()[0];
         let context = request.host_context.as_ref().unwrap();
         assert_eq!(context.view.as_ref().unwrap().name, "tasks");
         assert!(context.extensions.is_none());
@@ -635,7 +649,7 @@ mod tests {
                 {"type": "binary", "mimeType": "application/pdf", "url": "https://x.test/a.pdf"}
             ]}]
         }));
-        let request = &input.requests(&[]).unwrap()[0];
+        let request = &input.requests(&[], false).unwrap()[0];
         assert_eq!(request.content, "look");
         let sources: Vec<_> = request
             .attachments
@@ -654,7 +668,7 @@ mod tests {
     /// Asserts that `input` is refused with an error at `path`.
     fn check(input: Value, path: &str) {
         let error = RunInput::parse(&input)
-            .and_then(|run| run.requests(&[]))
+            .and_then(|run| run.requests(&[], false))
             .expect_err("refused");
         assert_eq!(error.path.split(':').next().unwrap(), path, "{error}");
     }

@@ -25,8 +25,8 @@ pub async fn post_agui(
 ) -> Result<HttpResponse, ApiError> {
     let value = parse_json(&body)?;
     let input = RunInput::parse(&value)?;
-    let pending = pending_calls(&runtime, &input.thread_id).await?;
-    let mut requests: VecDeque<ChatRequest> = input.requests(&pending)?.into();
+    let (pending, has_context) = session_view(&runtime, &input.thread_id).await?;
+    let mut requests: VecDeque<ChatRequest> = input.requests(&pending, has_context)?.into();
     let answered: HashSet<String> = requests
         .iter()
         .filter_map(|request| request.continuation.as_ref())
@@ -87,22 +87,26 @@ pub async fn post_agui(
         .streaming(body))
 }
 
-/// The session's pending call and its queue, in the order they must be answered.
-async fn pending_calls(runtime: &Runtime, thread_id: &str) -> Result<Vec<String>, ApiError> {
+/// The session's pending call and its queue, in the order they must be
+/// answered, and whether it holds a host context.
+async fn session_view(runtime: &Runtime, thread_id: &str) -> Result<(Vec<String>, bool), ApiError> {
     if !is_valid_id(thread_id) {
         // `requests` names the bad threadId.
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     }
     match runtime.session(&SessionId::new(thread_id)).await {
-        Ok(info) => Ok(info
-            .pending_action
-            .map(|pending| {
-                let mut ids = vec![pending.tool_call_id.to_string()];
-                ids.extend(pending.queued.iter().map(|id| id.to_string()));
-                ids
-            })
-            .unwrap_or_default()),
-        Err(SessionError::NotFound(_)) => Ok(Vec::new()),
+        Ok(info) => {
+            let pending = info
+                .pending_action
+                .map(|pending| {
+                    let mut ids = vec![pending.tool_call_id.to_string()];
+                    ids.extend(pending.queued.iter().map(|id| id.to_string()));
+                    ids
+                })
+                .unwrap_or_default();
+            Ok((pending, info.host_context.is_some()))
+        }
+        Err(SessionError::NotFound(_)) => Ok((Vec::new(), false)),
         Err(error) => Err(error.into()),
     }
 }
