@@ -6,6 +6,9 @@ use std::sync::Arc;
 use super::echo::EchoModel;
 use super::{ModelId, SharedModelClient};
 
+/// Builds a network provider's client for a model id, or says why it cannot.
+type ProviderFactory = Box<dyn Fn(&ModelId) -> Result<SharedModelClient, String> + Send + Sync>;
+
 pub trait ModelCatalog: Send + Sync {
     /// The client for `id`, or why there is none (unknown provider, no credentials).
     fn client_for(&self, id: &ModelId) -> Result<SharedModelClient, String>;
@@ -14,7 +17,7 @@ pub trait ModelCatalog: Send + Sync {
 /// Routes `builtin:*` to the built-in models and everything else to `providers`.
 pub struct StandardCatalog {
     echo: SharedModelClient,
-    providers: Option<Box<dyn Fn(&ModelId) -> Result<SharedModelClient, String> + Send + Sync>>,
+    providers: Option<ProviderFactory>,
 }
 
 impl StandardCatalog {
