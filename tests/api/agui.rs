@@ -321,6 +321,40 @@ async fn the_tree_is_the_conversation_the_runs_implied() {
     assert_eq!(info["turn_number"], 3);
 }
 
+#[actix_web::test]
+async fn results_and_a_new_user_message_in_one_run_stream_both_replies() {
+    let app = spawn_app().await;
+    let out = run_client(
+        &app,
+        json!({
+            "threadId": "agui-both", "tools": [pick_tool()],
+            "runs": [
+                {"user": "call pick {\"n\": 5}", "id": "u1"},
+                {"answer": [{"result": "5"}], "user": "say next", "id": "u2"}
+            ]
+        }),
+    )
+    .await;
+    let second = &out["runs"][1];
+    assert!(second["error"].is_null(), "{second}");
+    assert_eq!(
+        events_of_type(&second["events"], "TEXT_MESSAGE_START").len(),
+        2
+    );
+    assert_eq!(text_of(&second["events"]), "Tool results: pick → 5next");
+    let tree = app.tree("agui-both").await;
+    let roles: Vec<&str> = tree
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    assert_eq!(tree[2]["id"], "u2");
+    assert_eq!(tree[2]["parent_id"], tree[1]["id"]);
+    assert_eq!(tools_of(&tree[1])[0]["outcome"], "success");
+}
+
 /// Posts a run and returns the status, content type and SSE events (or the JSON error).
 async fn post_run(app: &TestApp, body: &Value) -> (u16, String, Vec<Value>) {
     let response = app

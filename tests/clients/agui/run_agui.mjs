@@ -44,9 +44,6 @@ const agent = new HttpAgent({
 const runs = [];
 let previous = [];
 for (const [index, step] of scenario.runs.entries()) {
-  if (step.user !== undefined) {
-    agent.addMessage({ id: step.id ?? `user-${index}`, role: "user", content: step.user });
-  }
   if (step.answer !== undefined) {
     let calls = openCalls(previous);
     if (step.reverse) calls = [...calls].reverse();
@@ -63,6 +60,10 @@ for (const [index, step] of scenario.runs.entries()) {
       if (answer.error !== undefined) message.error = answer.error;
       agent.addMessage(message);
     });
+  }
+  // After the answers: a user message typed while the results were pending.
+  if (step.user !== undefined) {
+    agent.addMessage({ id: step.id ?? `user-${index}`, role: "user", content: step.user });
   }
   const events = [];
   const run = { events, error: null, result: null };
