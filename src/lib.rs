@@ -10,7 +10,9 @@
 //!   upgrade, namespaces); it knows nothing of sessions or turns.
 //! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
 //! - `errors`: the one mapping from errors to status codes and payloads.
+//! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
+pub mod agui;
 pub mod errors;
 pub mod routes;
 pub mod settings;

@@ -1,5 +1,6 @@
 //! Black-box tests, one binary: a module per feature, sharing the harnesses.
 
+mod agui;
 mod fake_provider;
 mod helpers;
 mod providers;

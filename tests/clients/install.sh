@@ -13,3 +13,6 @@ fi
 if [ ! -f "$here/node_modules/socket.io-client/package.json" ]; then
     npm install --prefix "$here" --no-audit --no-fund
 fi
+
+# The AG-UI client (tests/api/agui.rs) has its own package.
+bash "$here/agui/install.sh"
