@@ -9,10 +9,12 @@
 //! - `socketio`: the Socket.IO v5 / Engine.IO v4 transport (polling, websocket,
 //!   upgrade, namespaces); it knows nothing of sessions or turns.
 //! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
+//! - `agui`: the AG-UI endpoint (`POST /api/agui`).
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
 pub mod agui;
+pub mod assistant_socket;
 pub mod errors;
 pub mod routes;
 pub mod settings;

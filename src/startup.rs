@@ -14,8 +14,10 @@ use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
 use serde::Serialize;
 
+use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
 use crate::errors::ApiError;
 use crate::settings::Settings;
+use crate::socketio::{SocketIo, SocketIoConfig};
 
 /// What `/api/models` and `/health` say about models.
 #[derive(Clone, Debug, Serialize)]
@@ -61,6 +63,13 @@ impl Application {
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
+        let socket_io = SocketIo::new(SocketIoConfig {
+            ping_interval: settings.ping_interval,
+            ping_timeout: settings.ping_timeout,
+            max_payload: settings.max_payload,
+            cors_origins: settings.cors_origins.clone(),
+        })
+        .namespace(NAMESPACE, AssistantNamespace::new(runtime.clone()));
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
         let mut server = HttpServer::new(move || {
@@ -77,6 +86,7 @@ impl Application {
                         }))
                     }),
                 )
+                .configure(|cfg| socket_io.configure(cfg))
                 .configure(crate::routes::configure)
                 .default_service(web::to(|| async {
                     HttpResponse::NotFound()
