@@ -784,6 +784,7 @@ impl SessionActor {
             }
             if !live.cancelling {
                 let note = SteeringNote {
+                    id: request.id.clone(),
                     text: request.content.clone(),
                     attachments: reference_attachments(&request),
                 };
@@ -1106,7 +1107,27 @@ impl SessionActor {
                 return;
             }
         };
-        let TurnOutput { mut assistant, end } = output;
+        let TurnOutput {
+            mut assistant,
+            end,
+            steering: mut late_steering,
+        } = output;
+        let mut undelivered = Vec::new();
+        while let Ok(note) = late_steering.try_recv() {
+            undelivered.push(note);
+        }
+        if !undelivered.is_empty() {
+            if end == TurnEnd::Completed {
+                self.promote_steering(undelivered, &live.sink);
+            } else {
+                log::info!(
+                    "session {}: {} steering message(s) arrived as the turn ended ({:?}); not delivered",
+                    self.id,
+                    undelivered.len(),
+                    end
+                );
+            }
+        }
         let mut next = None;
         let mut decision = None;
         let mut failure: Option<(String, String, bool)> = None;
@@ -1244,6 +1265,32 @@ impl SessionActor {
             error_message: error.map(|error| error.message.clone()),
         };
         sink.send(TurnEvent::FinalResponse(Box::new(final_response)));
+    }
+
+    /// Steering that missed the turn it was meant for becomes the next turn,
+    /// ahead of anything else waiting, with its events on the same stream.
+    fn promote_steering(&mut self, notes: Vec<SteeringNote>, sink: &EventSink) {
+        for note in notes.into_iter().rev() {
+            let request = ChatRequest {
+                id: note.id,
+                session_id: self.id.clone(),
+                content: note.text,
+                parent_id: None,
+                message_type: MessageType::Standard,
+                output_mode: OutputMode::Text,
+                attachments: note.attachments,
+                host_context: None,
+                config: Default::default(),
+                continuation: None,
+            };
+            // Nobody waits for this reply: the steering was already acknowledged.
+            let (reply, _unanswered) = oneshot::channel();
+            self.deferred.push_front(Deferred {
+                request,
+                sink: sink.clone(),
+                reply,
+            });
+        }
     }
 
     /// Answers requests that waited for the live turn, in arrival order, until

@@ -34,6 +34,8 @@ use crate::tools::{check_arguments, ToolKind, ToolSet};
 /// Text delivered into a live turn before the model's next request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SteeringNote {
+    /// The steering message's own id, used if it has to become a turn of its own.
+    pub id: crate::ids::MessageId,
     pub text: String,
     pub attachments: Vec<Attachment>,
 }
@@ -82,6 +84,9 @@ pub enum TurnEnd {
 pub struct TurnOutput {
     pub assistant: Message,
     pub end: TurnEnd,
+    /// Handed back so the actor can collect steering that arrived after the
+    /// turn's last look (it is promoted to a turn of its own).
+    pub steering: mpsc::UnboundedReceiver<SteeringNote>,
 }
 
 /// Runs the loop until it ends; never panics on model output.
@@ -131,11 +136,15 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             break TurnEnd::Cancelled;
         }
         if response.calls.is_empty() {
-            break if silent {
-                TurnEnd::Hold
-            } else {
-                TurnEnd::Completed
-            };
+            if silent {
+                break TurnEnd::Hold;
+            }
+            // Steering that arrived during the final answer still reaches the
+            // model in this turn: one more request with it appended.
+            if steering.is_empty() || plan.limits.exceeded_before_request(&usage).is_some() {
+                break TurnEnd::Completed;
+            }
+            continue;
         }
         if silent {
             if let Some(end) = decide(&plan, response.calls, &mut assistant, &sink) {
@@ -167,7 +176,11 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         strip_prose(&mut assistant);
     }
     assistant.usage = Some(usage);
-    TurnOutput { assistant, end }
+    TurnOutput {
+        assistant,
+        end,
+        steering,
+    }
 }
 
 /// A tool call as the model sent it.
