@@ -984,7 +984,10 @@ impl SessionActor {
             }
             let _ = reply.send(Ok(TurnAccepted { accepted_as: AcceptedAs::Turn, message_id: Some(assistant.id.clone()) }));
             status(&sink, &actor.id, TurnStatus::Started);
-            sink.send(result_event);
+            // A receipt of a silent decision publishes no tool preview either.
+            if pending.output_mode == OutputMode::Text {
+                sink.send(result_event);
+            }
             let decision = match (&next, pending.output_mode) {
                 (_, OutputMode::HostTools) => Some(Decision::Completed),
                 _ => None,
