@@ -363,6 +363,44 @@ async fn a_receipt_without_or_with_another_output_mode_is_still_silent() {
     }
 }
 
+/// The other way round: a text-mode pending call whose receipt says
+/// `host_tools` still resumes the model in text mode (the stored mode wins),
+/// and the prose already in the message is kept.
+#[actix_web::test]
+async fn a_text_pending_call_keeps_its_mode_when_the_receipt_says_host_tools() {
+    let app = spawn_app().await;
+    let mut body = decision_body("text-pending", "t1", &format!("say moving now\n{SET_X}"));
+    body.as_object_mut().unwrap().remove("output_mode");
+    let (status, body) = app.post_chat(&body).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["decision"].is_null(), "{body}");
+    assert_eq!(body["content"], "moving now");
+    let call_id = body["pending_tool_call"]["call_id"].as_str().unwrap();
+    assert_eq!(
+        app.session("text-pending").await["pending_action"]["output_mode"],
+        "text"
+    );
+    let (status, receipt) = app
+        .post_chat(&receipt_body(
+            "text-pending",
+            "r1",
+            call_id,
+            json!({"x": 1}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{receipt}");
+    assert!(receipt["decision"].is_null(), "{receipt}");
+    let content = receipt["content"].as_str().expect("text content");
+    assert!(content.starts_with("moving now"), "{receipt}");
+    assert!(content.contains("Tool results: set_position"), "{receipt}");
+    let assistant = &assistant_messages(&app, "text-pending").await[0];
+    assert_eq!(
+        segment_kinds(assistant).first().map(String::as_str),
+        Some("text"),
+        "{assistant}"
+    );
+}
+
 #[actix_web::test]
 async fn a_failed_receipt_completes_and_records_the_failure() {
     let app = spawn_app().await;

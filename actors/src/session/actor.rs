@@ -888,7 +888,7 @@ impl SessionActor {
 
     fn apply_result(
         &mut self,
-        request: ChatRequest,
+        mut request: ChatRequest,
         continuation: Continuation,
         pending: PendingAction,
         sink: EventSink,
@@ -927,6 +927,8 @@ impl SessionActor {
             pending_for(&assistant, &next_id, queued, pending.output_mode)
         };
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
+        // The pending call's stored mode is authoritative, whatever the receipt says.
+        request.output_mode = pending.output_mode;
         let context = self.current_context(&request);
         if resumes_model {
             if let Some(context) = &context {
