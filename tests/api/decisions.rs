@@ -473,6 +473,36 @@ async fn duplicate_late_and_mismatched_receipts_are_409() {
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(app.session("decision-late").await["pending_action"].is_null());
+
+    // Late while the newer decision is still planning: the receipt waits for
+    // it (a receipt never cancels) and is then refused; the newer one stands.
+    let older = pending_decision(&app, "decision-late-live", "d1").await;
+    let newer = {
+        let client = app.client.clone();
+        let url = format!("{}/api/chat", app.address);
+        let body = decision_body("decision-late-live", "d2", &format!("slow 400\n{SET_X}"));
+        actix_web::rt::spawn(async move {
+            let response = client.post(url).json(&body).send().await.unwrap();
+            (response.status(), response.json::<Value>().await.unwrap())
+        })
+    };
+    actix_web::rt::time::sleep(Duration::from_millis(250)).await;
+    let (status, body) = app
+        .post_chat(&receipt_body(
+            "decision-late-live",
+            "r1",
+            &older,
+            json!({"x": 1}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, newer) = newer.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{newer}");
+    assert_eq!(newer["decision"], "pending", "{newer}");
+    assert_eq!(
+        app.session("decision-late-live").await["pending_action"]["tool_call_id"],
+        newer["pending_tool_call"]["call_id"]
+    );
 }
 
 // ---- invalid decisions -----------------------------------------------------------
@@ -532,11 +562,26 @@ async fn only_context_actions_and_hold_are_offered() {
         .collect();
     assert_eq!(names, vec!["set_position", "hold"], "{names:?}");
 
+    // Without a host_context the session's last context supplies the actions.
+    fake.push(Script::openai_tool_calls(&[("call_h2", "hold", "{}")]));
+    let mut body = decision_body("decision-tools", "d2", "and now?");
+    body.as_object_mut().unwrap().remove("host_context");
+    let (status, body) = app.post_chat(&body).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"], "hold", "{body}");
+    let again: Vec<String> = fake.requests()[1].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(again, vec!["set_position", "hold"]);
+
     // The same server offers the backend and configured tools in text mode.
     fake.push(Script::openai_text(&["ok"]));
     let (status, _) = app.say("decision-tools-text", "t1", "hi", None).await;
     assert_eq!(status, StatusCode::OK);
-    let text_names: Vec<String> = fake.requests()[1].body["tools"]
+    let text_names: Vec<String> = fake.requests()[2].body["tools"]
         .as_array()
         .unwrap()
         .iter()
@@ -755,14 +800,19 @@ async fn the_mode_persists_with_the_pending_action_across_hibernation() {
 async fn socket_hold_pending_receipt_and_completed_are_silent() {
     let app = spawn_app().await;
     let session = "socket-decision";
-    let steps = socket_steps(
+    let mut steps = socket_steps(
         &app,
         json!([
             {"message": decision_body(session, "d1", "say I will hold\nhold")},
+            {"message": decision_body(session, "d1b", "say let me see\ncall set_position {\"x\": \"far\"}")},
             {"message": decision_body(session, "d2", &format!("think first\nsay hello\n{SET_X}"))},
         ]),
     )
     .await;
+    // A schema-invalid action is sent back to the model without a tool_error.
+    let retried = steps.remove(1);
+    assert_silent_events(&retried);
+    assert_eq!(final_of(&retried)["usage"]["requests"], 2, "{retried}");
     for step in &steps {
         assert_eq!(step["ack"]["ok"], true, "{step}");
         assert_silent_events(step);
