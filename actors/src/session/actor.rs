@@ -889,7 +889,7 @@ impl SessionActor {
 
     fn apply_result(
         &mut self,
-        request: ChatRequest,
+        mut request: ChatRequest,
         continuation: Continuation,
         pending: PendingAction,
         sink: EventSink,
@@ -928,6 +928,8 @@ impl SessionActor {
             pending_for(&assistant, &next_id, queued, pending.output_mode)
         };
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
+        // The pending call's stored mode is authoritative, whatever the receipt says.
+        request.output_mode = pending.output_mode;
         let context = self.current_context(&request);
         if resumes_model {
             if let Some(context) = &context {
@@ -985,7 +987,10 @@ impl SessionActor {
             }
             let _ = reply.send(Ok(TurnAccepted { accepted_as: AcceptedAs::Turn, message_id: Some(assistant.id.clone()) }));
             status(&sink, &actor.id, TurnStatus::Started);
-            sink.send(result_event);
+            // A receipt of a silent decision publishes no tool preview either.
+            if pending.output_mode == OutputMode::Text {
+                sink.send(result_event);
+            }
             let decision = match (&next, pending.output_mode) {
                 (_, OutputMode::HostTools) => Some(Decision::Completed),
                 _ => None,

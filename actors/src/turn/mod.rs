@@ -147,7 +147,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             continue;
         }
         if silent {
-            if let Some(end) = decide(&plan, response.calls, &mut assistant, &sink) {
+            if let Some(end) = decide(&plan, response.calls, &mut assistant) {
                 break end;
             }
             continue;
@@ -470,12 +470,8 @@ fn run_calls(
 
 /// Silent decisions: hold wins, one valid action is pending, several fail the
 /// turn. `None` means a bad call was sent back to the model for a retry.
-fn decide(
-    plan: &TurnPlan,
-    calls: Vec<RawCall>,
-    assistant: &mut Message,
-    sink: &EventSink,
-) -> Option<TurnEnd> {
+/// Publishes nothing: in this mode only status, final_response and error go out.
+fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Option<TurnEnd> {
     let holds = calls
         .iter()
         .any(|call| call.name == crate::tools::HOLD_TOOL);
@@ -507,13 +503,8 @@ fn decide(
     let call = calls.into_iter().next()?;
     match check_call(plan, &call) {
         Ok((arguments, _)) => {
+            // No tool preview: the decision itself is the final response.
             let id = ToolCallId::new(call.id.clone());
-            sink.send(TurnEvent::ToolCall(ToolCallEvent {
-                tool_name: call.name.clone(),
-                arguments: arguments.clone(),
-                call_id: call.id.clone(),
-                category: crate::conversation::ToolCategory::Host,
-            }));
             assistant.segments.push(Segment::ToolGroup {
                 tools: vec![ToolRecord {
                     id: id.clone(),
