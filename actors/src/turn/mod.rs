@@ -538,6 +538,19 @@ fn decided_record(plan: &TurnPlan, call: RawCall, verdict: &str) -> ToolRecord {
         .find(&call.name)
         .map(|tool| tool.category())
         .unwrap_or(crate::conversation::ToolCategory::Host);
+    // `hold` is the decision itself, answered by the runtime; anything else
+    // in a decided response was never admitted to the host.
+    if call.name == crate::tools::HOLD_TOOL {
+        return ToolRecord {
+            id: ToolCallId::new(call.id),
+            name: call.name,
+            input: arguments,
+            category,
+            output: Some(json!({"decision": "hold"})),
+            outcome: Some(CallOutcome::Success),
+            status: None,
+        };
+    }
     ToolRecord {
         id: ToolCallId::new(call.id),
         name: call.name,
