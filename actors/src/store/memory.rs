@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{self, BoxFuture, FutureExt};
 
@@ -23,6 +24,8 @@ pub struct MemoryStore {
 struct StoredSession {
     record: SessionRecord,
     messages: Vec<Message>,
+    /// The last write, for the TTL purge.
+    updated_at: Instant,
 }
 
 impl Default for MemoryStore {
@@ -60,8 +63,10 @@ impl MemoryStore {
             .or_insert_with(|| StoredSession {
                 record: record.clone(),
                 messages: Vec::new(),
+                updated_at: Instant::now(),
             });
         stored.record = record.clone();
+        stored.updated_at = Instant::now();
         for message in messages {
             match stored
                 .messages
@@ -157,6 +162,19 @@ impl Store for MemoryStore {
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
         let existed = self.shard(id).remove(id).is_some();
         future::ready(Ok(existed)).boxed()
+    }
+
+    fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>> {
+        let mut n_deleted = 0;
+        for shard in &self.shards {
+            let mut shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let n_before = shard.len();
+            shard.retain(|_, stored| stored.updated_at.elapsed() < ttl);
+            n_deleted += (n_before - shard.len()) as u64;
+        }
+        future::ready(Ok(n_deleted)).boxed()
     }
 
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>> {
