@@ -31,10 +31,16 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         values.insert(key.to_string(), value.to_string());
     }
     let settings = Settings::from_map(&values).expect("test settings are valid");
-    let application = Application::build(settings).await.expect("the test server starts");
+    let application = Application::build(settings)
+        .await
+        .expect("the test server starts");
     let port = application.port();
     actix_web::rt::spawn(application.run_until_stopped());
-    TestApp { address: format!("http://127.0.0.1:{port}"), port, client: reqwest::Client::new() }
+    TestApp {
+        address: format!("http://127.0.0.1:{port}"),
+        port,
+        client: reqwest::Client::new(),
+    }
 }
 
 impl TestApp {
@@ -53,7 +59,11 @@ impl TestApp {
         read(response).await
     }
 
-    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> (StatusCode, Value) {
         let response = self
             .client
             .post(format!("{}{path}", self.address))
@@ -66,17 +76,33 @@ impl TestApp {
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let response = self.client.get(format!("{}{path}", self.address)).send().await.expect("request sent");
+        let response = self
+            .client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent");
         read(response).await
     }
 
     pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
-        let response = self.client.delete(format!("{}{path}", self.address)).send().await.expect("request sent");
+        let response = self
+            .client
+            .delete(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent");
         read(response).await
     }
 
     /// A user message with optional host context.
-    pub async fn say(&self, session_id: &str, id: &str, content: &str, host_context: Option<Value>) -> (StatusCode, Value) {
+    pub async fn say(
+        &self,
+        session_id: &str,
+        id: &str,
+        content: &str,
+        host_context: Option<Value>,
+    ) -> (StatusCode, Value) {
         let mut body = json!({"id": id, "session_id": session_id, "content": content});
         if let Some(context) = host_context {
             body["host_context"] = context;
@@ -85,7 +111,13 @@ impl TestApp {
     }
 
     /// A continuation answering `call_id`.
-    pub async fn continue_call(&self, session_id: &str, id: &str, call_id: &str, result: Value) -> (StatusCode, Value) {
+    pub async fn continue_call(
+        &self,
+        session_id: &str,
+        id: &str,
+        call_id: &str,
+        result: Value,
+    ) -> (StatusCode, Value) {
         self.post_chat(&json!({"id": id, "session_id": session_id, "content": "", "tool_call_id": call_id, "tool_result": result}))
             .await
     }
@@ -95,14 +127,17 @@ impl TestApp {
     }
 
     pub async fn tree(&self, session_id: &str) -> Value {
-        self.get(&format!("/api/sessions/{session_id}/tree")).await.1
+        self.get(&format!("/api/sessions/{session_id}/tree"))
+            .await
+            .1
     }
 }
 
 async fn read(response: reqwest::Response) -> (StatusCode, Value) {
     let status = response.status();
     let text = response.text().await.expect("body read");
-    let value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("a JSON body, got {status}: {text:?}"));
+    let value = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("a JSON body, got {status}: {text:?}"));
     (status, value)
 }
 

@@ -25,7 +25,7 @@ use crate::contract::{
 };
 use crate::conversation::{
     build_transcript, now_millis, CallOutcome, CallStatus, Message as StoredMessage, MessageTree,
-    NoteOrigin, PendingAction, Role, Segment, SessionRecord, ToolRecord, Usage,
+    NoteOrigin, PendingAction, Role, Segment, SessionRecord, ToolRecord,
 };
 use crate::events::{
     Decision, EventSink, FinalResponse, PendingToolCall, StatusEvent, ToolResultEvent,
@@ -1210,7 +1210,7 @@ impl SessionActor {
             session_id: self.id.to_string(),
             turn_number: self.record.turn_number,
             message_id: assistant.id.to_string(),
-            usage: assistant.usage.clone().unwrap_or_else(Usage::default),
+            usage: assistant.usage.clone().unwrap_or_default(),
             pending_tool_call: pending.map(pending_event),
             decision,
             error: error.map(|_| true),
