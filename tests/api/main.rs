@@ -2,5 +2,6 @@
 
 mod fake_provider;
 mod helpers;
+mod postgres;
 mod providers;
 mod smoke;
