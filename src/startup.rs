@@ -50,6 +50,14 @@ impl Application {
             None => Arc::new(MemoryStore::new()),
             Some(url) => Arc::new(open_postgres(&settings, url).await?),
         };
+        Application::build_with_store(settings, store).await
+    }
+
+    /// `build` with a store made by the caller (tests wrap one to inject faults).
+    pub async fn build_with_store(
+        settings: Settings,
+        store: SharedStore,
+    ) -> Result<Application, StartupError> {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }

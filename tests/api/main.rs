@@ -5,3 +5,4 @@ mod helpers;
 mod postgres;
 mod providers;
 mod smoke;
+mod store_faults;

@@ -183,3 +183,24 @@ impl Store for MemoryStore {
         "memory"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purge_deletes_only_sessions_older_than_the_ttl() {
+        let store = MemoryStore::new();
+        store.upsert(&SessionRecord::new(SessionId::new("a"), 0), &[]);
+        let n_kept = store
+            .purge_expired(Duration::from_secs(3600))
+            .now_or_never();
+        assert_eq!(n_kept, Some(Ok(0)));
+        let n_deleted = store.purge_expired(Duration::ZERO).now_or_never();
+        assert_eq!(n_deleted, Some(Ok(1)));
+        assert_eq!(
+            store.load(&SessionId::new("a")).now_or_never(),
+            Some(Ok(None))
+        );
+    }
+}
