@@ -1,13 +1,22 @@
 //! The assistant-runtime server: settings, the HTTP routes, the Socket.IO
-//! transport and AG-UI, all thin edges over the `actors` core.
+//! transport and AG-UI, all thin edges over the `actors` core. Everything the
+//! binary wires together lives here so the black-box tests can build it.
 //!
 //! Layout:
 //! - `settings`: layered configuration, validated at startup.
 //! - `startup`: builds the runtime and the HTTP server (`Application`).
 //! - `routes`: the HTTP routes.
+//! - `socketio`: the Socket.IO v5 / Engine.IO v4 transport (polling, websocket,
+//!   upgrade, namespaces); it knows nothing of sessions or turns.
+//! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
+//! - `agui`: the AG-UI endpoint (`POST /api/agui`).
 //! - `errors`: the one mapping from errors to status codes and payloads.
+//! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
+pub mod agui;
+pub mod assistant_socket;
 pub mod errors;
 pub mod routes;
 pub mod settings;
+pub mod socketio;
 pub mod startup;

@@ -1,7 +1,6 @@
 //! Build, then run: `Application::build(settings)` wires the runtime and binds
 //! the listener (port 0 allowed, for tests); `run_until_stopped` serves.
 
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +16,10 @@ use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
 use serde::Serialize;
 
+use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
 use crate::errors::ApiError;
 use crate::settings::Settings;
+use crate::socketio::{SocketIo, SocketIoConfig};
 
 /// What `/api/models` and `/health` say about models.
 #[derive(Clone, Debug, Serialize)]
@@ -27,6 +28,9 @@ pub struct ModelsInfo {
     pub fallback: bool,
     pub providers: Vec<serde_json::Value>,
 }
+
+/// Pending connections the kernel may queue before the server accepts them.
+const LISTEN_BACKLOG: u32 = 4096;
 
 pub struct Application {
     port: u16,
@@ -72,24 +76,16 @@ impl Application {
         if settings.model_fallback {
             log::info!("no provider key configured: starting on builtin:echo");
         }
-        let listener =
-            TcpListener::bind((settings.host.as_str(), settings.port)).map_err(|error| {
-                StartupError(format!(
-                    "cannot listen on {}:{}: {error}",
-                    settings.host, settings.port
-                ))
-            })?;
-        let port = listener
-            .local_addr()
-            .map_err(|error| StartupError(error.to_string()))?
-            .port();
-        log::info!(
-            "assistant-runtime listening on {}:{port} (model {}, store {})",
-            settings.host,
-            settings.primary_model,
-            runtime.deps().store.kind()
-        );
+        let store_kind = runtime.deps().store.kind();
+        runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
+        let socket_io = SocketIo::new(SocketIoConfig {
+            ping_interval: settings.ping_interval,
+            ping_timeout: settings.ping_timeout,
+            max_payload: settings.max_payload,
+            cors_origins: settings.cors_origins.clone(),
+        })
+        .namespace(NAMESPACE, AssistantNamespace::new(runtime.clone()));
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
         let mut server = HttpServer::new(move || {
@@ -106,17 +102,37 @@ impl Application {
                         }))
                     }),
                 )
+                .configure(|cfg| socket_io.configure(cfg))
                 .configure(crate::routes::configure)
                 .default_service(web::to(|| async {
                     HttpResponse::NotFound()
                         .json(serde_json::json!({"error": "no such route", "type": "not_found"}))
                 }))
         })
-        .listen(listener)
-        .map_err(|error| StartupError(error.to_string()))?;
+        // std's listener has a backlog of 128, which overflows (and costs a
+        // one-second SYN retry) when hundreds of clients connect at once.
+        .backlog(LISTEN_BACKLOG);
         if settings.workers > 0 {
             server = server.workers(settings.workers);
         }
+        let server = server
+            .bind((settings.host.as_str(), settings.port))
+            .map_err(|error| {
+                StartupError(format!(
+                    "cannot listen on {}:{}: {error}",
+                    settings.host, settings.port
+                ))
+            })?;
+        let port = server
+            .addrs()
+            .first()
+            .map(|addr| addr.port())
+            .unwrap_or(settings.port);
+        log::info!(
+            "assistant-runtime listening on {}:{port} (model {}, store {store_kind})",
+            settings.host,
+            settings.primary_model,
+        );
         Ok(Application {
             port,
             server: server.run(),

@@ -12,6 +12,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/health", web::get().to(health::health))
         .route("/openapi.json", web::get().to(openapi::openapi))
         .route("/api/chat", web::post().to(chat::post_chat))
+        .route("/api/agui", web::post().to(crate::agui::post_agui))
         .route(
             "/api/chat/{session_id}/cancel",
             web::post().to(chat::cancel),

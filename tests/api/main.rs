@@ -1,8 +1,12 @@
 //! Black-box tests, one binary: a module per feature, sharing the harnesses.
 
+mod agui;
 mod fake_provider;
 mod helpers;
 mod postgres;
 mod providers;
+mod raw_ws;
 mod smoke;
+mod socketio_helpers;
+mod socketio_protocol;
 mod store_faults;

@@ -846,14 +846,12 @@ async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
     let (status, body) = app.say("order", "m1", "hello", Some(context)).await;
     assert_eq!(status, 200, "{body}");
     let snapshot = store.load(&SessionId::new("order")).await.unwrap().unwrap();
-    let data = &snapshot
-        .record
-        .host_context
-        .unwrap()
+    let context = snapshot.record.host_context.expect("a stored context");
+    let data = context
         .view
-        .unwrap()
-        .data
-        .unwrap();
+        .as_ref()
+        .and_then(|view| view.data.as_ref())
+        .expect("view data");
     let keys: Vec<&String> = data.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["zeta", "alpha"]);
     store.save_session(&record).await.unwrap();

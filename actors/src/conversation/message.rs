@@ -184,8 +184,9 @@ pub struct SessionRecord {
     pub created_at: u64,
     pub turn_number: u32,
     pub active_leaf: Option<MessageId>,
-    /// The last validated host context, canonical snake_case.
-    pub host_context: Option<crate::contract::HostContext>,
+    /// The last validated host context, canonical snake_case. Shared, since
+    /// every turn reads it and the record is copied for each store write.
+    pub host_context: Option<std::sync::Arc<crate::contract::HostContext>>,
     pub pending_action: Option<PendingAction>,
 }
 

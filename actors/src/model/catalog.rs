@@ -11,13 +11,13 @@ pub trait ModelCatalog: Send + Sync {
     fn client_for(&self, id: &ModelId) -> Result<SharedModelClient, String>;
 }
 
-/// Finds the network client for a model id, or says why there is none.
-type ProviderLookup = Box<dyn Fn(&ModelId) -> Result<SharedModelClient, String> + Send + Sync>;
+/// Finds a network provider's client for a model id.
+type ProviderLookup = dyn Fn(&ModelId) -> Result<SharedModelClient, String> + Send + Sync;
 
 /// Routes `builtin:*` to the built-in models and everything else to `providers`.
 pub struct StandardCatalog {
     echo: SharedModelClient,
-    providers: Option<ProviderLookup>,
+    providers: Option<Box<ProviderLookup>>,
 }
 
 impl StandardCatalog {

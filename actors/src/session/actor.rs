@@ -38,8 +38,6 @@ use crate::turn::{
     run_turn, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
 };
 
-/// How often an actor checks whether it has been idle long enough to stop.
-const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
 
@@ -130,13 +128,6 @@ impl Actor for SessionActor {
             load.into_actor(self)
                 .map(|loaded, actor, ctx| actor.on_loaded(loaded, ctx)),
         );
-        ctx.run_interval(IDLE_CHECK_INTERVAL, |actor, ctx| {
-            let idle = matches!(actor.phase, Phase::Idle | Phase::AwaitingHost(_))
-                && actor.deferred.is_empty();
-            if idle && actor.last_activity.elapsed() >= actor.deps.config.idle_timeout {
-                ctx.stop();
-            }
-        });
     }
 
     fn stopped(&mut self, ctx: &mut Context<Self>) {
@@ -266,15 +257,16 @@ impl SessionActor {
                 Phase::AwaitingHost(pending) => Some(pending.clone()),
                 _ => None,
             },
-            host_context: self.record.host_context.as_ref().map(HostContext::to_value),
+            host_context: self
+                .record
+                .host_context
+                .as_deref()
+                .map(HostContext::to_value),
         }
     }
 
-    fn current_context(&self, request: &ChatRequest) -> Option<HostContext> {
-        request
-            .host_context
-            .clone()
-            .or_else(|| self.record.host_context.clone())
+    fn current_context(&self, request: &ChatRequest) -> Option<Arc<HostContext>> {
+        shared_context(request).or_else(|| self.record.host_context.clone())
     }
 
     /// Keeps the newest screenshot of a request for `look_at_screen`.
@@ -291,6 +283,10 @@ impl SessionActor {
             self.screenshot = newest;
         }
     }
+}
+
+fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
+    request.host_context.clone().map(Arc::new)
 }
 
 fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
@@ -421,14 +417,14 @@ impl Handler<JoinSession> for SessionActor {
         let (reply, answer) = oneshot::channel();
         let mut record = self.stored_record();
         if let Some(context) = &join.host_context {
-            record.host_context = Some(context.clone());
+            record.host_context = Some(Arc::new(context.clone()));
         }
         let write = self.deps.store.save_session(&record);
         self.persist(ctx, write, move |actor, _ctx, written| {
             let outcome = written.map_err(SessionError::from).map(|()| {
                 actor.stored = true;
                 if join.host_context.is_some() {
-                    actor.record.host_context = join.host_context;
+                    actor.record.host_context = join.host_context.map(Arc::new);
                 }
             });
             let _ = reply.send(outcome);
@@ -438,6 +434,34 @@ impl Handler<JoinSession> for SessionActor {
                 .await
                 .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
         })
+    }
+}
+
+impl Handler<CheckIdle> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: CheckIdle, ctx: &mut Context<Self>) {
+        self.stop_if_idle(ctx, self.deps.config.idle_timeout);
+    }
+}
+
+impl SessionActor {
+    /// Stops (hibernates) the actor when nothing is live or waiting and it has
+    /// been quiet for `after`; the store holds everything it would reload.
+    fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) {
+        let idle = matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
+            && self.deferred.is_empty()
+            && !ctx.waiting();
+        if idle && self.last_activity.elapsed() >= after {
+            ctx.stop();
+        }
+    }
+
+    /// With an idle timeout of zero, a session hibernates as soon as its turn ends.
+    fn hibernate_if_configured(&self, ctx: &mut Context<Self>) {
+        if self.deps.config.idle_timeout.is_zero() {
+            self.stop_if_idle(ctx, Duration::ZERO);
+        }
     }
 }
 
@@ -687,7 +711,7 @@ impl SessionActor {
                 .or_else(|| self.record.active_leaf.clone()),
             role: Role::User,
             content: request.content.clone(),
-            host_block: context.as_ref().map(render_host_context),
+            host_block: context.as_deref().map(render_host_context),
             attachments: reference_attachments(&request),
             segments: Vec::new(),
             usage: None,
@@ -699,7 +723,7 @@ impl SessionActor {
         record.active_leaf = Some(user.id.clone());
         record.turn_number += 1;
         if request.host_context.is_some() {
-            record.host_context = request.host_context.clone();
+            record.host_context = shared_context(&request);
         }
         if record.title.is_none() && !request.content.is_empty() {
             record.title = Some(request.content.chars().take(MAX_TITLE_CHARS).collect());
@@ -915,7 +939,7 @@ impl SessionActor {
         }
         let mut record = self.stored_record();
         if request.host_context.is_some() {
-            record.host_context = request.host_context.clone();
+            record.host_context = shared_context(&request);
         }
         let write = self.deps.store.accept_result(
             &record,
@@ -973,6 +997,7 @@ impl SessionActor {
             actor.send_final(&sink, &assistant, model, next.as_ref(), decision, pending.output_mode, None);
             status(&sink, &actor.id, TurnStatus::Completed);
             actor.run_deferred(ctx);
+            actor.hibernate_if_configured(ctx);
         });
     }
 }
@@ -1001,7 +1026,7 @@ impl SessionActor {
         let tools =
             self.deps
                 .tools
-                .tool_set(context.as_ref(), self.screenshot.is_some(), output_mode);
+                .tool_set(context.as_deref(), self.screenshot.is_some(), output_mode);
         let leaf = assistant.parent_id.clone();
         let path = self.tree.path_to(leaf.as_ref());
         let history = build_transcript(&path, &Default::default());
@@ -1189,6 +1214,7 @@ impl SessionActor {
             status(&sink, &actor.id, TurnStatus::Completed);
             actor.last_activity = Instant::now();
             actor.run_deferred(ctx);
+            actor.hibernate_if_configured(ctx);
         });
     }
 

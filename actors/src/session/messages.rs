@@ -42,6 +42,11 @@ pub struct JoinSession {
     pub host_context: Option<HostContext>,
 }
 
+/// Sent by the registry's sweeper: stop if idle past the configured timeout.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CheckIdle;
+
 /// Asks the live turn to stop; `true` if there was one.
 #[derive(Message)]
 #[rtype(result = "bool")]

@@ -31,8 +31,9 @@ impl Default for SessionRegistry {
 
 impl SessionRegistry {
     fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, Addr<SessionActor>>> {
+        let index = (self.hasher.hash_one(id) as usize) % N_SHARDS;
         // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
-        self.shards[(self.hasher.hash_one(id) as usize) % N_SHARDS]
+        self.shards[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -68,6 +69,18 @@ impl SessionRegistry {
         if shard.get(id) == Some(addr) {
             shard.remove(id);
         }
+    }
+
+    /// Every live actor, for the idle sweeper.
+    pub fn live_actors(&self) -> Vec<Addr<SessionActor>> {
+        let mut actors = Vec::new();
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            actors.extend(shard.values().cloned());
+        }
+        actors
     }
 
     pub fn n_live(&self) -> usize {

@@ -23,6 +23,9 @@ use crate::store::{SessionSummary, SharedStore};
 use crate::tools::ToolRegistry;
 use crate::turn::Budget;
 
+/// How often idle actors are asked to stop, at most.
+const IDLE_SWEEP_PERIOD: Duration = Duration::from_secs(5);
+
 /// Settings every session shares.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
@@ -88,6 +91,30 @@ impl Runtime {
             registry: Arc::new(SessionRegistry::default()),
             deps: Arc::new(deps),
         }
+    }
+
+    /// Starts the task that asks idle actors to stop (one task for all
+    /// sessions, instead of a timer per actor). Call from inside the actix system.
+    pub fn start_idle_sweeper(&self) {
+        let registry = Arc::downgrade(&self.registry);
+        let period = IDLE_SWEEP_PERIOD.min(
+            self.deps
+                .config
+                .idle_timeout
+                .max(Duration::from_millis(200)),
+        );
+        actix::spawn(async move {
+            let mut ticks = tokio::time::interval(period);
+            loop {
+                ticks.tick().await;
+                let Some(registry) = registry.upgrade() else {
+                    return;
+                };
+                for addr in registry.live_actors() {
+                    addr.do_send(CheckIdle);
+                }
+            }
+        });
     }
 
     pub fn deps(&self) -> &SessionDeps {

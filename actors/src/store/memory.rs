@@ -1,15 +1,18 @@
-//! The in-memory store: the default, lasting for the process. It keeps each
-//! session as its record plus messages behind one mutex per shard, so sessions
-//! on different shards never contend.
+//! The in-memory store: the default, lasting for the process. Sessions are
+//! kept serialised (compact JSON, one buffer per message) so that an idle
+//! session costs a few hundred bytes rather than its full object graph; shards
+//! with a mutex each keep unrelated sessions from contending.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures_util::future::{self, BoxFuture, FutureExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-use super::{SessionSnapshot, SessionSummary, Store, StoreResult};
+use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult};
 use crate::conversation::{Message, PendingAction, SessionRecord};
 use crate::ids::{SessionId, ToolCallId};
 
@@ -21,17 +24,37 @@ pub struct MemoryStore {
     hasher: std::collections::hash_map::RandomState,
 }
 
+/// One session, serialised. The few fields the store itself must read
+/// (listing order, the conditional acceptance) are kept beside the bytes.
 struct StoredSession {
-    record: SessionRecord,
-    messages: Vec<Message>,
+    record: Box<[u8]>,
+    created_at: u64,
+    pending_call: Option<Box<str>>,
+    messages: Vec<StoredMessage>,
     /// The last write, for the TTL purge.
     updated_at: Instant,
+}
+
+struct StoredMessage {
+    id: Box<str>,
+    bytes: Box<[u8]>,
 }
 
 impl Default for MemoryStore {
     fn default() -> Self {
         MemoryStore::new()
     }
+}
+
+fn encode<T: Serialize>(value: &T) -> StoreResult<Box<[u8]>> {
+    serde_json::to_vec(value)
+        .map(Vec::into_boxed_slice)
+        .map_err(|error| StoreError::Failed(format!("cannot serialise: {error}")))
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
+    serde_json::from_slice(bytes)
+        .map_err(|error| StoreError::Failed(format!("stored data unreadable: {error}")))
 }
 
 impl MemoryStore {
@@ -42,37 +65,138 @@ impl MemoryStore {
         }
     }
 
-    fn shard(
-        &self,
-        id: &SessionId,
-    ) -> std::sync::MutexGuard<'_, HashMap<SessionId, StoredSession>> {
+    fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, StoredSession>> {
         let index = (self.hasher.hash_one(id) as usize) % N_SHARDS;
-        // A poisoned shard only means another thread panicked mid-update of
-        // plain data; the map itself is still consistent enough to serve.
+        // Only plain map operations run under the lock; a poisoned shard
+        // still holds a consistent map.
         self.shards[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn upsert(&self, record: &SessionRecord, messages: &[Message]) {
+    /// Serialises outside the lock, then swaps the buffers in under it.
+    fn upsert(&self, record: &SessionRecord, messages: &[Message]) -> StoreResult<()> {
+        let encoded = Encoded::new(record, messages)?;
+        encoded.apply(&mut self.shard(&record.id), &record.id, record.created_at);
+        Ok(())
+    }
+
+    fn snapshot(&self, id: &SessionId) -> StoreResult<Option<SessionSnapshot>> {
+        let shard = self.shard(id);
+        let Some(stored) = shard.get(id) else {
+            return Ok(None);
+        };
+        let record = decode(&stored.record)?;
+        let messages = stored
+            .messages
+            .iter()
+            .map(|message| decode(&message.bytes))
+            .collect::<StoreResult<_>>()?;
+        Ok(Some(SessionSnapshot { record, messages }))
+    }
+
+    fn accept(
+        &self,
+        record: &SessionRecord,
+        call_id: &ToolCallId,
+        next: Option<&PendingAction>,
+        message: &Message,
+    ) -> StoreResult<bool> {
+        let mut updated = record.clone();
+        updated.pending_action = next.cloned();
+        let encoded = Encoded::new(&updated, std::slice::from_ref(message))?;
+        // Checked and applied under one lock: two acceptances cannot interleave.
         let mut shard = self.shard(&record.id);
-        let stored = shard
-            .entry(record.id.clone())
-            .or_insert_with(|| StoredSession {
-                record: record.clone(),
-                messages: Vec::new(),
-                updated_at: Instant::now(),
+        let pending_now = shard
+            .get(&record.id)
+            .and_then(|stored| stored.pending_call.as_deref());
+        if pending_now != Some(call_id.as_str()) {
+            return Ok(false);
+        }
+        encoded.apply(&mut shard, &record.id, record.created_at);
+        Ok(true)
+    }
+
+    fn summaries(&self, limit: u32, offset: u32) -> StoreResult<Vec<SessionSummary>> {
+        let mut index: Vec<(u64, SessionId)> = Vec::new();
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            index.extend(
+                shard
+                    .iter()
+                    .map(|(id, stored)| (stored.created_at, id.clone())),
+            );
+        }
+        // Newest first, ties by id, so pages are stable.
+        index.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut page = Vec::new();
+        for (_, id) in index.into_iter().skip(offset as usize).take(limit as usize) {
+            let shard = self.shard(&id);
+            let Some(stored) = shard.get(&id) else {
+                continue;
+            };
+            let record: SessionRecord = decode(&stored.record)?;
+            page.push(SessionSummary {
+                session_id: record.id,
+                owner_id: record.owner_id,
+                title: record.title,
+                turn_number: record.turn_number,
+                message_count: stored.messages.len() as u64,
+                created_at: record.created_at,
             });
-        stored.record = record.clone();
+        }
+        Ok(page)
+    }
+}
+
+/// A session change, serialised and ready to swap in.
+struct Encoded {
+    record: Box<[u8]>,
+    pending_call: Option<Box<str>>,
+    messages: Vec<StoredMessage>,
+}
+
+impl Encoded {
+    fn new(record: &SessionRecord, messages: &[Message]) -> StoreResult<Encoded> {
+        Ok(Encoded {
+            record: encode(record)?,
+            pending_call: record
+                .pending_action
+                .as_ref()
+                .map(|pending| pending.tool_call_id.as_str().into()),
+            messages: messages
+                .iter()
+                .map(|message| {
+                    Ok(StoredMessage {
+                        id: message.id.as_str().into(),
+                        bytes: encode(message)?,
+                    })
+                })
+                .collect::<StoreResult<_>>()?,
+        })
+    }
+
+    fn apply(self, shard: &mut HashMap<SessionId, StoredSession>, id: &SessionId, created_at: u64) {
+        let stored = shard.entry(id.clone()).or_insert_with(|| StoredSession {
+            record: Box::default(),
+            created_at,
+            pending_call: None,
+            messages: Vec::new(),
+            updated_at: Instant::now(),
+        });
+        stored.record = self.record;
         stored.updated_at = Instant::now();
-        for message in messages {
+        stored.pending_call = self.pending_call;
+        for message in self.messages {
             match stored
                 .messages
                 .iter_mut()
                 .find(|existing| existing.id == message.id)
             {
-                Some(existing) => *existing = message.clone(),
-                None => stored.messages.push(message.clone()),
+                Some(existing) => *existing = message,
+                None => stored.messages.push(message),
             }
         }
     }
@@ -80,16 +204,11 @@ impl MemoryStore {
 
 impl Store for MemoryStore {
     fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>> {
-        let snapshot = self.shard(id).get(id).map(|stored| SessionSnapshot {
-            record: stored.record.clone(),
-            messages: stored.messages.clone(),
-        });
-        future::ready(Ok(snapshot)).boxed()
+        future::ready(self.snapshot(id)).boxed()
     }
 
     fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>> {
-        self.upsert(record, &[]);
-        future::ready(Ok(())).boxed()
+        future::ready(self.upsert(record, &[])).boxed()
     }
 
     fn save_messages(
@@ -97,8 +216,7 @@ impl Store for MemoryStore {
         record: &SessionRecord,
         messages: &[Message],
     ) -> BoxFuture<'static, StoreResult<()>> {
-        self.upsert(record, messages);
-        future::ready(Ok(())).boxed()
+        future::ready(self.upsert(record, messages)).boxed()
     }
 
     fn accept_result(
@@ -108,20 +226,7 @@ impl Store for MemoryStore {
         next: Option<&PendingAction>,
         message: &Message,
     ) -> BoxFuture<'static, StoreResult<bool>> {
-        let accepted = {
-            let shard = self.shard(&record.id);
-            let pending_now = shard
-                .get(&record.id)
-                .and_then(|stored| stored.record.pending_action.as_ref())
-                .map(|pending| &pending.tool_call_id);
-            pending_now == Some(call_id)
-        };
-        if accepted {
-            let mut updated = record.clone();
-            updated.pending_action = next.cloned();
-            self.upsert(&updated, std::slice::from_ref(message));
-        }
-        future::ready(Ok(accepted)).boxed()
+        future::ready(self.accept(record, call_id, next, message)).boxed()
     }
 
     fn list(
@@ -129,32 +234,7 @@ impl Store for MemoryStore {
         limit: u32,
         offset: u32,
     ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
-        let mut summaries: Vec<SessionSummary> = Vec::new();
-        for shard in &self.shards {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            summaries.extend(shard.values().map(|stored| SessionSummary {
-                session_id: stored.record.id.clone(),
-                owner_id: stored.record.owner_id.clone(),
-                title: stored.record.title.clone(),
-                turn_number: stored.record.turn_number,
-                message_count: stored.messages.len() as u64,
-                created_at: stored.record.created_at,
-            }));
-        }
-        // Newest first, ties by id, so pages are stable.
-        summaries.sort_by(|a, b| {
-            b.created_at
-                .cmp(&a.created_at)
-                .then_with(|| a.session_id.cmp(&b.session_id))
-        });
-        let page = summaries
-            .into_iter()
-            .skip(offset as usize)
-            .take(limit as usize)
-            .collect();
-        future::ready(Ok(page)).boxed()
+        future::ready(self.summaries(limit, offset)).boxed()
     }
 
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
@@ -185,13 +265,16 @@ impl Store for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
+mod purge_tests {
     use super::*;
 
     #[test]
     fn purge_deletes_only_sessions_older_than_the_ttl() {
         let store = MemoryStore::new();
-        store.upsert(&SessionRecord::new(SessionId::new("a"), 0), &[]);
+        let saved = store
+            .save_session(&SessionRecord::new(SessionId::new("a"), 0))
+            .now_or_never();
+        assert_eq!(saved, Some(Ok(())));
         let n_kept = store
             .purge_expired(Duration::from_secs(3600))
             .now_or_never();

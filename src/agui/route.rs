@@ -1,0 +1,213 @@
+//! `POST /api/agui`: parses a `RunAgentInput`, hands its steps to the
+//! `Runtime` one after another, and writes the streamed turn back as SSE.
+//! Request errors (422, 409) are JSON replies before any stream; once the
+//! stream is open, failures are `RUN_ERROR`. Dropping the stream (the client
+//! hung up) cancels the live turn; the core saves its partial work.
+
+use std::collections::{HashSet, VecDeque};
+
+use actix_web::{web, HttpResponse};
+use actors::contract::ChatRequest;
+use actors::events::{EventSink, TurnEvent};
+use actors::ids::{is_valid_id, SessionId};
+use actors::session::{Runtime, SessionError};
+use futures_util::stream;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::events::{sse_frame, EventMapper};
+use super::input::RunInput;
+use crate::errors::{parse_json, ApiError};
+
+pub async fn post_agui(
+    runtime: web::Data<Runtime>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let value = parse_json(&body)?;
+    let input = RunInput::parse(&value)?;
+    let (pending, has_context) = session_view(&runtime, &input.thread_id).await?;
+    let mut requests: VecDeque<ChatRequest> = input.requests(&pending, has_context)?.into();
+    let answered: HashSet<String> = requests
+        .iter()
+        .filter_map(|request| request.continuation.as_ref())
+        .map(|continuation| continuation.tool_call_id.to_string())
+        .collect();
+    // All results but the last only hand over the next queued call; the
+    // last one (or the user message) is the turn this run streams.
+    let n_continuations = requests
+        .iter()
+        .filter(|request| request.continuation.is_some())
+        .count();
+    for _ in 1..n_continuations {
+        if let Some(request) = requests.pop_front() {
+            hand_over(&runtime, request).await?;
+        }
+    }
+    let Some(first) = requests.pop_front() else {
+        return Err(SessionError::Internal("an AG-UI run with no step".into()).into());
+    };
+    let mut mapper = EventMapper::new(&input.thread_id, &input.run_id, answered);
+    let resumed = first.continuation.is_some();
+    let session_id = first.session_id.clone();
+    let (sink, events) = EventSink::new(true);
+    let accepted = runtime.send_message(first, sink).await?;
+    let assistant_id = accepted
+        .message_id
+        .map(|id| id.to_string())
+        .unwrap_or_default();
+    mapper.begin_turn(&assistant_id, resumed);
+    let run = RunStream {
+        runtime: runtime.get_ref().clone(),
+        queue: VecDeque::from([mapper.run_started()]),
+        mapper,
+        events,
+        remaining: requests,
+        done: false,
+        cancel_on_drop: CancelOnDrop {
+            runtime: runtime.get_ref().clone(),
+            session_id,
+            armed: true,
+        },
+    };
+    let body = stream::unfold(run, |mut run| async move {
+        loop {
+            if let Some(event) = run.queue.pop_front() {
+                return Some((Ok::<_, actix_web::Error>(sse_frame(&event)), run));
+            }
+            if run.done {
+                return None;
+            }
+            run.advance().await;
+        }
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body))
+}
+
+/// The session's pending call and its queue, in the order they must be
+/// answered, and whether it holds a host context.
+async fn session_view(runtime: &Runtime, thread_id: &str) -> Result<(Vec<String>, bool), ApiError> {
+    if !is_valid_id(thread_id) {
+        // `requests` names the bad threadId.
+        return Ok((Vec::new(), false));
+    }
+    match runtime.session(&SessionId::new(thread_id)).await {
+        Ok(info) => {
+            let pending = info
+                .pending_action
+                .map(|pending| {
+                    let mut ids = vec![pending.tool_call_id.to_string()];
+                    ids.extend(pending.queued.iter().map(|id| id.to_string()));
+                    ids
+                })
+                .unwrap_or_default();
+            Ok((pending, info.host_context.is_some()))
+        }
+        Err(SessionError::NotFound(_)) => Ok((Vec::new(), false)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Sends a result that only hands over the next queued call, and waits for
+/// that hand-over to finish before the next step is sent.
+async fn hand_over(runtime: &Runtime, request: ChatRequest) -> Result<(), ApiError> {
+    let (sink, mut events) = EventSink::new(false);
+    runtime.send_message(request, sink).await?;
+    while let Some(event) = events.recv().await {
+        if event.is_completed_status() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The state of one run's SSE body.
+struct RunStream {
+    runtime: Runtime,
+    mapper: EventMapper,
+    /// The events of the turn being streamed.
+    events: UnboundedReceiver<TurnEvent>,
+    /// Steps after this turn (a new user message after host results).
+    remaining: VecDeque<ChatRequest>,
+    /// AG-UI events ready to be written.
+    queue: VecDeque<Value>,
+    /// The run's last event is queued; nothing follows it.
+    done: bool,
+    cancel_on_drop: CancelOnDrop,
+}
+
+impl RunStream {
+    /// Reads one turn event and queues what it becomes.
+    async fn advance(&mut self) {
+        let Some(event) = self.events.recv().await else {
+            self.queue.extend(self.mapper.end_turn());
+            let error = self
+                .mapper
+                .run_error("the turn ended without a final response", "internal");
+            self.finish(error);
+            return;
+        };
+        let TurnEvent::FinalResponse(final_response) = event else {
+            self.queue.extend(self.mapper.map(&event));
+            return;
+        };
+        self.queue.extend(self.mapper.end_turn());
+        let next = match final_response.error_type {
+            None => self.remaining.pop_front(),
+            Some(_) => None,
+        };
+        let Some(next) = next else {
+            let end = self.mapper.run_end(&final_response);
+            self.finish(end);
+            return;
+        };
+        let resumed = next.continuation.is_some();
+        let (sink, events) = EventSink::new(true);
+        match self.runtime.send_message(next, sink).await {
+            Ok(accepted) => {
+                let assistant_id = accepted
+                    .message_id
+                    .map(|id| id.to_string())
+                    .unwrap_or_default();
+                self.mapper.begin_turn(&assistant_id, resumed);
+                self.events = events;
+            }
+            Err(error) => {
+                let error = self.mapper.run_error(&error.to_string(), error.kind());
+                self.finish(error);
+            }
+        }
+    }
+
+    fn finish(&mut self, last: Value) {
+        self.queue.push_back(last);
+        self.done = true;
+        self.cancel_on_drop.armed = false;
+    }
+}
+
+/// Cancels the session's live turn when the body is dropped before the run
+/// ended: the client went away, so nobody reads the rest.
+struct CancelOnDrop {
+    runtime: Runtime,
+    session_id: SessionId,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let runtime = self.runtime.clone();
+        let session_id = self.session_id.clone();
+        log::info!("session {session_id}: AG-UI client went away; cancelling its turn");
+        // Bodies are dropped on the worker that served them, inside its local set.
+        actix_web::rt::spawn(async move {
+            let _ = runtime.cancel(&session_id).await;
+        });
+    }
+}

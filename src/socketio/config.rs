@@ -1,0 +1,112 @@
+//! Settings of the Socket.IO transport: the timings and limits advertised in the
+//! Engine.IO handshake and the CORS origin allow-list. Read by every connection;
+//! nothing here changes after [`super::SocketIo::new`].
+
+use std::time::Duration;
+
+/// Engine.IO's default ping interval, the one the stock clients expect.
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(25);
+/// Engine.IO's default time a client has to answer a ping.
+pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(20);
+/// Engine.IO's default largest packet (and polling body), in bytes.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1_000_000;
+/// How many `max_payload`s of unsent output a connection may hold before it is
+/// dropped as too slow: enough for a burst of streamed deltas, small enough that
+/// 50,000 stalled clients cannot exhaust memory one by one.
+const QUEUE_LIMIT_IN_PAYLOADS: usize = 4;
+/// Floor of the outgoing queue limit, so a tiny `max_payload` in tests does not
+/// make ordinary bursts (100 events) drop the connection.
+const MIN_QUEUE_LIMIT_BYTES: usize = 1024 * 1024;
+
+/// Configuration of [`super::SocketIo`]. Build with struct update syntax over
+/// `Default` so that fields added later do not break callers.
+#[derive(Debug, Clone)]
+pub struct SocketIoConfig {
+    /// How often the server pings each client (Engine.IO v4: the server pings).
+    pub ping_interval: Duration,
+    /// How long after a ping a client may stay silent before it is dropped.
+    pub ping_timeout: Duration,
+    /// Largest Engine.IO packet or polling POST body accepted, in bytes.
+    pub max_payload: usize,
+    /// Allowed `Origin` values (exact, e.g. `https://app.example.com`). Empty:
+    /// allow `localhost` / `127.0.0.1` / `[::1]` origins on any port, and
+    /// requests without `Origin` (non-browser clients) are always allowed.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for SocketIoConfig {
+    fn default() -> Self {
+        SocketIoConfig {
+            ping_interval: DEFAULT_PING_INTERVAL,
+            ping_timeout: DEFAULT_PING_TIMEOUT,
+            max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
+impl SocketIoConfig {
+    /// Unsent bytes one connection may queue before it is dropped as too slow.
+    pub(crate) fn queue_limit_bytes(&self) -> usize {
+        self.max_payload
+            .saturating_mul(QUEUE_LIMIT_IN_PAYLOADS)
+            .max(MIN_QUEUE_LIMIT_BYTES)
+    }
+
+    /// Whether a browser page from `origin` may talk to us.
+    pub(crate) fn origin_allowed(&self, origin: &str) -> bool {
+        if !self.cors_origins.is_empty() {
+            return self.cors_origins.iter().any(|allowed| allowed == origin);
+        }
+        let Some(rest) = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+        else {
+            return false;
+        };
+        let host = match rest.strip_prefix("[::1]") {
+            Some(after) => return after.is_empty() || is_port_suffix(after),
+            None => rest.split(':').next().unwrap_or(rest),
+        };
+        let after_host = &rest[host.len()..];
+        (host == "localhost" || host == "127.0.0.1")
+            && (after_host.is_empty() || is_port_suffix(after_host))
+    }
+}
+
+/// `:1234` and nothing else.
+fn is_port_suffix(s: &str) -> bool {
+    s.strip_prefix(':')
+        .is_some_and(|port| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_origins_are_loopback_on_any_port() {
+        let config = SocketIoConfig::default();
+        for (origin, allowed) in [
+            ("http://localhost:3000", true),
+            ("http://127.0.0.1", true),
+            ("https://[::1]:8443", true),
+            ("http://localhost.evil.com", false),
+            ("http://127.0.0.1:80/x", false),
+            ("http://example.com", false),
+            ("null", false),
+        ] {
+            assert_eq!(config.origin_allowed(origin), allowed, "{origin}");
+        }
+    }
+
+    #[test]
+    fn configured_origins_match_exactly() {
+        let config = SocketIoConfig {
+            cors_origins: vec!["https://app.example.com".into()],
+            ..Default::default()
+        };
+        assert!(config.origin_allowed("https://app.example.com"));
+        assert!(!config.origin_allowed("http://localhost:3000"));
+    }
+}

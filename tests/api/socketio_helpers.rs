@@ -1,0 +1,173 @@
+//! Test harness: starts the Socket.IO transport on `127.0.0.1:0` with an echo
+//! namespace, installs the stock clients once (`tests/clients/install.sh`) and
+//! runs their probe scripts, returning the JSON each prints.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use actix_web::dev::ServerHandle;
+use actix_web::{App, HttpServer};
+use assistant_runtime::socketio::{
+    AckSender, NamespaceHandler, SocketIo, SocketIoConfig, SocketRef,
+};
+use serde_json::{json, Value};
+
+/// Namespace the echo handler is registered under.
+pub const TEST_NAMESPACE: &str = "/test";
+/// A second echo namespace, to check multiplexing on one connection.
+pub const OTHER_NAMESPACE: &str = "/other";
+
+/// Echoes `echo` back as an emit, acknowledges with the arguments it got, and
+/// answers `burst {count}` with `count` numbered `burst_item` emits and
+/// `flood {count, size}` with `count` strings of `size` bytes.
+pub struct EchoHandler;
+
+impl NamespaceHandler for EchoHandler {
+    fn on_event(&self, socket: SocketRef, event: String, args: Vec<Value>, ack: Option<AckSender>) {
+        let first = args.first().cloned().unwrap_or(Value::Null);
+        match event.as_str() {
+            "echo" => {
+                socket.emit("echo", first);
+            }
+            "burst" => {
+                let count = first.get("count").and_then(Value::as_u64).unwrap_or(0);
+                for i in 0..count {
+                    socket.emit("burst_item", json!({ "i": i }));
+                }
+            }
+            "flood" => {
+                let count = first.get("count").and_then(Value::as_u64).unwrap_or(0);
+                let size = first.get("size").and_then(Value::as_u64).unwrap_or(0);
+                let chunk = "x".repeat(size as usize);
+                for _ in 0..count {
+                    socket.emit("flood_item", Value::String(chunk.clone()));
+                }
+            }
+            _ => {}
+        }
+        if let Some(ack) = ack {
+            ack.send(args);
+        }
+    }
+}
+
+/// A running server; stopped when dropped.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    handle: ServerHandle,
+}
+
+impl TestServer {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn engine_url(&self, query: &str) -> String {
+        format!("http://{}/socket.io/?{query}", self.addr)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let stopping = self.handle.stop(false);
+        actix_web::rt::spawn(stopping);
+    }
+}
+
+/// Starts a server with the echo namespace under `config`.
+pub fn spawn_server(config: SocketIoConfig) -> TestServer {
+    let io = SocketIo::new(config)
+        .namespace(TEST_NAMESPACE, EchoHandler)
+        .namespace(OTHER_NAMESPACE, EchoHandler);
+    let server = HttpServer::new(move || {
+        let io = io.clone();
+        App::new().configure(move |cfg| io.configure(cfg))
+    })
+    .workers(2)
+    .bind(("127.0.0.1", 0))
+    .expect("bind 127.0.0.1:0");
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    TestServer { addr, handle }
+}
+
+/// Which stock client runs a probe.
+#[derive(Debug, Clone, Copy)]
+pub enum Client {
+    Python,
+    Node,
+}
+
+fn clients_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+/// Runs `tests/clients/install.sh` once per test binary (it is idempotent and
+/// quick when both clients are already installed).
+fn ensure_clients_installed() {
+    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+    let installed = INSTALLED.get_or_init(|| {
+        let output = Command::new("bash")
+            .arg(clients_dir().join("install.sh"))
+            .output()
+            .map_err(|error| format!("cannot run install.sh: {error}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "tests/clients/install.sh failed:\n{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    });
+    if let Err(message) = installed {
+        panic!("{message}");
+    }
+}
+
+/// Runs a probe script (`mode` is `default` or `websocket`) and parses its JSON.
+pub async fn run_probe(
+    client: Client,
+    url: String,
+    namespace: &str,
+    mode: &str,
+    burst: u32,
+) -> Value {
+    let namespace = namespace.to_owned();
+    let mode = mode.to_owned();
+    actix_web::rt::task::spawn_blocking(move || {
+        ensure_clients_installed();
+        let dir = clients_dir();
+        let mut command = match client {
+            Client::Python => {
+                let mut command = Command::new(dir.join(".venv/bin/python"));
+                command.arg(dir.join("sio_probe.py"));
+                command
+            }
+            Client::Node => {
+                let mut command = Command::new("node");
+                command.arg(dir.join("sio_probe.mjs"));
+                command
+            }
+        };
+        let output = command
+            .args([url, namespace, mode, burst.to_string()])
+            .output()
+            .expect("run probe client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last_line = stdout.lines().last().unwrap_or("");
+        serde_json::from_str(last_line).unwrap_or_else(|error| {
+            panic!(
+                "{client:?} probe printed no JSON ({error}):\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            )
+        })
+    })
+    .await
+    .expect("probe thread")
+}
