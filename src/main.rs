@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use assistant_runtime::settings::Settings;
-use assistant_runtime::startup::Application;
+use assistant_runtime::startup::{migrate_only, Application};
 
 const USAGE: &str = "usage: assistant-runtime [serve [--host HOST] [--port PORT] | migrate]";
 
@@ -30,10 +30,7 @@ async fn main() -> ExitCode {
     }
     match command {
         "serve" => serve(settings).await,
-        "migrate" => {
-            eprintln!("assistant-runtime: migrate needs DATABASE_URL and the Postgres store");
-            ExitCode::from(2)
-        }
+        "migrate" => migrate(settings).await,
         other => {
             eprintln!("assistant-runtime: unknown command {other:?}\n{USAGE}");
             ExitCode::from(2)
@@ -58,6 +55,23 @@ fn apply_flags(settings: &mut Settings, flags: &[String]) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+async fn migrate(settings: Settings) -> ExitCode {
+    match migrate_only(&settings).await {
+        Ok(applied) if applied.is_empty() => {
+            println!("assistant-runtime: the database schema is up to date");
+            ExitCode::SUCCESS
+        }
+        Ok(applied) => {
+            println!("assistant-runtime: applied migrations {applied:?}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("assistant-runtime: {error}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 async fn serve(settings: Settings) -> ExitCode {

@@ -2,6 +2,7 @@
 //! the listener (port 0 allowed, for tests); `run_until_stopped` serves.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpResponse, HttpServer};
@@ -10,6 +11,7 @@ use actors::model::providers::{ModelProviders, ProviderSettings};
 use actors::prompt::system::system_prompt;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
+use actors::store::postgres::{DatabaseError, PgStore};
 use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
 use serde::Serialize;
@@ -48,7 +50,21 @@ impl std::error::Error for StartupError {}
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
-        let store: SharedStore = Arc::new(MemoryStore::new());
+        let store: SharedStore = match &settings.database_url {
+            None => Arc::new(MemoryStore::new()),
+            Some(url) => Arc::new(open_postgres(&settings, url).await?),
+        };
+        Application::build_with_store(settings, store).await
+    }
+
+    /// `build` with a store made by the caller (tests wrap one to inject faults).
+    pub async fn build_with_store(
+        settings: Settings,
+        store: SharedStore,
+    ) -> Result<Application, StartupError> {
+        if let Some(hours) = settings.session_ttl_hours {
+            spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
+        }
         let runtime = build_runtime(&settings, store);
         let models = ModelsInfo {
             default_model: settings.primary_model.to_string(),
@@ -130,6 +146,62 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
+}
+
+/// How often sessions past `ASSISTANT__SESSION_TTL_HOURS` are deleted (and once at startup).
+const SESSION_PURGE_INTERVAL: Duration = Duration::from_secs(600);
+
+/// Opens the Postgres store and migrates it. With `DATABASE__REQUIRED=true` a
+/// database that cannot be used stops startup, the message naming the cause
+/// (`unreachable`, `auth_refused`, `database_missing`, `migration_failed`);
+/// otherwise the runtime starts anyway, `/health` says 503, and the first
+/// request that reaches the database applies the migrations.
+pub async fn open_postgres(settings: &Settings, url: &str) -> Result<PgStore, StartupError> {
+    let store = PgStore::new(url, settings.database_pool_size)
+        .map_err(|error| StartupError(format!("setting DATABASE_URL: {error}")))?;
+    match store.migrate().await {
+        Ok(applied) if applied.is_empty() => log::info!("database schema is up to date"),
+        Ok(applied) => log::info!("database: applied migrations {applied:?}"),
+        Err(error) if settings.database_required => {
+            return Err(StartupError(format!(
+                "DATABASE__REQUIRED is true and the database cannot be used: {error}"
+            )))
+        }
+        Err(error) => log::warn!(
+            "starting without the database ({error}); requests that need it answer 503 until it is reachable"
+        ),
+    }
+    Ok(store)
+}
+
+/// Runs `assistant-runtime migrate`: applies the migrations and returns what it did.
+pub async fn migrate_only(settings: &Settings) -> Result<Vec<i32>, StartupError> {
+    let Some(url) = &settings.database_url else {
+        return Err(StartupError(
+            "migrate needs DATABASE_URL (or DATABASE__URL)".into(),
+        ));
+    };
+    let store = PgStore::new(url, 1)
+        .map_err(|error| StartupError(format!("setting DATABASE_URL: {error}")))?;
+    store.migrate().await.map_err(|error: DatabaseError| {
+        StartupError(format!("cannot migrate the database: {error}"))
+    })
+}
+
+/// Deletes expired sessions now and every `SESSION_PURGE_INTERVAL`, for as
+/// long as the server runs. A failed round is logged and retried next time.
+fn spawn_session_purge(store: SharedStore, ttl: Duration) {
+    actix_web::rt::spawn(async move {
+        let mut interval = actix_web::rt::time::interval(SESSION_PURGE_INTERVAL);
+        loop {
+            interval.tick().await;
+            match store.purge_expired(ttl).await {
+                Ok(0) => {}
+                Ok(n_deleted) => log::info!("deleted {n_deleted} sessions idle for over {ttl:?}"),
+                Err(error) => log::warn!("session purge failed: {error}"),
+            }
+        }
+    });
 }
 
 pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {

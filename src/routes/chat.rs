@@ -41,6 +41,12 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
         .as_deref()
         .filter(|error_type| !SAVED_ENDINGS.contains(error_type));
     let mut body = serde_json::to_value(&final_response).unwrap_or_default();
+    if failed == Some(SessionError::Unavailable(String::new()).kind()) {
+        // The turn ran but its result could not be stored: the database's fault (503).
+        body["type"] = json!(failed);
+        body["error"] = json!(SessionError::Unavailable(String::new()).to_string());
+        return HttpResponse::ServiceUnavailable().json(body);
+    }
     match failed {
         Some(error_type) => {
             body["type"] = json!(error_type);

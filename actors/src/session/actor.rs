@@ -1185,10 +1185,15 @@ impl SessionActor {
                     "session {}: could not store the turn's result: {error}",
                     actor.id
                 );
+                // `DatabaseError` is the kind of `SessionError::Unavailable`: HTTP answers 503.
+                let error_type = match error {
+                    StoreError::Unavailable(_) => "DatabaseError",
+                    StoreError::Failed(_) => "internal",
+                };
                 let turn_error = TurnErrorEvent {
                     kind: "error",
                     message: "Database not reachable; the turn's result was not saved".into(),
-                    error_type: "internal".into(),
+                    error_type: error_type.into(),
                     terminal: true,
                     retry_allowed: true,
                 };

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use futures_util::future::{self, BoxFuture, FutureExt};
 use serde::de::DeserializeOwned;
@@ -30,6 +31,8 @@ struct StoredSession {
     created_at: u64,
     pending_call: Option<Box<str>>,
     messages: Vec<StoredMessage>,
+    /// The last write, for the TTL purge.
+    updated_at: Instant,
 }
 
 struct StoredMessage {
@@ -181,8 +184,10 @@ impl Encoded {
             created_at,
             pending_call: None,
             messages: Vec::new(),
+            updated_at: Instant::now(),
         });
         stored.record = self.record;
+        stored.updated_at = Instant::now();
         stored.pending_call = self.pending_call;
         for message in self.messages {
             match stored
@@ -237,11 +242,48 @@ impl Store for MemoryStore {
         future::ready(Ok(existed)).boxed()
     }
 
+    fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>> {
+        let mut n_deleted = 0;
+        for shard in &self.shards {
+            let mut shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let n_before = shard.len();
+            shard.retain(|_, stored| stored.updated_at.elapsed() < ttl);
+            n_deleted += (n_before - shard.len()) as u64;
+        }
+        future::ready(Ok(n_deleted)).boxed()
+    }
+
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>> {
         future::ready(Ok(())).boxed()
     }
 
     fn kind(&self) -> &'static str {
         "memory"
+    }
+}
+
+#[cfg(test)]
+mod purge_tests {
+    use super::*;
+
+    #[test]
+    fn purge_deletes_only_sessions_older_than_the_ttl() {
+        let store = MemoryStore::new();
+        let saved = store
+            .save_session(&SessionRecord::new(SessionId::new("a"), 0))
+            .now_or_never();
+        assert_eq!(saved, Some(Ok(())));
+        let n_kept = store
+            .purge_expired(Duration::from_secs(3600))
+            .now_or_never();
+        assert_eq!(n_kept, Some(Ok(0)));
+        let n_deleted = store.purge_expired(Duration::ZERO).now_or_never();
+        assert_eq!(n_deleted, Some(Ok(1)));
+        assert_eq!(
+            store.load(&SessionId::new("a")).now_or_never(),
+            Some(Ok(None))
+        );
     }
 }

@@ -4,9 +4,12 @@
 //! durably ahead of the store.
 
 pub mod memory;
+pub mod migrations;
+pub mod postgres;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde::Serialize;
@@ -85,6 +88,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes the session and its messages; `Ok(false)` if there was none.
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>>;
+
+    /// Deletes every session (with its messages) not written for `ttl`, and
+    /// returns how many went (`ASSISTANT__SESSION_TTL_HOURS`).
+    fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>>;
 
     /// Cheap liveness check for `/health`.
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>>;

@@ -1,0 +1,638 @@
+//! `PgStore`: the durable `Store` on PostgreSQL (tokio-postgres through a
+//! deadpool pool). Each trait method is one transaction; acceptance of a host
+//! result is a conditional UPDATE of the session row, so two processes on one
+//! database never both accept one result. It owns all the SQL of the runtime
+//! (with `migrations`), and knows nothing of actors or HTTP.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use futures_util::future::{BoxFuture, FutureExt};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{IsolationLevel, NoTls};
+
+use super::migrations;
+use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult};
+use crate::conversation::{Message, PendingAction, Role, SessionRecord};
+use crate::ids::{SessionId, ToolCallId};
+
+/// How long opening a connection may take before the database counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request waits for a free pooled connection.
+const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The bound on one store operation, so a stalled network answers 503, never a hang.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the database could not be used, as a word for startup errors and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatabaseCause {
+    /// No connection: refused, timed out, reset, shut down.
+    Unreachable,
+    /// The server refused the credentials.
+    AuthRefused,
+    /// The server is up but the named database does not exist.
+    DatabaseMissing,
+    /// Connected, but a migration failed.
+    MigrationFailed,
+}
+
+impl DatabaseCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatabaseCause::Unreachable => "unreachable",
+            DatabaseCause::AuthRefused => "auth_refused",
+            DatabaseCause::DatabaseMissing => "database_missing",
+            DatabaseCause::MigrationFailed => "migration_failed",
+        }
+    }
+}
+
+/// The database could not be opened or migrated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatabaseError {
+    pub cause: DatabaseCause,
+    pub detail: String,
+}
+
+impl std::fmt::Display for DatabaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.cause.as_str(), self.detail)
+    }
+}
+
+impl std::error::Error for DatabaseError {}
+
+/// Cheap to clone: every clone shares one pool.
+#[derive(Clone)]
+pub struct PgStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    pool: Pool,
+    /// Whether this process has applied (or found) every migration. False after
+    /// a start without a reachable database: the first connection that works
+    /// migrates, so the runtime recovers without a restart.
+    schema_ready: AtomicBool,
+    /// Held while migrating, so concurrent first requests migrate once.
+    migrating: tokio::sync::Mutex<()>,
+}
+
+impl PgStore {
+    /// A store for `url` with at most `pool_size` connections. Connects lazily:
+    /// only a malformed URL fails here.
+    pub fn new(url: &str, pool_size: usize) -> Result<PgStore, String> {
+        let mut pg_config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|error| format!("not a PostgreSQL URL: {error}"))?;
+        pg_config.connect_timeout(CONNECT_TIMEOUT);
+        if pg_config.get_application_name().is_none() {
+            pg_config.application_name("assistant-runtime");
+        }
+        // Fast recycling checks `is_closed`, which a connection the server
+        // ended (restart, admin shutdown) reports; a connection that failed a
+        // query for connection reasons is also dropped instead of returned
+        // (`settle`). Verified would add a round trip to every checkout.
+        let manager = Manager::from_config(
+            pg_config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|error| format!("cannot build the connection pool: {error}"))?;
+        Ok(PgStore {
+            shared: Arc::new(Shared {
+                pool,
+                schema_ready: AtomicBool::new(false),
+                migrating: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Connects and applies pending migrations; returns the versions applied now.
+    pub async fn migrate(&self) -> Result<Vec<i32>, DatabaseError> {
+        let mut client = self.shared.pool.get().await.map_err(|error| match error {
+            PoolError::Backend(error) => startup_error(&error, false),
+            other => DatabaseError {
+                cause: DatabaseCause::Unreachable,
+                detail: other.to_string(),
+            },
+        })?;
+        let _migrating = self.shared.migrating.lock().await;
+        let applied = migrations::apply(&mut client)
+            .await
+            .map_err(|error| startup_error(&error, true))?;
+        self.shared.schema_ready.store(true, Ordering::Release);
+        Ok(applied)
+    }
+
+    /// Runs `operation` under the operation timeout.
+    fn run<T: Send + 'static>(
+        &self,
+        operation: impl std::future::Future<Output = StoreResult<T>> + Send + 'static,
+    ) -> BoxFuture<'static, StoreResult<T>> {
+        async move {
+            match tokio::time::timeout(OPERATION_TIMEOUT, operation).await {
+                Ok(result) => result,
+                Err(_) => Err(StoreError::Unavailable(format!(
+                    "no answer from the database within {OPERATION_TIMEOUT:?}"
+                ))),
+            }
+        }
+        .boxed()
+    }
+}
+
+impl Shared {
+    /// A pooled connection to a migrated database.
+    async fn client(&self) -> StoreResult<Object> {
+        let mut client = self.pool.get().await.map_err(pool_error)?;
+        if !self.schema_ready.load(Ordering::Acquire) {
+            let _migrating = self.migrating.lock().await;
+            if !self.schema_ready.load(Ordering::Acquire) {
+                match migrations::apply(&mut client).await {
+                    Ok(applied) => {
+                        if !applied.is_empty() {
+                            log::info!("database reachable again: applied migrations {applied:?}");
+                        }
+                        self.schema_ready.store(true, Ordering::Release);
+                    }
+                    Err(error) => return Err(settle_error(client, &error)),
+                }
+            }
+        }
+        Ok(client)
+    }
+}
+
+/// Passes a result through; on a connection-class error the connection is
+/// taken out of the pool, so the next request opens a fresh one.
+fn settle<T>(client: Object, result: Result<T, tokio_postgres::Error>) -> StoreResult<T> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(error) => Err(settle_error(client, &error)),
+    }
+}
+
+fn settle_error(client: Object, error: &tokio_postgres::Error) -> StoreError {
+    let mapped = store_error(error);
+    if matches!(mapped, StoreError::Unavailable(_)) {
+        drop(Object::take(client));
+    }
+    mapped
+}
+
+fn pool_error(error: PoolError) -> StoreError {
+    match error {
+        PoolError::Backend(error) => store_error(&error),
+        PoolError::Timeout(_) | PoolError::Closed => StoreError::Unavailable(error.to_string()),
+        other => StoreError::Failed(other.to_string()),
+    }
+}
+
+/// Unavailable for anything that says "no usable connection"; Failed for the rest.
+fn store_error(error: &tokio_postgres::Error) -> StoreError {
+    let unavailable = match error.code() {
+        Some(code) => connection_class(code),
+        None => is_connection_failure(error),
+    };
+    if unavailable {
+        StoreError::Unavailable(describe(error))
+    } else {
+        StoreError::Failed(describe(error))
+    }
+}
+
+fn startup_error(error: &tokio_postgres::Error, migrating: bool) -> DatabaseError {
+    let cause = match error.code() {
+        Some(code) if code.code().starts_with("28") => DatabaseCause::AuthRefused,
+        Some(code) if *code == SqlState::INVALID_CATALOG_NAME => DatabaseCause::DatabaseMissing,
+        Some(code) if connection_class(code) => DatabaseCause::Unreachable,
+        None if is_connection_failure(error) => DatabaseCause::Unreachable,
+        _ if migrating => DatabaseCause::MigrationFailed,
+        _ => DatabaseCause::Unreachable,
+    };
+    DatabaseError {
+        cause,
+        detail: describe(error),
+    }
+}
+
+/// Server codes meaning the connection cannot be used now: connection
+/// exceptions (08), shutdown or not yet accepting (57P01..57P03), too many
+/// connections, and a refused login or missing database (which an operator
+/// fixes without restarting the runtime).
+fn connection_class(code: &SqlState) -> bool {
+    let code = code.code();
+    code.starts_with("08")
+        || code.starts_with("28")
+        || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "3D000")
+}
+
+/// An error with no server code is a connection failure when the client is
+/// closed or the cause is I/O (refused, reset, timed out).
+fn is_connection_failure(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if cause.is::<std::io::Error>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    let text = error.to_string();
+    text.contains("connect") || text.contains("timeout") || text.contains("communicating")
+}
+
+/// The error with its server message, if any (tokio-postgres' own `Display`
+/// for a server error is only "db error").
+fn describe(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db_error) => format!("{} ({})", db_error.message(), db_error.code().code()),
+        None => match std::error::Error::source(error) {
+            Some(cause) => format!("{error}: {cause}"),
+            None => error.to_string(),
+        },
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|error| StoreError::Failed(error.to_string()))
+}
+
+fn optional_json<T: serde::Serialize>(value: Option<&T>) -> StoreResult<Option<String>> {
+    value.map(to_json).transpose()
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> StoreResult<T> {
+    serde_json::from_str(text)
+        .map_err(|error| StoreError::Failed(format!("stored {what} is not readable: {error}")))
+}
+
+/// The session row's columns, serialized once before the future is built.
+struct SessionRow {
+    id: String,
+    owner_id: Option<String>,
+    title: Option<String>,
+    created_at: i64,
+    turn_number: i32,
+    active_leaf: Option<String>,
+    host_context: Option<String>,
+    pending_action: Option<String>,
+}
+
+impl SessionRow {
+    fn from_record(record: &SessionRecord) -> StoreResult<SessionRow> {
+        Ok(SessionRow {
+            id: record.id.to_string(),
+            owner_id: record.owner_id.clone(),
+            title: record.title.clone(),
+            created_at: record.created_at as i64,
+            turn_number: record.turn_number as i32,
+            active_leaf: record.active_leaf.as_ref().map(|id| id.to_string()),
+            host_context: optional_json(record.host_context.as_ref())?,
+            pending_action: optional_json(record.pending_action.as_ref())?,
+        })
+    }
+}
+
+struct MessageRow {
+    id: String,
+    parent_id: Option<String>,
+    role: &'static str,
+    body: String,
+    created_at: i64,
+}
+
+impl MessageRow {
+    fn from_message(message: &Message) -> StoreResult<MessageRow> {
+        Ok(MessageRow {
+            id: message.id.to_string(),
+            parent_id: message.parent_id.as_ref().map(|id| id.to_string()),
+            role: match message.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            },
+            body: to_json(message)?,
+            created_at: message.created_at as i64,
+        })
+    }
+}
+
+const UPSERT_SESSION: &str = "
+    INSERT INTO sessions (id, owner_id, title, created_at, updated_at, turn_number,
+                          active_leaf, host_context, pending_action)
+    VALUES ($1, $2, $3, $4, now(), $5, $6, $7::text::json, $8::text::json)
+    ON CONFLICT (id) DO UPDATE SET
+        owner_id = excluded.owner_id, title = excluded.title, updated_at = now(),
+        turn_number = excluded.turn_number, active_leaf = excluded.active_leaf,
+        host_context = excluded.host_context, pending_action = excluded.pending_action";
+
+/// The conditional acceptance: changes the row only while `$8` is the pending call.
+const ACCEPT_RESULT: &str = "
+    UPDATE sessions SET
+        owner_id = $2, title = $3, updated_at = now(), turn_number = $4,
+        active_leaf = $5, host_context = $6::text::json, pending_action = $7::text::json
+    WHERE id = $1 AND pending_action->>'tool_call_id' = $8";
+
+const UPSERT_MESSAGE: &str = "
+    INSERT INTO messages (session_id, id, parent_id, role, body, created_at)
+    VALUES ($1, $2, $3, $4, $5::text::json, $6)
+    ON CONFLICT (session_id, id) DO UPDATE SET
+        parent_id = excluded.parent_id, role = excluded.role, body = excluded.body";
+
+async fn upsert_messages(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    messages: &[MessageRow],
+) -> Result<(), tokio_postgres::Error> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let statement = transaction.prepare_cached(UPSERT_MESSAGE).await?;
+    for message in messages {
+        transaction
+            .execute(
+                &statement,
+                &[
+                    &session_id,
+                    &message.id,
+                    &message.parent_id,
+                    &message.role,
+                    &message.body,
+                    &message.created_at,
+                ],
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+async fn save(
+    client: &mut Object,
+    row: &SessionRow,
+    messages: &[MessageRow],
+) -> Result<(), tokio_postgres::Error> {
+    let transaction = client.transaction().await?;
+    let statement = transaction.prepare_cached(UPSERT_SESSION).await?;
+    transaction
+        .execute(
+            &statement,
+            &[
+                &row.id,
+                &row.owner_id,
+                &row.title,
+                &row.created_at,
+                &row.turn_number,
+                &row.active_leaf,
+                &row.host_context,
+                &row.pending_action,
+            ],
+        )
+        .await?;
+    upsert_messages(&transaction, &row.id, messages).await?;
+    transaction.commit().await
+}
+
+async fn accept(
+    client: &mut Object,
+    row: &SessionRow,
+    call_id: &str,
+    message: &MessageRow,
+) -> Result<bool, tokio_postgres::Error> {
+    let transaction = client.transaction().await?;
+    let statement = transaction.prepare_cached(ACCEPT_RESULT).await?;
+    // Under READ COMMITTED a second acceptor blocks on the row lock, then
+    // re-checks the WHERE against the committed row and changes nothing.
+    let n_changed = transaction
+        .execute(
+            &statement,
+            &[
+                &row.id,
+                &row.owner_id,
+                &row.title,
+                &row.turn_number,
+                &row.active_leaf,
+                &row.host_context,
+                &row.pending_action,
+                &call_id,
+            ],
+        )
+        .await?;
+    if n_changed != 1 {
+        transaction.rollback().await?;
+        return Ok(false);
+    }
+    upsert_messages(&transaction, &row.id, std::slice::from_ref(message)).await?;
+    transaction.commit().await?;
+    Ok(true)
+}
+
+/// Raw rows of one session, read in one snapshot.
+type LoadedRows = Option<(tokio_postgres::Row, Vec<tokio_postgres::Row>)>;
+
+async fn load_rows(client: &mut Object, id: &str) -> Result<LoadedRows, tokio_postgres::Error> {
+    let transaction = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let session = transaction
+        .prepare_cached(
+            "SELECT owner_id, title, created_at, turn_number, active_leaf,
+                    host_context::text, pending_action::text
+             FROM sessions WHERE id = $1",
+        )
+        .await?;
+    let Some(session_row) = transaction.query_opt(&session, &[&id]).await? else {
+        transaction.commit().await?;
+        return Ok(None);
+    };
+    let messages = transaction
+        .prepare_cached("SELECT body::text FROM messages WHERE session_id = $1 ORDER BY seq")
+        .await?;
+    let message_rows = transaction.query(&messages, &[&id]).await?;
+    transaction.commit().await?;
+    Ok(Some((session_row, message_rows)))
+}
+
+fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnapshot>> {
+    let Some((session, messages)) = rows else {
+        return Ok(None);
+    };
+    let host_context: Option<String> = session.get(5);
+    let pending_action: Option<String> = session.get(6);
+    let record = SessionRecord {
+        id: id.clone(),
+        owner_id: session.get(0),
+        title: session.get(1),
+        created_at: session.get::<_, i64>(2) as u64,
+        turn_number: session.get::<_, i32>(3) as u32,
+        active_leaf: session
+            .get::<_, Option<String>>(4)
+            .map(crate::ids::MessageId::new),
+        host_context: host_context
+            .map(|text| from_json("host_context", &text))
+            .transpose()?,
+        pending_action: pending_action
+            .map(|text| from_json::<PendingAction>("pending_action", &text))
+            .transpose()?,
+    };
+    let messages = messages
+        .iter()
+        .map(|row| from_json::<Message>("message", row.get(0)))
+        .collect::<StoreResult<Vec<Message>>>()?;
+    Ok(Some(SessionSnapshot { record, messages }))
+}
+
+impl Store for PgStore {
+    fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>> {
+        let shared = self.shared.clone();
+        let id = id.clone();
+        self.run(async move {
+            let mut client = shared.client().await?;
+            let rows = load_rows(&mut client, id.as_str()).await;
+            snapshot(&id, settle(client, rows)?)
+        })
+    }
+
+    fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>> {
+        self.save_messages(record, &[])
+    }
+
+    fn save_messages(
+        &self,
+        record: &SessionRecord,
+        messages: &[Message],
+    ) -> BoxFuture<'static, StoreResult<()>> {
+        let rows = SessionRow::from_record(record).and_then(|row| {
+            let messages = messages
+                .iter()
+                .map(MessageRow::from_message)
+                .collect::<StoreResult<Vec<_>>>()?;
+            Ok((row, messages))
+        });
+        let shared = self.shared.clone();
+        self.run(async move {
+            let (row, messages) = rows?;
+            let mut client = shared.client().await?;
+            let saved = save(&mut client, &row, &messages).await;
+            settle(client, saved)
+        })
+    }
+
+    fn accept_result(
+        &self,
+        record: &SessionRecord,
+        call_id: &ToolCallId,
+        next: Option<&PendingAction>,
+        message: &Message,
+    ) -> BoxFuture<'static, StoreResult<bool>> {
+        let mut updated = record.clone();
+        updated.pending_action = next.cloned();
+        let rows = SessionRow::from_record(&updated)
+            .and_then(|row| Ok((row, MessageRow::from_message(message)?)));
+        let call_id = call_id.to_string();
+        let shared = self.shared.clone();
+        self.run(async move {
+            let (row, message) = rows?;
+            let mut client = shared.client().await?;
+            let accepted = accept(&mut client, &row, &call_id, &message).await;
+            settle(client, accepted)
+        })
+    }
+
+    fn list(
+        &self,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let rows = async {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT s.id, s.owner_id, s.title, s.turn_number, s.created_at,
+                                (SELECT count(*) FROM messages m WHERE m.session_id = s.id)
+                         FROM sessions s ORDER BY s.created_at DESC, s.id
+                         LIMIT $1 OFFSET $2",
+                    )
+                    .await?;
+                client
+                    .query(&statement, &[&(limit as i64), &(offset as i64)])
+                    .await
+            }
+            .await;
+            let rows = settle(client, rows)?;
+            Ok(rows
+                .iter()
+                .map(|row| SessionSummary {
+                    session_id: SessionId::new(row.get::<_, String>(0)),
+                    owner_id: row.get(1),
+                    title: row.get(2),
+                    turn_number: row.get::<_, i32>(3) as u32,
+                    created_at: row.get::<_, i64>(4) as u64,
+                    message_count: row.get::<_, i64>(5) as u64,
+                })
+                .collect())
+        })
+    }
+
+    fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
+        let shared = self.shared.clone();
+        let id = id.to_string();
+        self.run(async move {
+            let client = shared.client().await?;
+            // Messages go with the row (ON DELETE CASCADE), in the same statement.
+            let deleted = client
+                .execute("DELETE FROM sessions WHERE id = $1", &[&id])
+                .await;
+            Ok(settle(client, deleted)? > 0)
+        })
+    }
+
+    fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>> {
+        let shared = self.shared.clone();
+        let ttl_millis = ttl.as_millis().min(i64::MAX as u128) as i64;
+        self.run(async move {
+            let client = shared.client().await?;
+            let deleted = client
+                .execute(
+                    "DELETE FROM sessions
+                     WHERE updated_at < now() - $1::bigint * interval '1 millisecond'",
+                    &[&ttl_millis],
+                )
+                .await;
+            settle(client, deleted)
+        })
+    }
+
+    fn ping(&self) -> BoxFuture<'static, StoreResult<()>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let pinged = client.simple_query("SELECT 1").await.map(|_| ());
+            settle(client, pinged)
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+}

@@ -1,0 +1,861 @@
+//! Persistence against a real PostgreSQL (127.0.0.1:5432, user `postgres`):
+//! restarts with a pending action, crash windows, two processes racing one
+//! continuation, a database lost and regained, required-database startup and
+//! migrations. Every test makes its own `ar_test_<unique>` database and drops
+//! it when done; the "database lost" test runs a private server of its own.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use actors::conversation::SessionRecord;
+use actors::ids::{SessionId, ToolCallId};
+use actors::store::migrations::MIGRATIONS;
+use actors::store::postgres::PgStore;
+use actors::store::Store;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio_postgres::NoTls;
+
+use crate::helpers::{spawn_app_with, tasks_context, TestApp};
+
+const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_assistant-runtime");
+/// How long a server process or database may take to come up.
+const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
+const SELECT_ISSUE: &str = "call select_issue {\"number\": 42}";
+
+// ---- harness ---------------------------------------------------------------
+
+/// A name no other test or run uses: pid, clock and a counter.
+fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{nanos:x}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|error| panic!("connect to {url}: {error}"));
+    actix_web::rt::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// A fresh database on the shared server, dropped (forcibly) on drop.
+struct TestDb {
+    name: String,
+    url: String,
+}
+
+impl TestDb {
+    async fn create() -> TestDb {
+        let name = unique("ar_test");
+        connect(ADMIN_URL)
+            .await
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .await
+            .expect("create the test database");
+        let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+        TestDb { name, url }
+    }
+
+    async fn client(&self) -> tokio_postgres::Client {
+        connect(&self.url).await
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Sync on purpose: Drop cannot await, and psql is beside the server.
+        let _ = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
+            .arg(format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.name
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn scratch_dir(prefix: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique(prefix));
+    std::fs::create_dir_all(&dir).expect("create a scratch folder");
+    dir
+}
+
+/// The server binary with a clean environment plus `env`, run in `dir` (so
+/// no `config/` or `.env` of the checkout leaks in).
+fn server_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(SERVER_BINARY);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn")
+        .current_dir(dir);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+}
+
+/// A running server process, killed (SIGKILL) on drop, its folder removed.
+struct ServerProcess {
+    child: Child,
+    app: TestApp,
+    dir: PathBuf,
+    log: PathBuf,
+}
+
+impl ServerProcess {
+    async fn start(database_url: &str) -> ServerProcess {
+        ServerProcess::start_with(&[("DATABASE_URL", database_url)]).await
+    }
+
+    async fn start_with(env: &[(&str, &str)]) -> ServerProcess {
+        let port = free_port();
+        let dir = scratch_dir("ar_server");
+        let log = dir.join("server.log");
+        let port_text = port.to_string();
+        let mut all_env = vec![("SERVER__PORT", port_text.as_str())];
+        all_env.extend_from_slice(env);
+        let child = server_command(&dir, &[], &all_env)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start the server binary");
+        let mut server = ServerProcess {
+            child,
+            app: TestApp {
+                address: format!("http://127.0.0.1:{port}"),
+                port,
+                client: reqwest::Client::new(),
+            },
+            dir,
+            log,
+        };
+        let deadline = Instant::now() + STARTUP_DEADLINE;
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("server exited with {status}: {}", server.log_text());
+            }
+            let health = server
+                .app
+                .client
+                .get(format!("{}/health", server.app.address))
+                .send()
+                .await;
+            if health.is_ok() {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not come up: {}",
+                server.log_text()
+            );
+            actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL (what `Child::kill` sends): no shutdown code runs, as in a crash.
+    fn crash(mut self) {
+        self.child.kill().expect("kill the server");
+        self.child.wait().expect("reap the server");
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn call_id_of(reply: &Value) -> String {
+    reply["pending_tool_call"]["call_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a pending call in {reply}"))
+        .to_string()
+}
+
+/// Every tool record of a session's tree, by call id.
+fn tool_records(tree: &Value) -> Vec<Value> {
+    tree.as_array()
+        .expect("a tree is a list")
+        .iter()
+        .flat_map(|message| message["segments"].as_array().cloned().unwrap_or_default())
+        .filter(|segment| segment["kind"] == "tool_group")
+        .flat_map(|segment| segment["tools"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+fn assert_database_error(status: StatusCode, body: &Value) {
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(
+        body,
+        &json!({"error": "Database not reachable", "type": "DatabaseError"})
+    );
+}
+
+async fn poll_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + STARTUP_DEADLINE;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---- restart ---------------------------------------------------------------
+
+#[actix_web::test]
+async fn a_pending_action_survives_a_crash_and_unresolved_calls_read_unknown() {
+    let db = TestDb::create().await;
+    let server = ServerProcess::start(&db.url).await;
+    let (status, first) = server
+        .app
+        .say("restart", "m1", SELECT_ISSUE, Some(tasks_context()))
+        .await;
+    assert_eq!(status, 200, "{first}");
+    let call_id = call_id_of(&first);
+    let batch = format!("{SELECT_ISSUE}\ncall open_tab {{\"tab\": \"bugs\"}}");
+    let (status, batch_reply) = server
+        .app
+        .say("batch", "b1", &batch, Some(tasks_context()))
+        .await;
+    assert_eq!(status, 200, "{batch_reply}");
+    assert_eq!(
+        batch_reply["pending_tool_call"]["queued"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let batch_call = call_id_of(&batch_reply);
+    server.crash();
+
+    // The crash window "assistant message stored, pending pointer not": clear
+    // it by hand; both calls of the batch then have neither result nor pointer.
+    db.client()
+        .await
+        .execute(
+            "UPDATE sessions SET pending_action = NULL WHERE id = 'batch'",
+            &[],
+        )
+        .await
+        .unwrap();
+
+    let server = ServerProcess::start(&db.url).await;
+    let info = server.app.session("restart").await;
+    assert_eq!(
+        info["pending_action"]["tool_call_id"],
+        call_id.as_str(),
+        "{info}"
+    );
+    assert_eq!(info["pending_action"]["tool_name"], "select_issue");
+    assert_eq!(info["pending_action"]["arguments"], json!({"number": 42}));
+
+    let (status, resumed) = server
+        .app
+        .continue_call("restart", "m2", &call_id, json!({"selected": 42}))
+        .await;
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["message_id"], first["message_id"]);
+    let (status, duplicate) = server
+        .app
+        .continue_call("restart", "m3", &call_id, json!({"selected": 42}))
+        .await;
+    assert_eq!(status, 409, "{duplicate}");
+    let sentence = duplicate["error"].as_str().unwrap();
+    assert!(
+        sentence.contains("already recorded") && sentence.contains("status: success"),
+        "{sentence}"
+    );
+
+    let batch_info = server.app.session("batch").await;
+    assert!(batch_info["pending_action"].is_null(), "{batch_info}");
+    let tools = tool_records(&server.app.tree("batch").await);
+    assert_eq!(tools.len(), 2);
+    for tool in &tools {
+        assert_eq!(tool["status"], "unknown", "{tool}");
+        assert_eq!(tool["outcome"], "interrupted", "{tool}");
+    }
+    let (status, late) = server
+        .app
+        .continue_call("batch", "b2", &batch_call, json!({"selected": 42}))
+        .await;
+    assert_eq!(status, 409, "{late}");
+    assert!(
+        late["error"].as_str().unwrap().contains("status: unknown"),
+        "{late}"
+    );
+}
+
+#[actix_web::test]
+async fn an_idle_session_stops_and_reloads_with_its_pending_action() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[
+        ("DATABASE_URL", db.url.as_str()),
+        ("ASSISTANT__SESSION_IDLE_SECONDS", "1"),
+    ])
+    .await;
+    let (status, first) = app
+        .say("idle", "m1", SELECT_ISSUE, Some(tasks_context()))
+        .await;
+    assert_eq!(status, 200, "{first}");
+    let call_id = call_id_of(&first);
+    poll_until("the idle actor to stop", || async {
+        app.get("/health").await.1["components"]["sessions"]["live"] == 0
+    })
+    .await;
+    assert_eq!(
+        app.session("idle").await["pending_action"]["tool_call_id"],
+        call_id.as_str()
+    );
+    let (status, resumed) = app
+        .continue_call("idle", "m2", &call_id, json!({"ok": true}))
+        .await;
+    assert_eq!(status, 200, "{resumed}");
+}
+
+// ---- crash windows ---------------------------------------------------------
+
+/// A session with one pending `select_issue` call, left by a first process.
+async fn session_with_pending_call(db: &TestDb, session_id: &str) -> String {
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let (status, first) = app
+        .say(session_id, "m1", SELECT_ISSUE, Some(tasks_context()))
+        .await;
+    assert_eq!(status, 200, "{first}");
+    call_id_of(&first)
+}
+
+async fn stored_tool(db: &TestDb, session_id: &str) -> Value {
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "SELECT body::text FROM messages WHERE session_id = $1 AND role = 'assistant'",
+            &[&session_id],
+        )
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_str(row.get(0)).unwrap();
+    tool_records(&json!([body]))[0].clone()
+}
+
+// `save_messages` writes the assistant message and the pending pointer in one
+// transaction and `accept_result` the result and the pointer, so neither
+// window can open in PgStore itself; these tests make the rows such a crash
+// (or an older writer) would leave with SQL, and check what a load makes of them.
+
+#[actix_web::test]
+async fn a_call_without_result_or_pending_pointer_is_recovered_as_unknown() {
+    let db = TestDb::create().await;
+    let call_id = session_with_pending_call(&db, "window_a").await;
+    db.client()
+        .await
+        .execute("UPDATE sessions SET pending_action = NULL", &[])
+        .await
+        .unwrap();
+
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    assert!(app.session("window_a").await["pending_action"].is_null());
+    let tool = &tool_records(&app.tree("window_a").await)[0];
+    assert_eq!(tool["status"], "unknown", "{tool}");
+    // The recovered result is written back, not only shown.
+    assert_eq!(stored_tool(&db, "window_a").await["status"], "unknown");
+    let (status, late) = app
+        .continue_call("window_a", "m2", &call_id, json!({}))
+        .await;
+    assert_eq!(status, 409, "{late}");
+}
+
+#[actix_web::test]
+async fn a_pending_pointer_whose_call_has_a_result_is_dropped_on_load() {
+    let db = TestDb::create().await;
+    let call_id = session_with_pending_call(&db, "window_b").await;
+    let client = db.client().await;
+    let row = client
+        .query_one(
+            "SELECT id, body::text FROM messages WHERE role = 'assistant'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let message_id: String = row.get(0);
+    let mut body: Value = serde_json::from_str(row.get(1)).unwrap();
+    let tool = &mut body["segments"][0]["tools"][0];
+    assert_eq!(tool["id"], call_id.as_str());
+    tool["output"] = json!({"selected": 42});
+    tool["outcome"] = json!("success");
+    client
+        .execute(
+            "UPDATE messages SET body = $1::text::json WHERE id = $2",
+            &[&body.to_string(), &message_id],
+        )
+        .await
+        .unwrap();
+
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let info = app.session("window_b").await;
+    assert!(info["pending_action"].is_null(), "{info}");
+    let (status, duplicate) = app
+        .continue_call("window_b", "m2", &call_id, json!({}))
+        .await;
+    assert_eq!(status, 409, "{duplicate}");
+    assert!(
+        duplicate["error"]
+            .as_str()
+            .unwrap()
+            .contains("status: success"),
+        "{duplicate}"
+    );
+}
+
+// ---- two processes ---------------------------------------------------------
+
+#[actix_web::test]
+async fn two_processes_accept_one_continuation_exactly_once() {
+    let db = TestDb::create().await;
+    let first = ServerProcess::start(&db.url).await;
+    let second = ServerProcess::start(&db.url).await;
+    let (status, reply) = first
+        .app
+        .say("race", "m1", SELECT_ISSUE, Some(tasks_context()))
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    let call_id = call_id_of(&reply);
+    // The second process must know the call is pending: it loads the session.
+    assert_eq!(
+        second.app.session("race").await["pending_action"]["tool_call_id"],
+        call_id.as_str()
+    );
+
+    let body = json!({"id": "m2", "session_id": "race", "content": "", "tool_call_id": call_id,
+                      "tool_result": {"selected": 42}});
+    let requests = (0..200).map(|index| {
+        let app = if index % 2 == 0 {
+            &first.app
+        } else {
+            &second.app
+        };
+        let body = body.clone();
+        async move { app.post_chat(&body).await }
+    });
+    let replies = futures_util::future::join_all(requests).await;
+    let statuses: Vec<u16> = replies.iter().map(|(status, _)| status.as_u16()).collect();
+    let n_accepted = statuses.iter().filter(|status| **status == 200).count();
+    assert_eq!(n_accepted, 1, "{statuses:?}");
+    for (status, body) in &replies {
+        assert!(*status == 200 || *status == 409, "{status}: {body}");
+    }
+    let stored = db
+        .client()
+        .await
+        .query_one(
+            "SELECT pending_action IS NULL FROM sessions WHERE id = 'race'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(stored.get::<_, bool>(0));
+}
+
+// ---- database lost and regained --------------------------------------------
+
+/// A PostgreSQL server of the test's own, in a scratch folder on a free port.
+/// Run as the `postgres` OS user when the test runs as root (initdb refuses root).
+struct PrivatePostgres {
+    data: PathBuf,
+    port: u16,
+    as_postgres_user: bool,
+}
+
+impl PrivatePostgres {
+    fn init() -> PrivatePostgres {
+        let root = scratch_dir("ar_pg");
+        let as_postgres_user = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+            .unwrap_or(false);
+        if as_postgres_user {
+            let chowned = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&root)
+                .status()
+                .expect("chown");
+            assert!(chowned.success());
+        }
+        let server = PrivatePostgres {
+            data: root.join("data"),
+            port: free_port(),
+            as_postgres_user,
+        };
+        let data = server.data.to_string_lossy().to_string();
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+        );
+        server
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let binary = ["/usr/local/bin", "/usr/lib/postgresql/15/bin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(program))
+            .find(|path| path.exists())
+            .unwrap_or_else(|| PathBuf::from(program));
+        let mut command = if self.as_postgres_user {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(binary);
+            command
+        } else {
+            Command::new(binary)
+        };
+        let output = command.args(args).output().expect("run a PostgreSQL tool");
+        assert!(
+            output.status.success(),
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn start(&self) {
+        let data = self.data.to_string_lossy().to_string();
+        let log = self.data.parent().unwrap().join("postgres.log");
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off",
+            self.port,
+            self.data.parent().unwrap().display()
+        );
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &data,
+                "-l",
+                &log.to_string_lossy(),
+                "-o",
+                &options,
+                "-w",
+                "start",
+            ],
+        );
+    }
+
+    fn stop(&self) {
+        let data = self.data.to_string_lossy().to_string();
+        self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let data = self.data.to_string_lossy().to_string();
+        let mut command = if self.as_postgres_user {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--", "pg_ctl"]);
+            command
+        } else {
+            Command::new("pg_ctl")
+        };
+        let _ = command
+            .args(["-D", &data, "-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(self.data.parent().unwrap());
+    }
+}
+
+#[actix_web::test]
+async fn a_lost_database_answers_503_and_the_runtime_recovers_without_restart() {
+    let postgres = PrivatePostgres::init();
+    let url = postgres.url();
+    // Not required and not reachable at startup: the server starts anyway.
+    let app = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
+    let (status, health) = app.get("/health").await;
+    assert_eq!(status, 503, "{health}");
+    assert_eq!(health["components"]["store"]["healthy"], false);
+    let (status, body) = app.say("lost", "m0", "hello", None).await;
+    assert_database_error(status, &body);
+
+    // Reachable: the first request that connects applies the migrations.
+    postgres.start();
+    poll_until("/health to recover", || async {
+        app.get("/health").await.0 == 200
+    })
+    .await;
+    let (status, body) = app.say("lost", "m1", "hello", None).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, pending) = app
+        .say("lost_call", "c1", SELECT_ISSUE, Some(tasks_context()))
+        .await;
+    assert_eq!(status, 200, "{pending}");
+    let call_id = call_id_of(&pending);
+
+    // Lost mid-run.
+    postgres.stop();
+    let (status, health) = app.get("/health").await;
+    assert_eq!(status, 503, "{health}");
+    assert_eq!(health["components"]["store"]["healthy"], false);
+    let (status, body) = app.say("lost", "m2", "second turn", None).await;
+    assert_database_error(status, &body);
+    let (status, body) = app
+        .continue_call("lost_call", "c2", &call_id, json!({"selected": 42}))
+        .await;
+    assert_database_error(status, &body);
+    let (status, body) = app.say("never_stored", "n1", "hello", None).await;
+    assert_database_error(status, &body);
+    let (status, body) = app.get("/api/sessions").await;
+    assert_database_error(status, &body);
+    // Memory did not move ahead of the rows: still one turn, still pending.
+    let info = app.session("lost").await;
+    assert_eq!(info["turn_number"], 1, "{info}");
+    assert_eq!(
+        app.session("lost_call").await["pending_action"]["tool_call_id"],
+        call_id.as_str()
+    );
+
+    // Back: the same requests now succeed, on the same server.
+    postgres.start();
+    poll_until("/health to recover", || async {
+        app.get("/health").await.0 == 200
+    })
+    .await;
+    let (status, body) = app.say("lost", "m2", "second turn", None).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = app
+        .continue_call("lost_call", "c2", &call_id, json!({"selected": 42}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    // A fresh process reads every earlier turn intact, nothing half-written.
+    let fresh = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
+    let path = fresh.get("/api/sessions/lost/messages").await.1;
+    let ids: Vec<&str> = path
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["m1", "m1:reply", "m2", "m2:reply"]);
+    let tools = tool_records(&fresh.tree("lost_call").await);
+    assert_eq!(tools[0]["outcome"], "success", "{tools:?}");
+    assert_eq!(fresh.session("never_stored").await["type"], "not_found");
+}
+
+// ---- startup and migrations ------------------------------------------------
+
+fn run_binary(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let dir = scratch_dir("ar_run");
+    let output = server_command(&dir, args, env)
+        .output()
+        .expect("run the binary");
+    let _ = std::fs::remove_dir_all(&dir);
+    output
+}
+
+#[actix_web::test]
+async fn a_required_database_that_cannot_be_used_stops_startup_naming_the_cause() {
+    let unreachable = format!("postgres://postgres@127.0.0.1:{}/postgres", free_port());
+    let missing = format!(
+        "postgres://postgres@127.0.0.1:5432/{}",
+        unique("ar_test_missing")
+    );
+    for (url, cause) in [
+        (unreachable.as_str(), "unreachable"),
+        (missing.as_str(), "database_missing"),
+    ] {
+        let output = run_binary(
+            &[],
+            &[
+                ("DATABASE_URL", url),
+                ("DATABASE__REQUIRED", "true"),
+                ("SERVER__PORT", "0"),
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success(),
+            "{cause}: exited {}",
+            output.status
+        );
+        assert!(stderr.contains(cause), "{cause}: {stderr}");
+    }
+}
+
+async fn n_applied(db: &TestDb) -> i64 {
+    db.client()
+        .await
+        .query_one("SELECT count(*) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[actix_web::test]
+async fn migrations_apply_once_when_run_twice_or_concurrently() {
+    let db = TestDb::create().await;
+    for _ in 0..2 {
+        let output = run_binary(&["migrate"], &[("DATABASE_URL", db.url.as_str())]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(n_applied(&db).await, MIGRATIONS.len() as i64);
+
+    let fresh = TestDb::create().await;
+    let dir = scratch_dir("ar_run");
+    let children: Vec<Child> = (0..2)
+        .map(|_| {
+            server_command(&dir, &["migrate"], &[("DATABASE_URL", fresh.url.as_str())])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start migrate")
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(n_applied(&fresh).await, MIGRATIONS.len() as i64);
+}
+
+#[actix_web::test]
+async fn two_stores_racing_one_acceptance_accept_it_once() {
+    let db = TestDb::create().await;
+    let call_id = session_with_pending_call(&db, "store_race").await;
+    // Two pools stand for two processes; neither has any memory of the session.
+    let stores = [
+        PgStore::new(&db.url, 4).unwrap(),
+        PgStore::new(&db.url, 4).unwrap(),
+    ];
+    let snapshot = stores[0]
+        .load(&SessionId::new("store_race"))
+        .await
+        .unwrap()
+        .unwrap();
+    let assistant = snapshot.messages.last().unwrap().clone();
+    let call_id = ToolCallId::new(call_id);
+    let attempts = (0..20)
+        .map(|index| stores[index % 2].accept_result(&snapshot.record, &call_id, None, &assistant));
+    let results = futures_util::future::join_all(attempts).await;
+    let n_accepted = results.iter().filter(|result| **result == Ok(true)).count();
+    assert_eq!(n_accepted, 1, "{results:?}");
+    assert!(results.iter().all(|result| result.is_ok()), "{results:?}");
+}
+
+#[actix_web::test]
+async fn expired_sessions_are_purged_with_their_messages() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    for session in ["old", "recent"] {
+        let (status, body) = app.say(session, "m1", "hello", None).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let client = db.client().await;
+    client
+        .execute(
+            "UPDATE sessions SET updated_at = now() - interval '2 hours' WHERE id = 'old'",
+            &[],
+        )
+        .await
+        .unwrap();
+
+    let store = PgStore::new(&db.url, 1).unwrap();
+    let n_deleted = store
+        .purge_expired(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(n_deleted, 1);
+    let remaining: Vec<String> = client
+        .query("SELECT DISTINCT session_id FROM messages", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(remaining, ["recent"]);
+    assert!(store.load(&SessionId::new("old")).await.unwrap().is_none());
+}
+
+#[actix_web::test]
+async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
+    let db = TestDb::create().await;
+    let store = PgStore::new(&db.url, 2).unwrap();
+    store.migrate().await.unwrap();
+    let mut record = SessionRecord::new(SessionId::new("plain"), 1_700_000_000_000);
+    record.title = Some("title".into());
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    // Keys the host sends in non-alphabetical order must come back in that order.
+    let context = json!({"version": 1, "view": {"name": "tasks", "data": {"zeta": 1, "alpha": 2}}});
+    let (status, body) = app.say("order", "m1", "hello", Some(context)).await;
+    assert_eq!(status, 200, "{body}");
+    let snapshot = store.load(&SessionId::new("order")).await.unwrap().unwrap();
+    let context = snapshot.record.host_context.expect("a stored context");
+    let data = context
+        .view
+        .as_ref()
+        .and_then(|view| view.data.as_ref())
+        .expect("view data");
+    let keys: Vec<&String> = data.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["zeta", "alpha"]);
+    store.save_session(&record).await.unwrap();
+    let reloaded = store.load(&record.id).await.unwrap().unwrap();
+    assert_eq!(reloaded.record, record);
+    assert!(reloaded.messages.is_empty());
+}
