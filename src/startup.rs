@@ -152,5 +152,7 @@ fn model_providers(settings: &Settings) -> ModelProviders {
 
 fn catalog(settings: &Settings) -> StandardCatalog {
     let providers = model_providers(settings);
-    StandardCatalog::with_providers(move |id| providers.client_for(id).map_err(|error| error.to_string()))
+    StandardCatalog::with_providers(move |id| {
+        providers.client_for(id).map_err(|error| error.to_string())
+    })
 }
