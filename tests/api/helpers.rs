@@ -31,10 +31,16 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         values.insert(key.to_string(), value.to_string());
     }
     let settings = Settings::from_map(&values).expect("test settings are valid");
-    let application = Application::build(settings).await.expect("the test server starts");
+    let application = Application::build(settings)
+        .await
+        .expect("the test server starts");
     let port = application.port();
     actix_web::rt::spawn(application.run_until_stopped());
-    TestApp { address: format!("http://127.0.0.1:{port}"), port, client: reqwest::Client::new() }
+    TestApp {
+        address: format!("http://127.0.0.1:{port}"),
+        port,
+        client: reqwest::Client::new(),
+    }
 }
 
 impl TestApp {
@@ -53,7 +59,11 @@ impl TestApp {
         read(response).await
     }
 
-    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> (StatusCode, Value) {
         let response = self
             .client
             .post(format!("{}{path}", self.address))
@@ -66,17 +76,33 @@ impl TestApp {
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let response = self.client.get(format!("{}{path}", self.address)).send().await.expect("request sent");
+        let response = self
+            .client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent");
         read(response).await
     }
 
     pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
-        let response = self.client.delete(format!("{}{path}", self.address)).send().await.expect("request sent");
+        let response = self
+            .client
+            .delete(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent");
         read(response).await
     }
 
     /// A user message with optional host context.
-    pub async fn say(&self, session_id: &str, id: &str, content: &str, host_context: Option<Value>) -> (StatusCode, Value) {
+    pub async fn say(
+        &self,
+        session_id: &str,
+        id: &str,
+        content: &str,
+        host_context: Option<Value>,
+    ) -> (StatusCode, Value) {
         let mut body = json!({"id": id, "session_id": session_id, "content": content});
         if let Some(context) = host_context {
             body["host_context"] = context;
@@ -85,7 +111,13 @@ impl TestApp {
     }
 
     /// A continuation answering `call_id`.
-    pub async fn continue_call(&self, session_id: &str, id: &str, call_id: &str, result: Value) -> (StatusCode, Value) {
+    pub async fn continue_call(
+        &self,
+        session_id: &str,
+        id: &str,
+        call_id: &str,
+        result: Value,
+    ) -> (StatusCode, Value) {
         self.post_chat(&json!({"id": id, "session_id": session_id, "content": "", "tool_call_id": call_id, "tool_result": result}))
             .await
     }
@@ -95,14 +127,17 @@ impl TestApp {
     }
 
     pub async fn tree(&self, session_id: &str) -> Value {
-        self.get(&format!("/api/sessions/{session_id}/tree")).await.1
+        self.get(&format!("/api/sessions/{session_id}/tree"))
+            .await
+            .1
     }
 }
 
 async fn read(response: reqwest::Response) -> (StatusCode, Value) {
     let status = response.status();
     let text = response.text().await.expect("body read");
-    let value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("a JSON body, got {status}: {text:?}"));
+    let value = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("a JSON body, got {status}: {text:?}"));
     (status, value)
 }
 
@@ -119,4 +154,95 @@ pub fn tasks_context() -> Value {
              "parameters": {"type": "object", "properties": {"tab": {"type": "string"}}, "required": ["tab"]}}
         ]
     })
+}
+
+impl TestApp {
+    /// The raw body text of a GET, for byte-for-byte comparisons.
+    pub async fn get_text(&self, path: &str) -> (StatusCode, String) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent");
+        let status = response.status();
+        (status, response.text().await.expect("body read"))
+    }
+
+    /// A continuation answering `call_id` with `tool_outcome: "failed"`.
+    pub async fn fail_call(
+        &self,
+        session_id: &str,
+        id: &str,
+        call_id: &str,
+        result: Value,
+    ) -> (StatusCode, Value) {
+        self.post_chat(
+            &json!({"id": id, "session_id": session_id, "content": "", "tool_call_id": call_id,
+                               "tool_result": result, "tool_outcome": "failed"}),
+        )
+        .await
+    }
+
+    /// The stored record of one tool call, wherever it is in the session's tree.
+    pub async fn tool_record(&self, session_id: &str, call_id: &str) -> Value {
+        let records = tool_records(&self.tree(session_id).await, call_id);
+        assert_eq!(
+            records.len(),
+            1,
+            "exactly one record of {call_id}: {records:?}"
+        );
+        records[0].clone()
+    }
+}
+
+/// Every stored record with this call id, across the messages of a tree.
+pub fn tool_records(tree: &Value, call_id: &str) -> Vec<Value> {
+    let mut found = Vec::new();
+    for message in tree.as_array().expect("a tree is an array") {
+        for segment in message["segments"].as_array().into_iter().flatten() {
+            for tool in segment["tools"].as_array().into_iter().flatten() {
+                if tool["id"] == call_id {
+                    found.push(tool.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The call id of the response's pending host action.
+pub fn pending_call_id(response: &Value) -> String {
+    response["pending_tool_call"]["call_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a pending_tool_call: {response}"))
+        .to_string()
+}
+
+/// The names of the tools offered in a recorded OpenAI request body.
+pub fn offered_tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Settings pointing `openai:gpt-test` at a fake provider.
+pub fn openai_settings(base_url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("LLM__PRIMARY_MODEL", "openai:gpt-test".to_string()),
+        ("OPENAI_BASE_URL", base_url.to_string()),
+        ("OPENAI_API_KEY", "sk-test".to_string()),
+    ]
+}
+
+/// `spawn_app_with` for owned values.
+pub async fn spawn_app_owned(settings: &[(&str, String)]) -> TestApp {
+    let borrowed: Vec<(&str, &str)> = settings
+        .iter()
+        .map(|(key, value)| (*key, value.as_str()))
+        .collect();
+    spawn_app_with(&borrowed).await
 }

@@ -2,5 +2,10 @@
 
 mod fake_provider;
 mod helpers;
+mod host_actions;
+mod prompt_prefix;
 mod providers;
+mod sessions;
 mod smoke;
+mod tools;
+mod validation;
