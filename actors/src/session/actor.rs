@@ -864,7 +864,7 @@ impl SessionActor {
 
     fn apply_result(
         &mut self,
-        request: ChatRequest,
+        mut request: ChatRequest,
         continuation: Continuation,
         pending: PendingAction,
         sink: EventSink,
@@ -903,6 +903,9 @@ impl SessionActor {
             pending_for(&assistant, &next_id, queued, pending.output_mode)
         };
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
+        // The call's own output mode governs the resumed run, whatever the
+        // continuation says (host-contract.md: the pending action stores it).
+        request.output_mode = pending.output_mode;
         let context = self.current_context(&request);
         if resumes_model {
             if let Some(context) = &context {
