@@ -88,6 +88,9 @@ struct LiveTurn {
     sink: EventSink,
     output_mode: OutputMode,
     model: String,
+    /// The assistant message the turn extends, for a final response sent
+    /// without `finish_turn` (the session was deleted mid-turn).
+    message_id: MessageId,
 }
 
 struct Deferred {
@@ -590,6 +593,7 @@ impl Handler<DeleteSession> for SessionActor {
                 .map(|found| found || existed);
             if outcome.is_ok() {
                 actor.stored = false;
+                actor.abandon_live_turn();
                 ctx.stop();
             }
             let _ = reply.send(outcome);
@@ -603,6 +607,41 @@ impl Handler<DeleteSession> for SessionActor {
 }
 
 impl SessionActor {
+    /// Ends the live turn's stream when the actor stops before `finish_turn`
+    /// can (the session was deleted under it): a cancelled final response, a
+    /// terminal error, then `completed`, so no caller waits on a turn that is
+    /// gone. Nothing is saved: the session no longer exists.
+    fn abandon_live_turn(&mut self) {
+        let Phase::Running(live) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let turn_error = TurnErrorEvent {
+            kind: "error",
+            message: "The session was deleted; its turn was cancelled.".into(),
+            error_type: "cancelled".into(),
+            terminal: true,
+            retry_allowed: false,
+        };
+        let final_response = FinalResponse {
+            content: (live.output_mode == OutputMode::Text).then(String::new),
+            model: live.model,
+            streamed: live.sink.streamed,
+            session_id: self.id.to_string(),
+            turn_number: self.record.turn_number,
+            message_id: live.message_id.to_string(),
+            usage: Usage::default(),
+            pending_tool_call: None,
+            decision: None,
+            error: Some(true),
+            error_type: Some(turn_error.error_type.clone()),
+            error_message: Some(turn_error.message.clone()),
+        };
+        live.sink
+            .send(TurnEvent::FinalResponse(Box::new(final_response)));
+        live.sink.send(TurnEvent::Error(turn_error));
+        status(&live.sink, &self.id, TurnStatus::Completed);
+    }
+
     /// A read of a session that does not exist should not leave an actor behind.
     fn stop_if_absent(&self, ctx: &mut Context<Self>) {
         if !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty() {
@@ -1072,6 +1111,7 @@ impl SessionActor {
             sink: sink.clone(),
             output_mode,
             model: model_id.to_string(),
+            message_id: message_id.clone(),
         });
         let _ = reply.send(Ok(TurnAccepted {
             accepted_as: AcceptedAs::Turn,
