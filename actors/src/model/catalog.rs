@@ -11,10 +11,13 @@ pub trait ModelCatalog: Send + Sync {
     fn client_for(&self, id: &ModelId) -> Result<SharedModelClient, String>;
 }
 
+/// How a catalog finds the client of a network provider's model.
+type ProviderLookup = Box<dyn Fn(&ModelId) -> Result<SharedModelClient, String> + Send + Sync>;
+
 /// Routes `builtin:*` to the built-in models and everything else to `providers`.
 pub struct StandardCatalog {
     echo: SharedModelClient,
-    providers: Option<Box<dyn Fn(&ModelId) -> Result<SharedModelClient, String> + Send + Sync>>,
+    providers: Option<ProviderLookup>,
 }
 
 impl StandardCatalog {

@@ -1275,7 +1275,7 @@ impl SessionActor {
             session_id: self.id.to_string(),
             turn_number: self.record.turn_number,
             message_id: assistant.id.to_string(),
-            usage: assistant.usage.clone().unwrap_or_else(Usage::default),
+            usage: assistant.usage.clone().unwrap_or_default(),
             pending_tool_call: pending.map(pending_event),
             decision,
             error: error.map(|_| true),

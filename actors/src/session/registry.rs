@@ -4,7 +4,7 @@
 //! instead of an actor, so lookups never queue behind one mailbox.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use actix::{Actor, Addr};
@@ -31,10 +31,8 @@ impl Default for SessionRegistry {
 
 impl SessionRegistry {
     fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, Addr<SessionActor>>> {
-        let mut hasher = self.hasher.build_hasher();
-        id.hash(&mut hasher);
         // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
-        self.shards[(hasher.finish() as usize) % N_SHARDS]
+        self.shards[(self.hasher.hash_one(id) as usize) % N_SHARDS]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }

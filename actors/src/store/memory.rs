@@ -3,7 +3,7 @@
 //! on different shards never contend.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use futures_util::future::{self, BoxFuture, FutureExt};
@@ -43,9 +43,7 @@ impl MemoryStore {
         &self,
         id: &SessionId,
     ) -> std::sync::MutexGuard<'_, HashMap<SessionId, StoredSession>> {
-        let mut hasher = self.hasher.build_hasher();
-        id.hash(&mut hasher);
-        let index = (hasher.finish() as usize) % N_SHARDS;
+        let index = (self.hasher.hash_one(id) as usize) % N_SHARDS;
         // A poisoned shard only means another thread panicked mid-update of
         // plain data; the map itself is still consistent enough to serve.
         self.shards[index]
