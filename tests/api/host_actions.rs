@@ -364,3 +364,138 @@ async fn a_screenshot_in_a_host_result_is_kept_from_the_model_and_offered_to_loo
         "a screenshot is never stored: {tree}"
     );
 }
+
+#[actix_web::test]
+async fn a_data_uri_inside_a_text_result_is_removed_too() {
+    let app = spawn_app().await;
+    let call_id = pending_call_id(&pending_select(&app, "inline").await);
+    let result = json!({"note": "Selected. Screen: data:image/png;base64,iVBORw0KGgo= (after)"});
+    let (status, resumed) = app.continue_call("inline", "m2", &call_id, result).await;
+    assert_eq!(status, 200, "{resumed}");
+    assert!(
+        !resumed["content"].as_str().unwrap().contains("data:image"),
+        "{resumed}"
+    );
+    let output = app.tool_record("inline", &call_id).await["output"].clone();
+    let note = output["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("Selected. Screen: ") && note.ends_with(" (after)"),
+        "{note}"
+    );
+    assert!(
+        !note.contains("data:image") && !note.contains("iVBORw0KGgo"),
+        "{note}"
+    );
+}
+
+#[actix_web::test]
+async fn the_turn_resumed_after_a_screenshot_result_offers_look_at_screen_without_the_image() {
+    let fake = FakeProvider::start();
+    let app =
+        crate::helpers::spawn_app_owned(&crate::helpers::openai_settings(&fake.base_url_openai()))
+            .await;
+    fake.push(Script::openai_tool_calls(&[(
+        "call_1",
+        "select_issue",
+        "{\"number\": 42}",
+    )]));
+    app.say("shot-ai", "m1", "select", Some(tasks_context()))
+        .await;
+    let result = json!({"selected": 42, "screenshot": "data:image/png;base64,iVBORw0KGgo="});
+    let (status, resumed) = app.continue_call("shot-ai", "m2", "call_1", result).await;
+    assert_eq!(status, 200, "{resumed}");
+    let requests = fake.requests();
+    assert!(
+        !crate::helpers::offered_tools(&requests[0].body).contains(&"look_at_screen".to_string())
+    );
+    assert!(
+        crate::helpers::offered_tools(&requests[1].body).contains(&"look_at_screen".to_string())
+    );
+    assert!(
+        !requests[1].body.to_string().contains("iVBORw0KGgo"),
+        "{}",
+        requests[1].body
+    );
+}
+
+#[actix_web::test]
+async fn a_continuation_resumes_in_the_output_mode_its_call_was_made_in() {
+    let app = spawn_app().await;
+    let call_id = pending_call_id(&pending_select(&app, "mode").await);
+    let body = json!({"id": "m2", "session_id": "mode", "content": "", "tool_call_id": call_id,
+                      "tool_result": "done", "output_mode": "host_tools"});
+    let (status, resumed) = app.post_chat(&body).await;
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(
+        resumed["content"], "Tool results: select_issue → done",
+        "{resumed}"
+    );
+    assert!(resumed["decision"].is_null(), "{resumed}");
+}
+
+#[actix_web::test]
+async fn a_silent_decision_is_pending_then_completed_by_its_receipt_without_a_model_run() {
+    let app = spawn_app().await;
+    let context = json!({"version": 1, "actions": [{"name": "set_position", "description": "Set x.",
+        "parameters": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"], "additionalProperties": false}}]});
+    let body = json!({"id": "d1", "session_id": "decision", "output_mode": "host_tools",
+                      "content": "say moving\ncall set_position {\"x\": 3}", "host_context": context});
+    let (status, first) = app.post_chat(&body).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["decision"], "pending");
+    assert!(first["content"].is_null(), "{first}");
+    assert_eq!(first["pending_tool_call"]["tool_name"], "set_position");
+    assert_eq!(first["pending_tool_call"]["queued"], json!([]));
+    let call_id = pending_call_id(&first);
+    assert_eq!(
+        app.session("decision").await["pending_action"]["output_mode"],
+        "host_tools"
+    );
+    let tree = app.tree("decision").await;
+    let kinds: Vec<&str> = tree[1]["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|segment| segment["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["tool_group"],
+        "prose is never saved in this mode: {tree}"
+    );
+
+    let (status, receipt) = app
+        .continue_call("decision", "d2", &call_id, json!({"x": 3}))
+        .await;
+    assert_eq!(status, 200, "{receipt}");
+    assert_eq!(receipt["decision"], "completed");
+    assert!(receipt["content"].is_null(), "{receipt}");
+    assert_eq!(receipt["usage"]["requests"], 1, "no model ran: {receipt}");
+    let (status, late) = app
+        .continue_call("decision", "d3", &call_id, json!({"x": 3}))
+        .await;
+    assert_conflict(status, &late, &[&call_id, "already recorded"]);
+
+    let hold = json!({"id": "d4", "session_id": "decision", "output_mode": "host_tools", "content": "hold"});
+    let (status, held) = app.post_chat(&hold).await;
+    assert_eq!(status, 200, "{held}");
+    assert_eq!(held["decision"], "hold");
+    assert!(held["pending_tool_call"].is_null());
+}
+
+#[actix_web::test]
+async fn a_superseded_batch_refuses_its_queued_calls_as_superseded() {
+    let app = spawn_app().await;
+    let (_, first) = app
+        .say("super-batch", "m1", THREE_CALLS, Some(tasks_context()))
+        .await;
+    let queued = first["pending_tool_call"]["queued"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.say("super-batch", "m2", "say later", None).await;
+    let (status, answer) = app
+        .continue_call("super-batch", "m3", &queued, json!("x"))
+        .await;
+    assert_conflict(status, &answer, &[&queued, "superseded"]);
+}

@@ -6,7 +6,19 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::spawn_app;
+use crate::helpers::{spawn_app, TestApp};
+
+/// Polls until the session's turn is live; a turn that never starts fails the
+/// test after a few seconds instead of hanging it.
+async fn wait_for_live_turn(app: &TestApp, session_id: &str) {
+    for _ in 0..500 {
+        if app.session(session_id).await["turn_running"] == true {
+            return;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the turn of {session_id} never started");
+}
 
 fn ids(messages: &Value) -> Vec<String> {
     messages
@@ -208,13 +220,7 @@ async fn cancel_is_false_when_idle_and_stops_a_slow_turn_keeping_its_partial_tex
     let turn = app.post_chat(&body);
     let canceller = async {
         // Wait until some text has streamed; the turn runs for about four seconds.
-        loop {
-            let info = app.session("slow").await;
-            if info["turn_running"] == true {
-                break;
-            }
-            actix_web::rt::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_live_turn(&app, "slow").await;
         actix_web::rt::time::sleep(Duration::from_millis(600)).await;
         app.post_json("/api/chat/slow/cancel", &json!({})).await
     };
@@ -239,4 +245,53 @@ async fn cancel_is_false_when_idle_and_stops_a_slow_turn_keeping_its_partial_tex
     assert_eq!(app.session("slow").await["turn_running"], false);
     let (_, answer) = app.post_json("/api/chat/slow/cancel", &json!({})).await;
     assert_eq!(answer, json!({"cancel_requested": false}));
+}
+
+#[actix_web::test]
+async fn a_new_message_cancels_the_live_turn_and_then_runs() {
+    let app = spawn_app().await;
+    let words: Vec<String> = (0..40).map(|n| format!("word{n}")).collect();
+    let slow = json!({"id": "m1", "session_id": "interrupt", "content": format!("slow 100\nsay {}", words.join(" "))});
+    let first = app.post_chat(&slow);
+    let second = async {
+        wait_for_live_turn(&app, "interrupt").await;
+        app.say("interrupt", "m2", "say next", None).await
+    };
+    let ((status, cancelled), (next_status, next)) = futures_util::join!(first, second);
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["error_type"], "cancelled", "{cancelled}");
+    assert_eq!(next_status, 200, "{next}");
+    assert_eq!(next["content"], "next");
+    let (_, path) = app.get("/api/sessions/interrupt/messages").await;
+    assert_eq!(ids(&path), ["m1", "m1:reply", "m2", "m2:reply"]);
+}
+
+#[actix_web::test]
+async fn deleting_a_session_mid_turn_ends_that_turn_as_cancelled() {
+    let app = spawn_app().await;
+    let slow = json!({"id": "m1", "session_id": "gone", "content": "slow 200\nsay a b c d e f g h i j k l m n o p"});
+    let turn = app.post_chat(&slow);
+    let deleter = async {
+        wait_for_live_turn(&app, "gone").await;
+        app.delete("/api/sessions/gone").await
+    };
+    let ((status, answer), (deleted, _)) = futures_util::join!(turn, deleter);
+    assert_eq!(deleted, 200);
+    assert_ne!(status, 500, "{answer}");
+    assert_eq!(answer["error_type"], "cancelled", "{answer}");
+    assert_eq!(app.get("/api/sessions/gone").await.0, 404);
+}
+
+#[actix_web::test]
+async fn a_first_message_racing_reads_of_its_session_still_starts_it() {
+    let app = spawn_app().await;
+    for round in 0..5 {
+        let session_id = format!("racing-{round}");
+        let reads = futures_util::future::join_all((0..20).map(|_| app.session(&session_id)));
+        let (answered, _) =
+            futures_util::join!(app.say(&session_id, "m1", "say first", None), reads);
+        assert_eq!(answered.0, 200, "round {round}: {}", answered.1);
+        assert_eq!(answered.1["content"], "first");
+        assert_eq!(app.session(&session_id).await["message_count"], 2);
+    }
 }
