@@ -8,33 +8,24 @@ mod sessions;
 
 use actix_web::web;
 
+/// One resource per path, so a known path with the wrong method answers 405
+/// (a `Resource` refuses unmatched methods) instead of falling through to the
+/// app's 404; `errors::json_error_pages` gives that 405 its JSON body.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/health", web::get().to(health::health))
-        .route("/openapi.json", web::get().to(openapi::openapi))
-        .route("/api/chat", web::post().to(chat::post_chat))
-        .route("/api/agui", web::post().to(crate::agui::post_agui))
-        .route(
-            "/api/chat/{session_id}/cancel",
-            web::post().to(chat::cancel),
+    cfg.service(web::resource("/health").get(health::health))
+        .service(web::resource("/openapi.json").get(openapi::openapi))
+        .service(web::resource("/api/chat").post(chat::post_chat))
+        .service(web::resource("/api/agui").post(crate::agui::post_agui))
+        .service(web::resource("/api/chat/{session_id}/cancel").post(chat::cancel))
+        .service(web::resource("/api/sessions").get(sessions::list))
+        .service(
+            web::resource("/api/sessions/{session_id}")
+                .get(sessions::info)
+                .delete(sessions::delete),
         )
-        .route("/api/sessions", web::get().to(sessions::list))
-        .route("/api/sessions/{session_id}", web::get().to(sessions::info))
-        .route(
-            "/api/sessions/{session_id}",
-            web::delete().to(sessions::delete),
-        )
-        .route(
-            "/api/sessions/{session_id}/messages",
-            web::get().to(sessions::messages),
-        )
-        .route(
-            "/api/sessions/{session_id}/tree",
-            web::get().to(sessions::tree),
-        )
-        .route(
-            "/api/sessions/{session_id}/repair",
-            web::post().to(sessions::repair),
-        )
-        .route("/api/debug/tools", web::get().to(health::debug_tools))
-        .route("/api/models", web::get().to(health::models));
+        .service(web::resource("/api/sessions/{session_id}/messages").get(sessions::messages))
+        .service(web::resource("/api/sessions/{session_id}/tree").get(sessions::tree))
+        .service(web::resource("/api/sessions/{session_id}/repair").post(sessions::repair))
+        .service(web::resource("/api/debug/tools").get(health::debug_tools))
+        .service(web::resource("/api/models").get(health::models));
 }

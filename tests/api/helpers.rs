@@ -155,3 +155,94 @@ pub fn tasks_context() -> Value {
         ]
     })
 }
+
+impl TestApp {
+    /// The raw body text of a GET, for byte-for-byte comparisons.
+    pub async fn get_text(&self, path: &str) -> (StatusCode, String) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent");
+        let status = response.status();
+        (status, response.text().await.expect("body read"))
+    }
+
+    /// A continuation answering `call_id` with `tool_outcome: "failed"`.
+    pub async fn fail_call(
+        &self,
+        session_id: &str,
+        id: &str,
+        call_id: &str,
+        result: Value,
+    ) -> (StatusCode, Value) {
+        self.post_chat(
+            &json!({"id": id, "session_id": session_id, "content": "", "tool_call_id": call_id,
+                               "tool_result": result, "tool_outcome": "failed"}),
+        )
+        .await
+    }
+
+    /// The stored record of one tool call, wherever it is in the session's tree.
+    pub async fn tool_record(&self, session_id: &str, call_id: &str) -> Value {
+        let records = tool_records(&self.tree(session_id).await, call_id);
+        assert_eq!(
+            records.len(),
+            1,
+            "exactly one record of {call_id}: {records:?}"
+        );
+        records[0].clone()
+    }
+}
+
+/// Every stored record with this call id, across the messages of a tree.
+pub fn tool_records(tree: &Value, call_id: &str) -> Vec<Value> {
+    let mut found = Vec::new();
+    for message in tree.as_array().expect("a tree is an array") {
+        for segment in message["segments"].as_array().into_iter().flatten() {
+            for tool in segment["tools"].as_array().into_iter().flatten() {
+                if tool["id"] == call_id {
+                    found.push(tool.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The call id of the response's pending host action.
+pub fn pending_call_id(response: &Value) -> String {
+    response["pending_tool_call"]["call_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a pending_tool_call: {response}"))
+        .to_string()
+}
+
+/// The names of the tools offered in a recorded OpenAI request body.
+pub fn offered_tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Settings pointing `openai:gpt-test` at a fake provider.
+pub fn openai_settings(base_url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("LLM__PRIMARY_MODEL", "openai:gpt-test".to_string()),
+        ("OPENAI_BASE_URL", base_url.to_string()),
+        ("OPENAI_API_KEY", "sk-test".to_string()),
+    ]
+}
+
+/// `spawn_app_with` for owned values.
+pub async fn spawn_app_owned(settings: &[(&str, String)]) -> TestApp {
+    let borrowed: Vec<(&str, &str)> = settings
+        .iter()
+        .map(|(key, value)| (*key, value.as_str()))
+        .collect();
+    spawn_app_with(&borrowed).await
+}

@@ -86,6 +86,9 @@ struct LiveTurn {
     sink: EventSink,
     output_mode: OutputMode,
     model: String,
+    /// The assistant message the turn extends, for a final response sent
+    /// without `finish_turn` (the session was deleted mid-turn).
+    message_id: MessageId,
 }
 
 struct Deferred {
@@ -327,13 +330,16 @@ fn interrupt_unresolved(message: &mut StoredMessage, status: CallStatus) {
     }
 }
 
-/// Removes `data:image/...` strings anywhere in a host result, returning the
-/// cleaned value and the last screenshot found (offered to `look_at_screen`).
+/// What stands in a host result for a screenshot removed from it.
+const SCREENSHOT_PLACEHOLDER: &str = "[screenshot removed; call look_at_screen to see it]";
+
+/// Removes `data:image/...` URIs anywhere in a host result (a whole string or
+/// inside one), returning the cleaned value and the last screenshot found
+/// (offered to `look_at_screen`).
 fn strip_screenshots(value: &Value, found: &mut Option<String>) -> Value {
     match value {
-        Value::String(text) if text.starts_with("data:image/") => {
-            *found = Some(text.clone());
-            Value::String("[screenshot removed; call look_at_screen to see it]".into())
+        Value::String(text) if text.contains("data:image/") => {
+            Value::String(strip_data_uris(text, found))
         }
         Value::Array(items) => Value::Array(
             items
@@ -348,6 +354,25 @@ fn strip_screenshots(value: &Value, found: &mut Option<String>) -> Value {
         ),
         other => other.clone(),
     }
+}
+
+/// Replaces each image data URI inside `text`; a URI ends at whitespace, a
+/// quote, a bracket or the end of the text (base64 has none of them).
+fn strip_data_uris(text: &str, found: &mut Option<String>) -> String {
+    let mut kept = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("data:image/") {
+        kept.push_str(&rest[..start]);
+        let from_uri = &rest[start..];
+        let end = from_uri
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '(' | ')' | '<' | '>'))
+            .unwrap_or(from_uri.len());
+        *found = Some(from_uri[..end].to_string());
+        kept.push_str(SCREENSHOT_PLACEHOLDER);
+        rest = &from_uri[end..];
+    }
+    kept.push_str(rest);
+    kept
 }
 
 fn pending_for(
@@ -592,6 +617,7 @@ impl Handler<DeleteSession> for SessionActor {
                 .map(|found| found || existed);
             if outcome.is_ok() {
                 actor.stored = false;
+                actor.abandon_live_turn();
                 ctx.stop();
             }
             let _ = reply.send(outcome);
@@ -605,6 +631,41 @@ impl Handler<DeleteSession> for SessionActor {
 }
 
 impl SessionActor {
+    /// Ends the live turn's stream when the actor stops before `finish_turn`
+    /// can (the session was deleted under it): a cancelled final response, a
+    /// terminal error, then `completed`, so no caller waits on a turn that is
+    /// gone. Nothing is saved: the session no longer exists.
+    fn abandon_live_turn(&mut self) {
+        let Phase::Running(live) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let turn_error = TurnErrorEvent {
+            kind: "error",
+            message: "The session was deleted; its turn was cancelled.".into(),
+            error_type: "cancelled".into(),
+            terminal: true,
+            retry_allowed: false,
+        };
+        let final_response = FinalResponse {
+            content: (live.output_mode == OutputMode::Text).then(String::new),
+            model: live.model,
+            streamed: live.sink.streamed,
+            session_id: self.id.to_string(),
+            turn_number: self.record.turn_number,
+            message_id: live.message_id.to_string(),
+            usage: crate::conversation::Usage::default(),
+            pending_tool_call: None,
+            decision: None,
+            error: Some(true),
+            error_type: Some(turn_error.error_type.clone()),
+            error_message: Some(turn_error.message.clone()),
+        };
+        live.sink
+            .send(TurnEvent::FinalResponse(Box::new(final_response)));
+        live.sink.send(TurnEvent::Error(turn_error));
+        status(&live.sink, &self.id, TurnStatus::Completed);
+    }
+
     /// A read of a session that does not exist should not leave an actor behind.
     fn stop_if_absent(&self, ctx: &mut Context<Self>) {
         if !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty() {
@@ -928,7 +989,8 @@ impl SessionActor {
             pending_for(&assistant, &next_id, queued, pending.output_mode)
         };
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
-        // The pending call's stored mode is authoritative, whatever the receipt says.
+        // The call's own output mode governs the resumed run, whatever the
+        // continuation says (host-contract.md: the pending action stores it).
         request.output_mode = pending.output_mode;
         let context = self.current_context(&request);
         if resumes_model {
@@ -1078,6 +1140,7 @@ impl SessionActor {
             sink: sink.clone(),
             output_mode,
             model: model_id.to_string(),
+            message_id: message_id.clone(),
         });
         let _ = reply.send(Ok(TurnAccepted {
             accepted_as: AcceptedAs::Turn,

@@ -148,22 +148,33 @@ impl Runtime {
     }
 
     /// Hands a message body to its session; events of its turn go to `sink`.
-    /// Sent once: a body can be large (attachments), and an actor that went
-    /// away between lookup and send is reported as unavailable, not retried.
+    /// A mailbox error means the actor stopped before it handled the message
+    /// (an idle stop, or a read of a not-yet-existing session that stopped
+    /// its actor while this first message was queued), so nothing of it was
+    /// applied and it is sent once more to a fresh actor. That costs one copy
+    /// of the body per message, the price of never failing a host's first
+    /// message because it polled the session at the same moment.
     pub async fn send_message(
         &self,
         request: ChatRequest,
         sink: EventSink,
     ) -> Result<TurnAccepted, SessionError> {
-        let addr = self.registry.get_or_start(&request.session_id, &self.deps);
         let id = request.session_id.clone();
-        match addr.send(SendMessage { request, sink }).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.registry.remove(&id, &addr);
-                Err(SessionError::Unavailable(
-                    "the session was restarting; send the message again".into(),
-                ))
+        let mut retry = Some((request.clone(), sink.clone()));
+        let mut message = SendMessage { request, sink };
+        loop {
+            let addr = self.registry.get_or_start(&id, &self.deps);
+            match addr.send(message).await {
+                Ok(result) => return result,
+                Err(_) => {
+                    self.registry.remove(&id, &addr);
+                    let Some((request, sink)) = retry.take() else {
+                        return Err(SessionError::Unavailable(
+                            "the session was restarting; send the message again".into(),
+                        ));
+                    };
+                    message = SendMessage { request, sink };
+                }
             }
         }
     }
