@@ -33,7 +33,8 @@ pub struct SessionConfig {
     pub system_prompt: String,
     /// Model requests per turn (`ASSISTANT__MAX_TURNS`); requests may only lower it.
     pub max_turns: u32,
-    /// Ceiling on thinking tokens; `None` leaves thinking off unless asked and allowed.
+    /// Ceiling on thinking tokens and their default; `None` leaves thinking
+    /// off unless a request asks (`turn::thinking_budget`).
     pub thinking_budget: Option<u32>,
     pub budget: Budget,
     /// An idle actor stops after this long and reloads from the store on its next message.

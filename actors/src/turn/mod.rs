@@ -8,7 +8,7 @@ mod cancel;
 mod limits;
 
 pub use cancel::{CancelHandle, CancelToken};
-pub use limits::{Budget, TurnLimits};
+pub use limits::{thinking_budget, Budget, TurnLimits};
 
 use std::collections::HashMap;
 use std::sync::Arc;
