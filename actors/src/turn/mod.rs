@@ -26,8 +26,10 @@ use crate::events::{
     DeltaEvent, EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
 };
 use crate::ids::ToolCallId;
+use crate::model::pricing::{price_for, Price};
 use crate::model::{
     ChatItem, ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
+    TokenUsage,
 };
 use crate::tools::{check_arguments, ToolKind, ToolSet};
 
@@ -97,6 +99,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
     let silent = plan.output_mode == OutputMode::HostTools;
     let mut overlay = ScreenshotOverlay::new();
     let mut usage = assistant.usage.take().unwrap_or_default();
+    let price = price_for(&plan.model_id);
     let end = loop {
         if cancel.is_cancelled() {
             break TurnEnd::Cancelled;
@@ -123,7 +126,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         usage.requests += 1;
         let response =
             stream_response(&plan, request, &mut assistant, &sink, &mut cancel, silent).await;
-        usage.add_tokens(response.input_tokens, response.output_tokens);
+        add_usage(&mut usage, &response.tokens, price);
         if let Some(error) = response.error {
             break TurnEnd::Failed(error);
         }
@@ -179,8 +182,8 @@ struct RawCall {
 
 struct Response {
     calls: Vec<RawCall>,
-    input_tokens: u64,
-    output_tokens: u64,
+    /// Summed over the response's `Usage` events (normally one, at the end).
+    tokens: TokenUsage,
     cancelled: bool,
     error: Option<ModelError>,
 }
@@ -198,8 +201,7 @@ async fn stream_response(
     let first_segment = assistant.segments.len();
     let mut response = Response {
         calls: Vec::new(),
-        input_tokens: 0,
-        output_tokens: 0,
+        tokens: TokenUsage::default(),
         cancelled: false,
         error: None,
     };
@@ -266,10 +268,24 @@ async fn stream_response(
                 arguments,
             }),
             ModelEvent::Usage(tokens) => {
-                response.input_tokens += tokens.input_tokens;
-                response.output_tokens += tokens.output_tokens;
+                let total = &mut response.tokens;
+                total.input_tokens += tokens.input_tokens;
+                total.output_tokens += tokens.output_tokens;
+                total.cache_read_tokens += tokens.cache_read_tokens;
+                total.cache_write_tokens += tokens.cache_write_tokens;
             }
         }
+    }
+}
+
+/// Adds one request's tokens to the message's usage and, when the model has
+/// a price, its cost; without one `cost_usd` stays null.
+fn add_usage(usage: &mut crate::conversation::Usage, tokens: &TokenUsage, price: Option<Price>) {
+    usage.add_tokens(tokens.input_tokens, tokens.output_tokens);
+    if let Some(price) = price {
+        let cost = usage.cost_usd.unwrap_or(0.0) + price.cost_usd(tokens);
+        // Whole nano-dollars: keeps float noise out of stored and shown sums.
+        usage.cost_usd = Some((cost * 1e9).round() / 1e9);
     }
 }
 
