@@ -77,6 +77,8 @@ pub struct RuntimeHealth {
     pub store_reachable: bool,
     pub default_model: String,
     pub model_usable: bool,
+    /// Why the default model cannot be used, when it cannot.
+    pub model_problem: Option<String>,
     pub live_sessions: usize,
 }
 
@@ -221,17 +223,19 @@ impl Runtime {
 
     pub async fn health(&self) -> RuntimeHealth {
         let store_reachable = self.deps.store.ping().await.is_ok();
-        let model_usable = self
+        let model_problem = self
             .deps
             .models
             .client_for(&self.deps.config.default_model)
-            .is_ok();
+            .err();
+        let model_usable = model_problem.is_none();
         RuntimeHealth {
             healthy: store_reachable && model_usable,
             store: self.deps.store.kind(),
             store_reachable,
             default_model: self.deps.config.default_model.to_string(),
             model_usable,
+            model_problem,
             live_sessions: self.registry.n_live(),
         }
     }
