@@ -17,7 +17,7 @@ use crate::contract::{ChatRequest, HostContext, RequestConfig};
 use crate::conversation::Message as StoredMessage;
 use crate::events::EventSink;
 use crate::ids::{MessageId, SessionId};
-use crate::model::catalog::ModelCatalog;
+use crate::model::catalog::{ModelCatalog, UnconfiguredModel};
 use crate::model::{ModelId, SharedModelClient};
 use crate::store::{SessionSummary, SharedStore};
 use crate::tools::ToolRegistry;
@@ -51,17 +51,27 @@ pub struct SessionDeps {
 }
 
 impl SessionDeps {
-    /// The model a request runs on: its `config.default_model`, or the configured default.
+    /// The model a request runs on: its `config.default_model`, or the
+    /// configured default. A model the request names but this deployment
+    /// cannot serve is a 422 on that field; an unusable configured default
+    /// (its provider has no key; `/health` says so) fails the turn as
+    /// `provider_auth` instead, since the host sent nothing wrong.
     pub fn plan_model(
         &self,
         config: &RequestConfig,
     ) -> Result<(ModelId, SharedModelClient), SessionError> {
-        let model_id = match &config.default_model {
-            Some(asked) => ModelId::parse(asked).ok_or_else(|| {
-                SessionError::validation("config.default_model", "expected provider:name")
-            })?,
-            None => self.config.default_model.clone(),
+        let Some(asked) = &config.default_model else {
+            let model_id = self.config.default_model.clone();
+            let client = self.models.client_for(&model_id).unwrap_or_else(|reason| {
+                Arc::new(UnconfiguredModel::new(format!(
+                    "the default model {model_id} cannot be used: {reason}"
+                )))
+            });
+            return Ok((model_id, client));
         };
+        let model_id = ModelId::parse(asked).ok_or_else(|| {
+            SessionError::validation("config.default_model", "expected provider:name")
+        })?;
         let client = self
             .models
             .client_for(&model_id)
