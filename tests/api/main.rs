@@ -4,6 +4,7 @@ mod agui;
 mod fake_provider;
 mod helpers;
 mod providers;
+mod providers_e2e;
 mod raw_ws;
 mod smoke;
 mod socketio_helpers;
