@@ -986,3 +986,34 @@ async fn request_config_only_lowers_ceilings_and_picks_the_provider() {
     assert_eq!(last.body["thinking"]["budget_tokens"], 2000);
     assert_eq!(last.body["model"], "claude-test");
 }
+
+#[actix_web::test]
+async fn limits_count_each_run_so_a_continuation_still_reaches_the_model() {
+    let fake = FakeProvider::start();
+    let app = spawn_on(&fake, Provider::OpenAi, &[("ASSISTANT__MAX_TURNS", "1")]).await;
+    fake.push(Script::openai_tool_calls(&[(
+        "call_1",
+        "select_issue",
+        r#"{"number":42}"#,
+    )]));
+    let (status, body) = app
+        .say("per-run", "m1", "pick", Some(tasks_context()))
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["pending_tool_call"]["call_id"]),
+        (200, &json!("call_1")),
+        "{body}"
+    );
+    fake.push(Script::openai_text(&["Done."]));
+    let (status, body) = app
+        .continue_call("per-run", "m1-result", "call_1", json!({"ok": true}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["content"]),
+        (200, &json!("Done.")),
+        "{body}"
+    );
+    assert_eq!(fake.requests().len(), 2);
+    // The message's usage still sums both runs.
+    assert_eq!(body["usage"]["requests"], 2);
+}

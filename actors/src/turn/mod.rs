@@ -100,6 +100,10 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
     let mut overlay = ScreenshotOverlay::new();
     let mut usage = assistant.usage.take().unwrap_or_default();
     let price = price_for(&plan.model_id);
+    // A resumed message carries the usage of its earlier runs; the message
+    // keeps the sum, but limits bound this run only, or a continuation after
+    // a long chain of host actions could never reach the model again.
+    let carried = usage.clone();
     let end = loop {
         if cancel.is_cancelled() {
             break TurnEnd::Cancelled;
@@ -111,7 +115,10 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
                 attachments: note.attachments,
             });
         }
-        if let Some(reason) = plan.limits.exceeded_before_request(&usage) {
+        if let Some(reason) = plan
+            .limits
+            .exceeded_before_request(&run_usage(&usage, &carried))
+        {
             break TurnEnd::UsageLimit(reason);
         }
         let mut messages = history.clone();
@@ -147,7 +154,10 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             continue;
         }
         usage.tool_calls += response.calls.len() as u32;
-        if let Some(reason) = plan.limits.exceeded_tool_calls(&usage) {
+        if let Some(reason) = plan
+            .limits
+            .exceeded_tool_calls(&run_usage(&usage, &carried))
+        {
             let records = response
                 .calls
                 .into_iter()
@@ -275,6 +285,22 @@ async fn stream_response(
                 total.cache_write_tokens += tokens.cache_write_tokens;
             }
         }
+    }
+}
+
+/// What this run added to a message's usage (cost aside: limits ignore it).
+/// Saturating, since a stored message's usage is data read back, not an invariant.
+fn run_usage(
+    usage: &crate::conversation::Usage,
+    carried: &crate::conversation::Usage,
+) -> crate::conversation::Usage {
+    crate::conversation::Usage {
+        input_tokens: usage.input_tokens.saturating_sub(carried.input_tokens),
+        output_tokens: usage.output_tokens.saturating_sub(carried.output_tokens),
+        total_tokens: usage.total_tokens.saturating_sub(carried.total_tokens),
+        requests: usage.requests.saturating_sub(carried.requests),
+        tool_calls: usage.tool_calls.saturating_sub(carried.tool_calls),
+        cost_usd: None,
     }
 }
 
