@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::contract::{Attachment, OutputMode};
 use crate::conversation::{
     build_transcript, CallOutcome, Message, NoteOrigin, ScreenshotOverlay, Segment, ToolRecord,
+    Usage,
 };
 use crate::events::{
     DeltaEvent, EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
@@ -290,11 +291,8 @@ async fn stream_response(
 
 /// What this run added to a message's usage (cost aside: limits ignore it).
 /// Saturating, since a stored message's usage is data read back, not an invariant.
-fn run_usage(
-    usage: &crate::conversation::Usage,
-    carried: &crate::conversation::Usage,
-) -> crate::conversation::Usage {
-    crate::conversation::Usage {
+fn run_usage(usage: &Usage, carried: &Usage) -> Usage {
+    Usage {
         input_tokens: usage.input_tokens.saturating_sub(carried.input_tokens),
         output_tokens: usage.output_tokens.saturating_sub(carried.output_tokens),
         total_tokens: usage.total_tokens.saturating_sub(carried.total_tokens),
@@ -306,7 +304,7 @@ fn run_usage(
 
 /// Adds one request's tokens to the message's usage and, when the model has
 /// a price, its cost; without one `cost_usd` stays null.
-fn add_usage(usage: &mut crate::conversation::Usage, tokens: &TokenUsage, price: Option<Price>) {
+fn add_usage(usage: &mut Usage, tokens: &TokenUsage, price: Option<Price>) {
     usage.add_tokens(tokens.input_tokens, tokens.output_tokens);
     if let Some(price) = price {
         let cost = usage.cost_usd.unwrap_or(0.0) + price.cost_usd(tokens);
