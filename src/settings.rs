@@ -181,15 +181,7 @@ impl Settings {
             anthropic_base_url: get("ANTHROPIC_BASE_URL").map(str::to_string),
         };
         let (primary_model, model_fallback) = match get("LLM__PRIMARY_MODEL") {
-            Some(text) => (
-                ModelId::parse(text).ok_or_else(|| {
-                    bad(
-                        "LLM__PRIMARY_MODEL",
-                        "expected provider:name, e.g. openai:gpt-4o-mini",
-                    )
-                })?,
-                false,
-            ),
+            Some(text) => (primary_model(text)?, false),
             None => default_model(&providers),
         };
         let mut host_tools = match get("TOOLS__HOST_TOOLS") {
@@ -292,6 +284,23 @@ impl Settings {
                 1_000_000,
             )?,
         })
+    }
+}
+
+/// `LLM__PRIMARY_MODEL`: `provider:name` with a provider the runtime has.
+/// Credentials are not checked here: a named model whose provider has no key
+/// starts the runtime unhealthy (`/health` 503) rather than silently on echo.
+fn primary_model(text: &str) -> Result<ModelId, SettingsError> {
+    let key = "LLM__PRIMARY_MODEL";
+    let model = ModelId::parse(text)
+        .ok_or_else(|| bad(key, "expected provider:name, e.g. openai:gpt-4o-mini"))?;
+    match (model.provider.as_str(), model.name.as_str()) {
+        ("openai" | "anthropic", _) | ("builtin", "echo") => Ok(model),
+        ("builtin", _) => Err(bad(key, "the builtin provider has only builtin:echo")),
+        (provider, _) => Err(bad(
+            key,
+            format!("unknown provider {provider:?}; use openai, anthropic or builtin"),
+        )),
     }
 }
 
@@ -463,6 +472,13 @@ mod tests {
             settings(&[("TOOLS__HOST_TOOLS", "[1]")]).unwrap_err().key,
             "TOOLS__HOST_TOOLS"
         );
+        for model in ["gpt-4o", "mistral:large", "builtin:parrot"] {
+            assert_eq!(
+                settings(&[("LLM__PRIMARY_MODEL", model)]).unwrap_err().key,
+                "LLM__PRIMARY_MODEL",
+                "{model}"
+            );
+        }
         assert_eq!(
             settings(&[("DATABASE__REQUIRED", "maybe")])
                 .unwrap_err()

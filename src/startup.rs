@@ -21,12 +21,57 @@ use crate::errors::ApiError;
 use crate::settings::Settings;
 use crate::socketio::{SocketIo, SocketIoConfig};
 
-/// What `/api/models` and `/health` say about models.
+/// What `/api/models` and `/health` say about models. Built once at startup
+/// from the settings; it names endpoints but never carries a key.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModelsInfo {
     pub default_model: String,
+    /// True when no provider key was set and the runtime chose `builtin:echo`.
     pub fallback: bool,
-    pub providers: Vec<serde_json::Value>,
+    pub providers: Vec<ProviderEntry>,
+}
+
+/// One provider of `/api/models`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProviderEntry {
+    pub name: &'static str,
+    /// Whether requests can be sent (a key, or for `openai` a custom base URL).
+    pub has_credentials: bool,
+    /// `None` for `builtin`, which needs no network.
+    pub base_url: Option<String>,
+    /// Model ids known to work here: `builtin:echo`, and the default model
+    /// under its provider. Any `provider:name` the provider serves works too.
+    pub models: Vec<String>,
+}
+
+impl ModelsInfo {
+    fn from_settings(settings: &Settings) -> ModelsInfo {
+        let default_model = settings.primary_model.to_string();
+        let mut providers = vec![ProviderEntry {
+            name: "builtin",
+            has_credentials: true,
+            base_url: None,
+            models: vec!["builtin:echo".to_string()],
+        }];
+        for info in model_providers(settings).configured() {
+            let models = if settings.primary_model.provider == info.name {
+                vec![default_model.clone()]
+            } else {
+                Vec::new()
+            };
+            providers.push(ProviderEntry {
+                name: info.name,
+                has_credentials: info.has_credentials,
+                base_url: Some(info.base_url),
+                models,
+            });
+        }
+        ModelsInfo {
+            default_model,
+            fallback: settings.model_fallback,
+            providers,
+        }
+    }
 }
 
 /// Pending connections the kernel may queue before the server accepts them.
@@ -66,15 +111,11 @@ impl Application {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
         let runtime = build_runtime(&settings, store);
-        let models = ModelsInfo {
-            default_model: settings.primary_model.to_string(),
-            fallback: settings.model_fallback,
-            providers: vec![
-                serde_json::json!({"name": "builtin", "has_credentials": true, "models": ["builtin:echo"]}),
-            ],
-        };
+        let models = ModelsInfo::from_settings(&settings);
         if settings.model_fallback {
-            log::info!("no provider key configured: starting on builtin:echo");
+            log::warn!(
+                "no provider key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY): starting on builtin:echo"
+            );
         }
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();

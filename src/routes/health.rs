@@ -18,6 +18,7 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
                 "default_model": health.default_model,
                 "healthy": health.model_usable,
                 "fallback_to_echo": models.fallback,
+                "detail": model_detail(&health.model_problem, models.fallback),
             },
             "sessions": {"live": health.live_sessions},
         },
@@ -30,10 +31,22 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
 }
 
 pub async fn models(models: web::Data<ModelsInfo>) -> HttpResponse {
-    HttpResponse::Ok()
-        .json(json!({"default_model": models.default_model, "providers": models.providers}))
+    HttpResponse::Ok().json(models.as_ref())
 }
 
 pub async fn debug_tools(runtime: web::Data<Runtime>) -> HttpResponse {
     HttpResponse::Ok().json(runtime.tools().describe())
+}
+
+/// One sentence for operators: why the model is unhealthy, or that the
+/// runtime fell back to echo; null when a configured model is usable.
+fn model_detail(problem: &Option<String>, fallback: bool) -> Option<String> {
+    match (problem, fallback) {
+        (Some(problem), _) => Some(problem.clone()),
+        (None, true) => Some(
+            "no provider key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY): running on builtin:echo"
+                .to_string(),
+        ),
+        (None, false) => None,
+    }
 }

@@ -8,6 +8,7 @@ mod host_actions;
 mod postgres;
 mod prompt_prefix;
 mod providers;
+mod providers_e2e;
 mod raw_ws;
 mod sessions;
 mod smoke;

@@ -3,8 +3,12 @@
 
 use std::sync::Arc;
 
+use futures_util::stream::{self, StreamExt};
+
 use super::echo::EchoModel;
-use super::{ModelId, SharedModelClient};
+use super::{
+    ModelClient, ModelError, ModelErrorKind, ModelId, ModelRequest, ModelStream, SharedModelClient,
+};
 
 pub trait ModelCatalog: Send + Sync {
     /// The client for `id`, or why there is none (unknown provider, no credentials).
@@ -52,5 +56,32 @@ impl ModelCatalog for StandardCatalog {
             Some(providers) => providers(id),
             None => Err(format!("provider {:?} is not configured", id.provider)),
         }
+    }
+}
+
+/// Stands in for a configured default model whose provider has no
+/// credentials: every request fails as `provider_auth`, so a turn on it ends
+/// like any rejected request (saved, with a clean final event) instead of
+/// refusing the message for a field the host never sent.
+pub struct UnconfiguredModel {
+    /// Why the catalog had no client, e.g. the provider has no key.
+    reason: String,
+}
+
+impl UnconfiguredModel {
+    pub fn new(reason: impl Into<String>) -> UnconfiguredModel {
+        UnconfiguredModel {
+            reason: reason.into(),
+        }
+    }
+}
+
+impl ModelClient for UnconfiguredModel {
+    fn stream(&self, _request: ModelRequest) -> ModelStream {
+        let error = ModelError {
+            kind: ModelErrorKind::ProviderAuth,
+            message: self.reason.clone(),
+        };
+        stream::once(async move { Err(error) }).boxed()
     }
 }

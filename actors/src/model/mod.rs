@@ -8,6 +8,7 @@ pub mod anthropic;
 pub mod catalog;
 pub mod echo;
 pub mod openai;
+pub mod pricing;
 pub mod providers;
 pub mod retry;
 pub mod sse;

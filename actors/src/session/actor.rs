@@ -1103,11 +1103,8 @@ impl SessionActor {
             .config
             .max_turns
             .map_or(config.max_turns, |asked| asked.min(config.max_turns));
-        let thinking_budget = match (request.config.thinking_budget, config.thinking_budget) {
-            (Some(asked), Some(ceiling)) => Some(asked.min(ceiling)),
-            (Some(_), None) => None,
-            (None, ceiling) => ceiling,
-        };
+        let thinking_budget =
+            crate::turn::thinking_budget(request.config.thinking_budget, config.thinking_budget);
         assistant.model = Some(model_id.to_string());
         let plan = TurnPlan {
             model_id: model_id.clone(),

@@ -17,7 +17,7 @@ use crate::contract::{ChatRequest, HostContext, RequestConfig};
 use crate::conversation::Message as StoredMessage;
 use crate::events::EventSink;
 use crate::ids::{MessageId, SessionId};
-use crate::model::catalog::ModelCatalog;
+use crate::model::catalog::{ModelCatalog, UnconfiguredModel};
 use crate::model::{ModelId, SharedModelClient};
 use crate::store::{SessionSummary, SharedStore};
 use crate::tools::ToolRegistry;
@@ -33,7 +33,8 @@ pub struct SessionConfig {
     pub system_prompt: String,
     /// Model requests per turn (`ASSISTANT__MAX_TURNS`); requests may only lower it.
     pub max_turns: u32,
-    /// Ceiling on thinking tokens; `None` leaves thinking off unless asked and allowed.
+    /// Ceiling on thinking tokens and their default; `None` leaves thinking
+    /// off unless a request asks (`turn::thinking_budget`).
     pub thinking_budget: Option<u32>,
     pub budget: Budget,
     /// An idle actor stops after this long and reloads from the store on its next message.
@@ -50,17 +51,27 @@ pub struct SessionDeps {
 }
 
 impl SessionDeps {
-    /// The model a request runs on: its `config.default_model`, or the configured default.
+    /// The model a request runs on: its `config.default_model`, or the
+    /// configured default. A model the request names but this deployment
+    /// cannot serve is a 422 on that field; an unusable configured default
+    /// (its provider has no key; `/health` says so) fails the turn as
+    /// `provider_auth` instead, since the host sent nothing wrong.
     pub fn plan_model(
         &self,
         config: &RequestConfig,
     ) -> Result<(ModelId, SharedModelClient), SessionError> {
-        let model_id = match &config.default_model {
-            Some(asked) => ModelId::parse(asked).ok_or_else(|| {
-                SessionError::validation("config.default_model", "expected provider:name")
-            })?,
-            None => self.config.default_model.clone(),
+        let Some(asked) = &config.default_model else {
+            let model_id = self.config.default_model.clone();
+            let client = self.models.client_for(&model_id).unwrap_or_else(|reason| {
+                Arc::new(UnconfiguredModel::new(format!(
+                    "the default model {model_id} cannot be used: {reason}"
+                )))
+            });
+            return Ok((model_id, client));
         };
+        let model_id = ModelId::parse(asked).ok_or_else(|| {
+            SessionError::validation("config.default_model", "expected provider:name")
+        })?;
         let client = self
             .models
             .client_for(&model_id)
@@ -76,6 +87,8 @@ pub struct RuntimeHealth {
     pub store_reachable: bool,
     pub default_model: String,
     pub model_usable: bool,
+    /// Why the default model cannot be used, when it cannot.
+    pub model_problem: Option<String>,
     pub live_sessions: usize,
 }
 
@@ -231,17 +244,19 @@ impl Runtime {
 
     pub async fn health(&self) -> RuntimeHealth {
         let store_reachable = self.deps.store.ping().await.is_ok();
-        let model_usable = self
+        let model_problem = self
             .deps
             .models
             .client_for(&self.deps.config.default_model)
-            .is_ok();
+            .err();
+        let model_usable = model_problem.is_none();
         RuntimeHealth {
             healthy: store_reachable && model_usable,
             store: self.deps.store.kind(),
             store_reachable,
             default_model: self.deps.config.default_model.to_string(),
             model_usable,
+            model_problem,
             live_sessions: self.registry.n_live(),
         }
     }

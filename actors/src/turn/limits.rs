@@ -11,6 +11,20 @@ pub struct Budget {
     pub total_tokens: Option<u64>,
 }
 
+/// The thinking budget a turn runs with. A request may lower the configured
+/// ceiling (`ASSISTANT__THINKING_BUDGET`) but never raise it; without a
+/// request value the ceiling is also the default. With no ceiling configured
+/// the request's own budget is used as asked: thinking stays off unless a
+/// request turns it on, and the `ASSISTANT__BUDGET__*` token ceilings bound
+/// what it can spend. `Some(0)` means thinking off.
+pub fn thinking_budget(asked: Option<u32>, ceiling: Option<u32>) -> Option<u32> {
+    match (asked, ceiling) {
+        (Some(asked), Some(ceiling)) => Some(asked.min(ceiling)),
+        (Some(asked), None) => Some(asked),
+        (None, ceiling) => ceiling,
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TurnLimits {
     /// Model requests per turn.
@@ -54,5 +68,27 @@ impl TurnLimits {
             )),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_budget_is_lowered_never_raised_and_asked_without_ceiling() {
+        let check = |asked, ceiling, expected| {
+            assert_eq!(
+                thinking_budget(asked, ceiling),
+                expected,
+                "{asked:?} {ceiling:?}"
+            );
+        };
+        check(Some(2000), Some(4000), Some(2000));
+        check(Some(8000), Some(4000), Some(4000));
+        check(Some(0), Some(4000), Some(0));
+        check(None, Some(4000), Some(4000));
+        check(Some(3000), None, Some(3000));
+        check(None, None, None);
     }
 }

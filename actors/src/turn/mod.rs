@@ -8,7 +8,7 @@ mod cancel;
 mod limits;
 
 pub use cancel::{CancelHandle, CancelToken};
-pub use limits::{Budget, TurnLimits};
+pub use limits::{thinking_budget, Budget, TurnLimits};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,13 +21,16 @@ use tokio::sync::mpsc;
 use crate::contract::{Attachment, OutputMode};
 use crate::conversation::{
     build_transcript, CallOutcome, Message, NoteOrigin, ScreenshotOverlay, Segment, ToolRecord,
+    Usage,
 };
 use crate::events::{
     DeltaEvent, EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
 };
 use crate::ids::ToolCallId;
+use crate::model::pricing::{price_for, Price};
 use crate::model::{
     ChatItem, ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
+    TokenUsage,
 };
 use crate::tools::{check_arguments, ToolKind, ToolSet};
 
@@ -102,6 +105,11 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
     let silent = plan.output_mode == OutputMode::HostTools;
     let mut overlay = ScreenshotOverlay::new();
     let mut usage = assistant.usage.take().unwrap_or_default();
+    let price = price_for(&plan.model_id);
+    // A resumed message carries the usage of its earlier runs; the message
+    // keeps the sum, but limits bound this run only, or a continuation after
+    // a long chain of host actions could never reach the model again.
+    let carried = usage.clone();
     let end = loop {
         if cancel.is_cancelled() {
             break TurnEnd::Cancelled;
@@ -113,7 +121,10 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
                 attachments: note.attachments,
             });
         }
-        if let Some(reason) = plan.limits.exceeded_before_request(&usage) {
+        if let Some(reason) = plan
+            .limits
+            .exceeded_before_request(&run_usage(&usage, &carried))
+        {
             break TurnEnd::UsageLimit(reason);
         }
         let mut messages = history.clone();
@@ -128,7 +139,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         usage.requests += 1;
         let response =
             stream_response(&plan, request, &mut assistant, &sink, &mut cancel, silent).await;
-        usage.add_tokens(response.input_tokens, response.output_tokens);
+        add_usage(&mut usage, &response.tokens, price);
         if let Some(error) = response.error {
             break TurnEnd::Failed(error);
         }
@@ -153,7 +164,10 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             continue;
         }
         usage.tool_calls += response.calls.len() as u32;
-        if let Some(reason) = plan.limits.exceeded_tool_calls(&usage) {
+        if let Some(reason) = plan
+            .limits
+            .exceeded_tool_calls(&run_usage(&usage, &carried))
+        {
             let records = response
                 .calls
                 .into_iter()
@@ -192,8 +206,8 @@ struct RawCall {
 
 struct Response {
     calls: Vec<RawCall>,
-    input_tokens: u64,
-    output_tokens: u64,
+    /// Summed over the response's `Usage` events (normally one, at the end).
+    tokens: TokenUsage,
     cancelled: bool,
     error: Option<ModelError>,
 }
@@ -211,8 +225,7 @@ async fn stream_response(
     let first_segment = assistant.segments.len();
     let mut response = Response {
         calls: Vec::new(),
-        input_tokens: 0,
-        output_tokens: 0,
+        tokens: TokenUsage::default(),
         cancelled: false,
         error: None,
     };
@@ -279,10 +292,37 @@ async fn stream_response(
                 arguments,
             }),
             ModelEvent::Usage(tokens) => {
-                response.input_tokens += tokens.input_tokens;
-                response.output_tokens += tokens.output_tokens;
+                let total = &mut response.tokens;
+                total.input_tokens += tokens.input_tokens;
+                total.output_tokens += tokens.output_tokens;
+                total.cache_read_tokens += tokens.cache_read_tokens;
+                total.cache_write_tokens += tokens.cache_write_tokens;
             }
         }
+    }
+}
+
+/// What this run added to a message's usage (cost aside: limits ignore it).
+/// Saturating, since a stored message's usage is data read back, not an invariant.
+fn run_usage(usage: &Usage, carried: &Usage) -> Usage {
+    Usage {
+        input_tokens: usage.input_tokens.saturating_sub(carried.input_tokens),
+        output_tokens: usage.output_tokens.saturating_sub(carried.output_tokens),
+        total_tokens: usage.total_tokens.saturating_sub(carried.total_tokens),
+        requests: usage.requests.saturating_sub(carried.requests),
+        tool_calls: usage.tool_calls.saturating_sub(carried.tool_calls),
+        cost_usd: None,
+    }
+}
+
+/// Adds one request's tokens to the message's usage and, when the model has
+/// a price, its cost; without one `cost_usd` stays null.
+fn add_usage(usage: &mut Usage, tokens: &TokenUsage, price: Option<Price>) {
+    usage.add_tokens(tokens.input_tokens, tokens.output_tokens);
+    if let Some(price) = price {
+        let cost = usage.cost_usd.unwrap_or(0.0) + price.cost_usd(tokens);
+        // Whole nano-dollars: keeps float noise out of stored and shown sums.
+        usage.cost_usd = Some((cost * 1e9).round() / 1e9);
     }
 }
 
