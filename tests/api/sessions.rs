@@ -279,7 +279,8 @@ async fn deleting_a_session_mid_turn_ends_that_turn_as_cancelled() {
     assert_eq!(deleted, 200);
     assert_ne!(status, 500, "{answer}");
     assert_eq!(answer["error_type"], "cancelled", "{answer}");
-    assert_eq!(app.get("/api/sessions/gone").await.0, 404);
+    let after = app.get("/api/sessions/gone").await;
+    assert_eq!(after.0, 404, "{}", after.1);
 }
 
 #[actix_web::test]

@@ -462,6 +462,24 @@ impl Handler<JoinSession> for SessionActor {
     }
 }
 
+/// Sent by the actor's own turn task when the turn ends.
+struct TurnFinished {
+    turn_id: u64,
+    output: TurnOutput,
+}
+
+impl actix::Message for TurnFinished {
+    type Result = ();
+}
+
+impl Handler<TurnFinished> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, finished: TurnFinished, ctx: &mut Context<Self>) {
+        self.finish_turn(finished.turn_id, finished.output, ctx);
+    }
+}
+
 impl Handler<CheckIdle> for SessionActor {
     type Result = ();
 
@@ -1152,10 +1170,15 @@ impl SessionActor {
             cancel: token,
             steering: steering_rx,
         };
+        // The turn reports back through the mailbox, not by a continuation of
+        // the spawned future: mailbox messages wait while a store write holds
+        // the actor (`ctx.wait`), spawned futures do not, and a decision made
+        // beside an in-flight write (a delete, say) would act on stale state.
+        let addr = ctx.address();
         ctx.spawn(
             run_turn(input)
                 .into_actor(self)
-                .map(move |output, actor, ctx| actor.finish_turn(turn_id, output, ctx)),
+                .map(move |output, _actor, _ctx| addr.do_send(TurnFinished { turn_id, output })),
         );
     }
 
