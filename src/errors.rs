@@ -56,7 +56,9 @@ impl ResponseError for ApiError {
             ApiError::Session(SessionError::Validation(_)) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Session(SessionError::Conflict(_)) => StatusCode::CONFLICT,
             ApiError::Session(SessionError::NotFound(_)) => StatusCode::NOT_FOUND,
-            ApiError::Session(SessionError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Session(SessionError::Unavailable(_) | SessionError::Restarting(_)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Session(SessionError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         }
@@ -77,10 +79,12 @@ pub fn socket_error(error: &SessionError) -> Value {
     let kind = match error {
         SessionError::Validation(_) => "validation",
         SessionError::Conflict(_) | SessionError::NotFound(_) => "session_error",
-        SessionError::Unavailable(_) | SessionError::Internal(_) => "error",
+        SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::Internal(_) => {
+            "error"
+        }
     };
     json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
-           "retry_allowed": matches!(error, SessionError::Unavailable(_))})
+           "retry_allowed": matches!(error, SessionError::Unavailable(_) | SessionError::Restarting(_))})
 }
 
 /// Parses a JSON body, naming `body` when it is not JSON.

@@ -38,6 +38,8 @@ use crate::turn::{
     run_turn, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
 };
 
+/// How long an actor whose load failed keeps answering its queued requests.
+const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
 /// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
 
@@ -151,9 +153,11 @@ impl SessionActor {
             Err(error) => {
                 log::warn!("session {}: load failed: {error}", self.id);
                 self.state = Loaded::Failed(error);
-                // Answer what is already queued, then go away; the next request
-                // starts a fresh actor that tries the store again.
-                ctx.stop();
+                // Leave the registry now, so the next request starts a fresh
+                // actor that tries the store again; linger just long enough to
+                // answer (with the load error) what is already in the mailbox.
+                self.registry.remove(&self.id, &ctx.address());
+                ctx.run_later(FAILED_LOAD_LINGER, |_actor, ctx| ctx.stop());
                 return;
             }
         };
@@ -223,7 +227,7 @@ impl SessionActor {
     fn ready(&self) -> Result<(), SessionError> {
         match &self.state {
             Loaded::Ready => Ok(()),
-            Loaded::Loading => Err(SessionError::Unavailable("session still loading".into())),
+            Loaded::Loading => Err(SessionError::Restarting("session still loading".into())),
             Loaded::Failed(error) => Err(error.clone().into()),
         }
     }
@@ -418,12 +422,24 @@ impl Handler<SendMessage> for SessionActor {
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
+        let taken = message
+            .slot
+            .lock()
+            .map(|mut slot| slot.take())
+            .unwrap_or(None);
+        let Some((request, sink)) = taken else {
+            return Box::pin(async {
+                Err(SessionError::Internal(
+                    "a message was delivered twice".into(),
+                ))
+            });
+        };
         let (reply, answer) = oneshot::channel();
-        self.accept(message.request, message.sink, reply, ctx);
+        self.accept(request, sink, reply, ctx);
         Box::pin(async move {
             answer
                 .await
-                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
         })
     }
 }
@@ -457,7 +473,7 @@ impl Handler<JoinSession> for SessionActor {
         Box::pin(async move {
             answer
                 .await
-                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
         })
     }
 }
@@ -611,7 +627,7 @@ impl Handler<RepairSession> for SessionActor {
         Box::pin(async move {
             answer
                 .await
-                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
         })
     }
 }
@@ -643,7 +659,7 @@ impl Handler<DeleteSession> for SessionActor {
         Box::pin(async move {
             answer
                 .await
-                .unwrap_or_else(|_| Err(SessionError::Unavailable("session stopped".into())))
+                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
         })
     }
 }

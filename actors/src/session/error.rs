@@ -14,8 +14,11 @@ pub enum SessionError {
     Conflict(String),
     /// The session does not exist (404 on session routes).
     NotFound(String),
-    /// The store cannot be reached (503).
+    /// The store cannot be reached (503, `DatabaseError`).
     Unavailable(String),
+    /// The session's actor stopped or is starting while the request was in
+    /// flight (503, `unavailable`); sending the request again is safe.
+    Restarting(String),
     /// A bug or an unexpected failure (500).
     Internal(String),
 }
@@ -27,6 +30,7 @@ impl SessionError {
             SessionError::Conflict(_) => "session_error",
             SessionError::NotFound(_) => "not_found",
             SessionError::Unavailable(_) => "DatabaseError",
+            SessionError::Restarting(_) => "unavailable",
             SessionError::Internal(_) => "internal",
         }
     }
@@ -48,6 +52,12 @@ impl fmt::Display for SessionError {
             }
             SessionError::NotFound(id) => write!(f, "session {id:?} does not exist"),
             SessionError::Unavailable(_) => f.write_str("Database not reachable"),
+            SessionError::Restarting(cause) => {
+                write!(
+                    f,
+                    "the session is not available right now ({cause}); send the request again"
+                )
+            }
         }
     }
 }

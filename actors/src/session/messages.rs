@@ -13,12 +13,17 @@ use crate::ids::MessageId;
 
 /// A message body (ordinary, steering or continuation). Its turn's events go
 /// to `sink`; the reply says how it was taken.
+///
+/// The body travels in a shared slot the handler empties: if the actor stops
+/// before handling it (an idle stop racing the send), the sender finds it
+/// still there and hands it to a fresh actor, without copying the body.
 #[derive(Message)]
 #[rtype(result = "Result<TurnAccepted, SessionError>")]
 pub struct SendMessage {
-    pub request: ChatRequest,
-    pub sink: EventSink,
+    pub slot: MessageSlot,
 }
+
+pub type MessageSlot = std::sync::Arc<std::sync::Mutex<Option<(ChatRequest, EventSink)>>>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

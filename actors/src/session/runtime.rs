@@ -151,9 +151,17 @@ impl Runtime {
                 }
             }
         }
-        Err(SessionError::Unavailable(
-            "session actor unavailable".into(),
-        ))
+        Err(self.why_unavailable("session actor unavailable").await)
+    }
+
+    /// Why a session's actor could not take a request: most often it stopped
+    /// because loading from an unreachable store failed, which the host should
+    /// see as the database error it is.
+    async fn why_unavailable(&self, cause: &str) -> SessionError {
+        match self.deps.store.ping().await {
+            Err(error) => error.into(),
+            Ok(()) => SessionError::Restarting(cause.into()),
+        }
     }
 
     fn live(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
@@ -161,35 +169,34 @@ impl Runtime {
     }
 
     /// Hands a message body to its session; events of its turn go to `sink`.
-    /// A mailbox error means the actor stopped before it handled the message
-    /// (an idle stop, or a read of a not-yet-existing session that stopped
-    /// its actor while this first message was queued), so nothing of it was
-    /// applied and it is sent once more to a fresh actor. That costs one copy
-    /// of the body per message, the price of never failing a host's first
-    /// message because it polled the session at the same moment.
+    /// A mailbox error with the body still in its slot means the actor stopped
+    /// before it handled the message (an idle stop, or a read of a
+    /// not-yet-existing session that stopped its actor while this first
+    /// message was queued): nothing of it was applied, so it goes once more to
+    /// a fresh actor.
     pub async fn send_message(
         &self,
         request: ChatRequest,
         sink: EventSink,
     ) -> Result<TurnAccepted, SessionError> {
         let id = request.session_id.clone();
-        let mut retry = Some((request.clone(), sink.clone()));
-        let mut message = SendMessage { request, sink };
-        loop {
+        let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
+        for _attempt in 0..2 {
             let addr = self.registry.get_or_start(&id, &self.deps);
-            match addr.send(message).await {
+            match addr.send(SendMessage { slot: slot.clone() }).await {
                 Ok(result) => return result,
                 Err(_) => {
                     self.registry.remove(&id, &addr);
-                    let Some((request, sink)) = retry.take() else {
-                        return Err(SessionError::Unavailable(
-                            "the session was restarting; send the message again".into(),
-                        ));
-                    };
-                    message = SendMessage { request, sink };
+                    let unhandled = slot.lock().map(|slot| slot.is_some()).unwrap_or(false);
+                    if !unhandled {
+                        break;
+                    }
                 }
             }
         }
+        Err(self
+            .why_unavailable("the session was restarting; send the message again")
+            .await)
     }
 
     pub async fn join(
