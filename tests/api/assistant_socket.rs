@@ -465,6 +465,44 @@ async fn steering_joins_the_live_turn_before_its_next_request() {
     }
 }
 
+/// Steering that arrives while the turn's last response streams (no tool
+/// call follows) is answered by one more request in the same turn.
+#[actix_web::test]
+async fn steering_during_the_last_response_is_answered_in_the_same_turn() {
+    let app = spawn_app().await;
+    let runs = run_everywhere(&app, "steerlast", |session| {
+        let steering = json!({"id": "m2", "session_id": session, "content": "say steered",
+                              "message_type": "steering"});
+        json!({"steps": [
+            {"emit": "assistant_message",
+             "data": message(session, "m1", "slow 100\nsay one two three four five six")},
+            {"wait": "assistant:text_delta", "count": 1},
+            call("assistant_message", steering),
+            completed(1),
+        ]})
+    })
+    .await;
+    for run in &runs {
+        let label = &run.label;
+        assert_eq!(run.acks()[0]["accepted_as"], "steering", "{label}");
+        let (turns, outside) = run.turns();
+        assert!(outside.is_empty(), "{label}: {outside:#?}");
+        assert_eq!(turns.len(), 1, "{label}");
+        let last = only(label, &turns[0], "assistant:final_response");
+        assert_eq!(
+            last["content"], "one two three four five sixsteered",
+            "{label}"
+        );
+        assert_eq!(last["usage"]["requests"], 2, "{label}");
+        let stored = messages(&app, &run.session_id).await;
+        let kinds: Vec<_> = stored[1]["segments"]
+            .as_array()
+            .map(|segments| segments.iter().map(|s| s["kind"].clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(kinds, ["text", "note", "text"], "{label}: {:#}", stored[1]);
+    }
+}
+
 #[actix_web::test]
 async fn steering_without_a_live_turn_is_promoted_to_a_turn() {
     let app = spawn_app().await;

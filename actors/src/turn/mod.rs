@@ -101,13 +101,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         if cancel.is_cancelled() {
             break TurnEnd::Cancelled;
         }
-        while let Ok(note) = steering.try_recv() {
-            assistant.segments.push(Segment::Note {
-                origin: NoteOrigin::Steering,
-                text: note.text,
-                attachments: note.attachments,
-            });
-        }
+        take_steering(&mut steering, &mut assistant);
         if let Some(reason) = plan.limits.exceeded_before_request(&usage) {
             break TurnEnd::UsageLimit(reason);
         }
@@ -131,6 +125,11 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             break TurnEnd::Cancelled;
         }
         if response.calls.is_empty() {
+            // Steering that came in while this last response streamed was
+            // acknowledged as part of the turn: answer it with one more request.
+            if !silent && take_steering(&mut steering, &mut assistant) {
+                continue;
+            }
             break if silent {
                 TurnEnd::Hold
             } else {
@@ -168,6 +167,24 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
     }
     assistant.usage = Some(usage);
     TurnOutput { assistant, end }
+}
+
+/// Moves the steering notes waiting in the channel into the assistant message,
+/// where the next request's transcript shows them; true if there were any.
+fn take_steering(
+    steering: &mut mpsc::UnboundedReceiver<SteeringNote>,
+    assistant: &mut Message,
+) -> bool {
+    let mut taken = false;
+    while let Ok(note) = steering.try_recv() {
+        assistant.segments.push(Segment::Note {
+            origin: NoteOrigin::Steering,
+            text: note.text,
+            attachments: note.attachments,
+        });
+        taken = true;
+    }
+    taken
 }
 
 /// A tool call as the model sent it.
