@@ -12,13 +12,20 @@ The scenario is `{"steps": [...]}`, each step one of
 - `{"disconnect": true}`: disconnect now, print what was received.
 The string "$pending_call_id" anywhere in `data` becomes the call id of the
 newest `assistant:final_response`'s `pending_tool_call`.
+
+Events are recorded where python-engineio receives each packet, in wire
+order: the client then runs every message handler on a thread of its own
+(`run_async=True` in `engineio.Client._receive_packet`), so the order in which
+`@sio.on` handlers run is not the order the server sent.
 """
 
 import json
 import sys
 import threading
 
+import engineio
 import socketio
+from socketio import packet as sio_packet
 
 NAMESPACE = "/assistant"
 # Generous bounds: the tests assert "eventually", never a timing.
@@ -47,11 +54,27 @@ def main():
     received = threading.Condition()
     sio = socketio.Client(reconnection=False)
 
+    handled = {"count": 0}
+
     @sio.on("*", namespace=NAMESPACE)
     def on_any(event, *args):
         with received:
-            result["events"].append({"event": event, "data": args[0] if args else None})
+            handled["count"] += 1
             received.notify_all()
+
+    receive_packet = sio.eio._receive_packet
+
+    def receive_in_order(pkt):
+        if pkt.packet_type == engineio.packet.MESSAGE and isinstance(pkt.data, str):
+            decoded = sio_packet.Packet(encoded_packet=pkt.data)
+            if decoded.packet_type == sio_packet.EVENT and decoded.namespace == NAMESPACE:
+                event, *args = decoded.data
+                with received:
+                    result["events"].append({"event": event, "data": args[0] if args else None})
+                    received.notify_all()
+        receive_packet(pkt)
+
+    sio.eio._receive_packet = receive_in_order
 
     def pending_call_id():
         with received:
@@ -96,6 +119,10 @@ def main():
                 break
         if not disconnected:
             result["transport"] = sio.transport()
+            # Every recorded event also reached the stock handler.
+            with received:
+                if not received.wait_for(lambda: handled["count"] >= len(result["events"]), WAIT_SECONDS):
+                    raise TimeoutError("handlers did not see every event")
     except Exception as error:  # report, do not crash: the test reads stdout
         result["error"] = repr(error)
     finally:
