@@ -1,6 +1,7 @@
 //! Black-box tests, one binary: a module per feature, sharing the harnesses.
 
 mod agui;
+mod assistant_socket;
 mod decisions;
 mod fake_provider;
 mod helpers;

@@ -76,8 +76,18 @@ impl RawWs {
     pub fn recv(&mut self) -> Received {
         loop {
             let mut header = [0u8; 2];
-            if self.reader.read_exact(&mut header).is_err() {
-                return Received::Closed;
+            match self.reader.read_exact(&mut header) {
+                Ok(()) => {}
+                // A silent server is not a closed one: say so rather than pass.
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    panic!("no frame and no close from the server within {READ_TIMEOUT:?}")
+                }
+                Err(_) => return Received::Closed,
             }
             let opcode = header[0] & 0x0f;
             let len = match header[1] & 0x7f {

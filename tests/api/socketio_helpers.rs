@@ -171,3 +171,40 @@ pub async fn run_probe(
     .await
     .expect("probe thread")
 }
+
+/// Runs `sio_scenario.{py,mjs}` against the whole server at `url` (`mode` is
+/// `default` or `websocket`) and parses the JSON document it prints: the
+/// `assistant:*` events in arrival order, the acks and the final transport.
+pub async fn run_scenario(client: Client, url: String, mode: &str, scenario: Value) -> Value {
+    let mode = mode.to_owned();
+    actix_web::rt::task::spawn_blocking(move || {
+        ensure_clients_installed();
+        let dir = clients_dir();
+        let mut command = match client {
+            Client::Python => {
+                let mut command = Command::new(dir.join(".venv/bin/python"));
+                command.arg(dir.join("sio_scenario.py"));
+                command
+            }
+            Client::Node => {
+                let mut command = Command::new("node");
+                command.arg(dir.join("sio_scenario.mjs"));
+                command
+            }
+        };
+        let output = command
+            .args([url, mode, scenario.to_string()])
+            .output()
+            .expect("run scenario client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last_line = stdout.lines().last().unwrap_or("");
+        serde_json::from_str(last_line).unwrap_or_else(|error| {
+            panic!(
+                "{client:?} scenario printed no JSON ({error}):\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            )
+        })
+    })
+    .await
+    .expect("scenario thread")
+}

@@ -851,7 +851,7 @@ impl SessionActor {
                 error_type: None,
                 created_at: now_millis(),
             };
-            actor.start_turn(&request, assistant, sink, reply, ctx);
+            actor.start_turn(&request, assistant, None, sink, reply, ctx);
         });
     }
 
@@ -1077,8 +1077,7 @@ impl SessionActor {
             });
             if resumes_model {
                 actor.phase = Phase::Idle;
-                sink.send(result_event);
-                actor.start_turn(&request, assistant, sink, reply, ctx);
+                actor.start_turn(&request, assistant, Some(result_event), sink, reply, ctx);
                 return;
             }
             let _ = reply.send(Ok(TurnAccepted { accepted_as: AcceptedAs::Turn, message_id: Some(assistant.id.clone()) }));
@@ -1108,10 +1107,13 @@ impl SessionActor {
 
 impl SessionActor {
     /// Starts the model loop for `assistant` (new, or resumed after host results).
+    /// `opening` (a continuation's `tool_result`) is sent right after
+    /// `status: started`, which must stay the turn's first event.
     fn start_turn(
         &mut self,
         request: &ChatRequest,
         mut assistant: StoredMessage,
+        opening: Option<TurnEvent>,
         sink: EventSink,
         reply: Reply,
         ctx: &mut Context<Self>,
@@ -1178,6 +1180,9 @@ impl SessionActor {
             message_id: Some(message_id),
         }));
         status(&sink, &self.id, TurnStatus::Started);
+        if let Some(event) = opening {
+            sink.send(event);
+        }
         let input = TurnInput {
             plan,
             history,

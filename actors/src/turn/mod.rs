@@ -114,13 +114,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         if cancel.is_cancelled() {
             break TurnEnd::Cancelled;
         }
-        while let Ok(note) = steering.try_recv() {
-            assistant.segments.push(Segment::Note {
-                origin: NoteOrigin::Steering,
-                text: note.text,
-                attachments: note.attachments,
-            });
-        }
+        take_steering(&mut steering, &mut assistant);
         if let Some(reason) = plan
             .limits
             .exceeded_before_request(&run_usage(&usage, &carried))
@@ -151,8 +145,13 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
                 break TurnEnd::Hold;
             }
             // Steering that arrived during the final answer still reaches the
-            // model in this turn: one more request with it appended.
-            if steering.is_empty() || plan.limits.exceeded_before_request(&usage).is_some() {
+            // model in this turn: one more request with it appended. Past a
+            // limit it is left for the actor, which promotes it to a turn.
+            let over_limit = plan
+                .limits
+                .exceeded_before_request(&run_usage(&usage, &carried))
+                .is_some();
+            if steering.is_empty() || over_limit {
                 break TurnEnd::Completed;
             }
             continue;
@@ -195,6 +194,24 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         end,
         steering,
     }
+}
+
+/// Moves the steering notes waiting in the channel into the assistant message,
+/// where the next request's transcript shows them; true if there were any.
+fn take_steering(
+    steering: &mut mpsc::UnboundedReceiver<SteeringNote>,
+    assistant: &mut Message,
+) -> bool {
+    let mut taken = false;
+    while let Ok(note) = steering.try_recv() {
+        assistant.segments.push(Segment::Note {
+            origin: NoteOrigin::Steering,
+            text: note.text,
+            attachments: note.attachments,
+        });
+        taken = true;
+    }
+    taken
 }
 
 /// A tool call as the model sent it.
