@@ -374,12 +374,13 @@ fn parse_background(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
 
-    fn spec_example() -> Value {
+    /// The example context of host-contract.md, shared with the rendering tests.
+    pub(crate) fn spec_example() -> Value {
         json!({
             "version": 1,
             "host": {"name": "web-dashboard", "kind": "browser", "version": "2.1"},

@@ -190,34 +190,12 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::contract::host_context::tests::spec_example;
 
     /// Asserts that the wire context `wire` renders to exactly `expected`.
     fn check(wire: Value, expected: &str) {
         let context = HostContext::parse(&wire, "host_context").unwrap();
         assert_eq!(render_host_context(&context), expected);
-    }
-
-    fn spec_example() -> Value {
-        json!({
-            "version": 1,
-            "host": {"name": "web-dashboard", "kind": "browser", "version": "2.1"},
-            "view": {
-                "name": "tasks",
-                "description": "The issue list, filtered to open bugs.",
-                "data": {"issues": [{"number": 42, "title": "Fix login"}]},
-                "state": {"filters": {"label": "bug"}}
-            },
-            "navigation": [{"name": "agents", "description": "Running agents"}],
-            "actions": [{
-                "name": "select_issue",
-                "description": "Select an issue in the list.",
-                "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}
-            }],
-            "attachments": [{"kind": "image", "purpose": "screenshot", "data_uri": "data:image/png;base64,AAAA"}],
-            "background": {"agents": {"state": "idle", "summary": {"count": 3}}},
-            "captured_at": "2026-09-05T10:00:00Z",
-            "extensions": {"tenant": "acme"}
-        })
     }
 
     #[test]

@@ -267,31 +267,15 @@ async fn stream_response(
         match event {
             ModelEvent::TextDelta(text) | ModelEvent::ThinkingDelta(text) if text.is_empty() => {}
             ModelEvent::TextDelta(text) => {
-                let (index, started) = append_delta(assistant, first_segment, false, &text);
-                delta_index = if started { 0 } else { delta_index + 1 };
+                let delta = append_delta(assistant, first_segment, false, text, &mut delta_index);
                 if !silent {
-                    sink.send(TurnEvent::TextDelta(delta_event(
-                        assistant,
-                        index,
-                        delta_index,
-                        started,
-                        "text",
-                        text,
-                    )));
+                    sink.send(TurnEvent::TextDelta(delta));
                 }
             }
             ModelEvent::ThinkingDelta(text) => {
-                let (index, started) = append_delta(assistant, first_segment, true, &text);
-                delta_index = if started { 0 } else { delta_index + 1 };
+                let delta = append_delta(assistant, first_segment, true, text, &mut delta_index);
                 if !silent {
-                    sink.send(TurnEvent::ThinkingDelta(delta_event(
-                        assistant,
-                        index,
-                        delta_index,
-                        started,
-                        "thinking",
-                        text,
-                    )));
+                    sink.send(TurnEvent::ThinkingDelta(delta));
                 }
             }
             ModelEvent::ThinkingSignature(value) => {
@@ -344,59 +328,52 @@ fn add_usage(usage: &mut Usage, tokens: &TokenUsage, price: Option<Price>) {
 }
 
 /// Appends a delta to the response's current segment of that kind, or opens
-/// one. Returns the segment index and whether it was just opened.
+/// one, and describes it for the stream (`delta_index` counts within the segment).
 fn append_delta(
     assistant: &mut Message,
     first_segment: usize,
     thinking: bool,
-    text: &str,
-) -> (usize, bool) {
+    text: String,
+    delta_index: &mut usize,
+) -> DeltaEvent {
     let n_segments = assistant.segments.len();
-    if n_segments > first_segment {
-        match assistant.segments.last_mut() {
+    let continued = n_segments > first_segment
+        && match assistant.segments.last_mut() {
             Some(Segment::Thinking {
                 text: current,
                 signature: None,
             }) if thinking => {
-                current.push_str(text);
-                return (n_segments - 1, false);
+                current.push_str(&text);
+                true
             }
             Some(Segment::Text { text: current }) if !thinking => {
-                current.push_str(text);
-                return (n_segments - 1, false);
+                current.push_str(&text);
+                true
             }
-            _ => {}
-        }
-    }
-    let segment = if thinking {
-        Segment::Thinking {
-            text: text.to_string(),
-            signature: None,
-        }
+            _ => false,
+        };
+    let index = if continued {
+        *delta_index += 1;
+        n_segments - 1
     } else {
-        Segment::Text {
-            text: text.to_string(),
-        }
+        *delta_index = 0;
+        assistant.segments.push(if thinking {
+            Segment::Thinking {
+                text: text.clone(),
+                signature: None,
+            }
+        } else {
+            Segment::Text { text: text.clone() }
+        });
+        n_segments
     };
-    assistant.segments.push(segment);
-    (n_segments, true)
-}
-
-fn delta_event(
-    assistant: &Message,
-    index: usize,
-    delta_index: usize,
-    started: bool,
-    kind: &'static str,
-    content: String,
-) -> DeltaEvent {
     DeltaEvent {
-        content,
+        content: text,
         segment_id: format!("{}:{index}", assistant.id),
         segment_index: index,
-        delta_index,
-        segment_started: started,
-        segment_kind: kind,
+        delta_index: *delta_index,
+        segment_started: !continued,
+        segment_kind: if thinking { "thinking" } else { "text" },
     }
 }
 
