@@ -490,7 +490,7 @@ async fn steering_during_the_last_response_is_answered_in_the_same_turn() {
         assert_eq!(turns.len(), 1, "{label}");
         let last = only(label, &turns[0], "assistant:final_response");
         assert_eq!(
-            last["content"], "one two three four five sixsteered",
+            last["content"], "one two three four five six\n\nsteered",
             "{label}"
         );
         assert_eq!(last["usage"]["requests"], 2, "{label}");

@@ -350,7 +350,24 @@ async fn a_screenshot_in_a_host_result_is_kept_from_the_model_and_offered_to_loo
     let record = app.tool_record("shot", &call_id).await;
     assert_eq!(record["output"]["selected"], 42);
 
+    // A later message without a screenshot of its own has none: the old
+    // screen is not offered again, so the call goes back to the model.
     let (status, looked) = app.say("shot", "m3", "call look_at_screen {}", None).await;
+    assert_eq!(status, 200, "{looked}");
+    let look = tool_records_in_order(&app.tree("shot").await)
+        .pop()
+        .unwrap();
+    let record = app.tool_record("shot", &look).await;
+    assert_eq!(record["outcome"], "failed", "{record}");
+    assert_eq!(
+        record["output"]["error_code"], "invalid_arguments",
+        "{record}"
+    );
+
+    // A message that brings one offers look_at_screen, and the image is never stored.
+    let with_screenshot = json!({"id": "m4", "session_id": "shot", "content": "call look_at_screen {}",
+                                 "screenshot": "data:image/png;base64,iVBORw0KGgo="});
+    let (status, looked) = app.post_chat(&with_screenshot).await;
     assert_eq!(status, 200, "{looked}");
     let look = tool_records_in_order(&app.tree("shot").await)
         .pop()

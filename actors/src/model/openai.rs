@@ -258,6 +258,11 @@ fn tool_message(result: &ToolResultItem, tool_media: &mut Vec<Value>) -> Value {
         }
     }
     let mut content = texts.join("\n");
+    if result.is_error {
+        // Chat Completions has no error flag on tool messages; say it in words
+        // so a failed host action never reads as a success.
+        content.insert_str(0, "Error: ");
+    }
     if n_media > 0 {
         if !content.is_empty() {
             content.push('\n');

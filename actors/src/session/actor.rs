@@ -272,8 +272,19 @@ impl SessionActor {
         }
     }
 
+    /// The context of this request's turn: its own (whole), or the session's last.
     fn current_context(&self, request: &ChatRequest) -> Option<Arc<HostContext>> {
-        shared_context(request).or_else(|| self.record.host_context.clone())
+        match &request.host_context {
+            Some(context) => Some(Arc::new(context.clone())),
+            None => self.record.host_context.clone(),
+        }
+    }
+
+    /// A new message's turn has a screenshot only if the message brings one:
+    /// an older turn's screenshot is not offered again.
+    fn reset_screenshot(&mut self, request: &ChatRequest) {
+        self.screenshot = None;
+        self.take_screenshot(request);
     }
 
     /// Keeps the newest screenshot of a request for `look_at_screen`.
@@ -292,8 +303,16 @@ impl SessionActor {
     }
 }
 
+/// The request's context as the session keeps it for later messages: without
+/// its attachments, which belong to this message (references are stored with
+/// it; screenshots are never stored).
 fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
-    request.host_context.clone().map(Arc::new)
+    request.host_context.as_ref().map(|context| {
+        Arc::new(HostContext {
+            attachments: Vec::new(),
+            ..context.clone()
+        })
+    })
 }
 
 fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
@@ -305,15 +324,18 @@ fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachme
         .collect()
 }
 
+/// The reply's text: its text segments, a blank line between the answers of
+/// separate model requests (before and after a tool result or steering).
 fn message_text(message: &StoredMessage) -> String {
-    message
+    let texts: Vec<&str> = message
         .segments
         .iter()
         .filter_map(|segment| match segment {
             Segment::Text { text } => Some(text.as_str()),
             _ => None,
         })
-        .collect()
+        .collect();
+    texts.join("\n\n")
 }
 
 fn tool_records_mut(message: &mut StoredMessage) -> impl Iterator<Item = &mut ToolRecord> {
@@ -796,7 +818,7 @@ impl SessionActor {
                 changed.push(assistant);
             }
         }
-        self.take_screenshot(&request);
+        self.reset_screenshot(&request);
         let context = self.current_context(&request);
         let user = StoredMessage {
             id: request.id.clone(),
