@@ -249,7 +249,7 @@ impl Settings {
             session_idle: Duration::from_secs(number(
                 get("ASSISTANT__SESSION_IDLE_SECONDS"),
                 "ASSISTANT__SESSION_IDLE_SECONDS",
-                300,
+                default_idle_seconds(get("DATABASE_URL").or_else(|| get("DATABASE__URL"))),
             )?),
             session_ttl_hours: optional(
                 get("ASSISTANT__SESSION_TTL_HOURS"),
@@ -301,6 +301,18 @@ fn primary_model(text: &str) -> Result<ModelId, SettingsError> {
             key,
             format!("unknown provider {provider:?}; use openai, anthropic or builtin"),
         )),
+    }
+}
+
+/// How long an idle session actor stays in memory by default. In memory, a
+/// reload is a deserialisation of bytes the same process holds (microseconds),
+/// so a session hibernates as soon as its turn ends and costs only its compact
+/// stored form; with Postgres a reload is a round trip, so actors stay five
+/// minutes.
+fn default_idle_seconds(database_url: Option<&str>) -> u64 {
+    match database_url {
+        None => 0,
+        Some(_) => 300,
     }
 }
 

@@ -40,6 +40,8 @@ use crate::turn::{
 
 /// How long an actor whose load failed keeps answering its queued requests.
 const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
+/// How long a session waiting for a host result keeps its (unstored) screenshot.
+const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
 /// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
 
@@ -533,6 +535,16 @@ impl SessionActor {
         let idle = matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
             && self.deferred.is_empty()
             && !ctx.waiting();
+        // A screenshot is never stored, so a session waiting for a host result
+        // keeps its actor (and the screenshot its resumed turn may look at) a
+        // while longer than the idle timeout.
+        let holds_screenshot =
+            self.screenshot.is_some() && matches!(self.phase, Phase::AwaitingHost(_));
+        let after = if holds_screenshot {
+            after.max(SCREENSHOT_GRACE)
+        } else {
+            after
+        };
         if idle && self.last_activity.elapsed() >= after {
             ctx.stop();
         }
