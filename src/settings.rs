@@ -471,6 +471,15 @@ mod tests {
     }
 
     #[test]
+    fn sessions_hibernate_after_each_turn_in_memory_and_after_five_minutes_with_a_database() {
+        assert_eq!(settings(&[]).unwrap().session_idle, Duration::ZERO);
+        let with_database = settings(&[("DATABASE_URL", "postgres://127.0.0.1/x")]).unwrap();
+        assert_eq!(with_database.session_idle, Duration::from_secs(300));
+        let chosen = settings(&[("ASSISTANT__SESSION_IDLE_SECONDS", "30")]).unwrap();
+        assert_eq!(chosen.session_idle, Duration::from_secs(30));
+    }
+
+    #[test]
     fn a_bad_setting_is_named() {
         assert_eq!(
             settings(&[("SERVER__PORT", "seventy")]).unwrap_err().key,
