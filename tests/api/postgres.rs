@@ -859,3 +859,39 @@ async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
     assert_eq!(reloaded.record, record);
     assert!(reloaded.messages.is_empty());
 }
+
+#[actix_web::test]
+async fn a_silent_decision_survives_a_restart_and_its_receipt_stays_silent() {
+    let db = TestDb::create().await;
+    let decision = json!({
+        "id": "d1", "session_id": "decide", "output_mode": "host_tools",
+        "content": "say thinking out loud\ncall select_issue {\"number\": 7}",
+        "host_context": tasks_context(),
+    });
+    let call_id = {
+        let server = ServerProcess::start(&db.url).await;
+        let (status, pending) = server.app.post_chat(&decision).await;
+        assert_eq!(status, 200, "{pending}");
+        assert_eq!(pending["decision"], "pending", "{pending}");
+        pending["pending_tool_call"]["call_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+        // Dropping the server kills it with SIGKILL.
+    };
+    let server = ServerProcess::start(&db.url).await;
+    let info = server.app.session("decide").await;
+    assert_eq!(
+        info["pending_action"]["output_mode"], "host_tools",
+        "{info}"
+    );
+    // The receipt names no output_mode: the stored one decides, so no narration.
+    let (status, receipt) = server
+        .app
+        .continue_call("decide", "d2", &call_id, json!({"done": true}))
+        .await;
+    assert_eq!(status, 200, "{receipt}");
+    assert_eq!(receipt["decision"], "completed", "{receipt}");
+    assert!(receipt["content"].is_null(), "{receipt}");
+    assert_eq!(receipt["usage"]["requests"], 1, "{receipt}");
+}
