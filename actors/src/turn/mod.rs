@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 
 use crate::contract::{Attachment, OutputMode};
 use crate::conversation::{
-    build_transcript, CallOutcome, Message, NoteOrigin, ScreenshotOverlay, Segment, ToolRecord,
-    Usage,
+    build_transcript, CallOutcome, CallStatus, Message, NoteOrigin, ScreenshotOverlay, Segment,
+    ToolCategory, ToolRecord, Usage,
 };
 use crate::events::{
     DeltaEvent, EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
@@ -221,6 +221,51 @@ struct RawCall {
     arguments: String,
 }
 
+impl RawCall {
+    /// The arguments as parsed, or the raw text when they are not JSON.
+    fn arguments_value(&self) -> Value {
+        serde_json::from_str(&self.arguments)
+            .unwrap_or_else(|_| Value::String(self.arguments.clone()))
+    }
+
+    /// This call as a record with no result yet. An unknown tool takes
+    /// `default_category`: it was never offered, so it has none of its own.
+    fn into_record(
+        self,
+        plan: &TurnPlan,
+        input: Value,
+        default_category: ToolCategory,
+    ) -> ToolRecord {
+        let category = plan
+            .tools
+            .find(&self.name)
+            .map(|tool| tool.category())
+            .unwrap_or(default_category);
+        ToolRecord {
+            id: ToolCallId::new(self.id),
+            name: self.name,
+            input,
+            category,
+            output: None,
+            outcome: None,
+            status: None,
+        }
+    }
+}
+
+/// A record with the result the runtime gives it.
+fn answered(
+    mut record: ToolRecord,
+    output: Value,
+    outcome: CallOutcome,
+    status: Option<CallStatus>,
+) -> ToolRecord {
+    record.output = Some(output);
+    record.outcome = Some(outcome);
+    record.status = status;
+    record
+}
+
 struct Response {
     calls: Vec<RawCall>,
     /// Summed over the response's `Usage` events (normally one, at the end).
@@ -412,22 +457,12 @@ fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Val
 }
 
 fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) -> ToolRecord {
-    let category = plan
-        .tools
-        .find(&call.name)
-        .map(|tool| tool.category())
-        .unwrap_or(crate::conversation::ToolCategory::Backend);
-    ToolRecord {
-        id: ToolCallId::new(call.id),
-        name: call.name,
-        input: arguments,
-        category,
-        output: Some(
-            json!({"success": false, "error": reason, "error_code": "invalid_arguments", "retry": true}),
-        ),
-        outcome: Some(CallOutcome::Failed),
-        status: Some(crate::conversation::CallStatus::Failed),
-    }
+    answered(
+        call.into_record(plan, arguments, ToolCategory::Backend),
+        json!({"success": false, "error": reason, "error_code": "invalid_arguments", "retry": true}),
+        CallOutcome::Failed,
+        Some(CallStatus::Failed),
+    )
 }
 
 /// Runs backend calls, announces host calls, and turns bad calls into retries.
@@ -453,8 +488,8 @@ fn run_calls(
             }
         };
         let category = match kind {
-            ToolKind::Backend(_) => crate::conversation::ToolCategory::Backend,
-            _ => crate::conversation::ToolCategory::Host,
+            ToolKind::Backend(_) => ToolCategory::Backend,
+            _ => ToolCategory::Host,
         };
         sink.send(TurnEvent::ToolCall(ToolCallEvent {
             tool_name: call.name.clone(),
@@ -462,15 +497,7 @@ fn run_calls(
             call_id: call.id.clone(),
             category,
         }));
-        let mut record = ToolRecord {
-            id: ToolCallId::new(call.id),
-            name: call.name,
-            input: arguments,
-            category,
-            output: None,
-            outcome: None,
-            status: None,
-        };
+        let mut record = call.into_record(plan, arguments, category);
         match kind {
             ToolKind::Backend(tool) => {
                 let started = Instant::now();
@@ -484,7 +511,7 @@ fn run_calls(
                     CallOutcome::Failed
                 });
                 if !result.success {
-                    record.status = Some(crate::conversation::CallStatus::Failed);
+                    record.status = Some(CallStatus::Failed);
                 }
                 record.output = Some(result.output.clone());
                 sink.send(TurnEvent::ToolResult(ToolResultEvent {
@@ -538,17 +565,10 @@ fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Opti
     match check_call(plan, &call) {
         Ok((arguments, _)) => {
             // No tool preview: the decision itself is the final response.
-            let id = ToolCallId::new(call.id.clone());
+            let record = call.into_record(plan, arguments, ToolCategory::Host);
+            let id = record.id.clone();
             assistant.segments.push(Segment::ToolGroup {
-                tools: vec![ToolRecord {
-                    id: id.clone(),
-                    name: call.name,
-                    input: arguments,
-                    category: crate::conversation::ToolCategory::Host,
-                    output: None,
-                    outcome: None,
-                    status: None,
-                }],
+                tools: vec![record],
             });
             Some(TurnEnd::HostCalls(vec![id]))
         }
@@ -565,55 +585,30 @@ fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Opti
 /// A call that was never admitted: it carries a result saying so, so the
 /// transcript stays valid for the provider.
 fn decided_record(plan: &TurnPlan, call: RawCall, verdict: &str) -> ToolRecord {
-    let arguments =
-        serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
-    let category = plan
-        .tools
-        .find(&call.name)
-        .map(|tool| tool.category())
-        .unwrap_or(crate::conversation::ToolCategory::Host);
+    let input = call.arguments_value();
     // `hold` is the decision itself, answered by the runtime; anything else
     // in a decided response was never admitted to the host.
     if call.name == crate::tools::HOLD_TOOL {
-        return ToolRecord {
-            id: ToolCallId::new(call.id),
-            name: call.name,
-            input: arguments,
-            category,
-            output: Some(json!({"decision": "hold"})),
-            outcome: Some(CallOutcome::Success),
-            status: None,
-        };
+        let record = call.into_record(plan, input, ToolCategory::Host);
+        return answered(
+            record,
+            json!({"decision": "hold"}),
+            CallOutcome::Success,
+            None,
+        );
     }
-    ToolRecord {
-        id: ToolCallId::new(call.id),
-        name: call.name,
-        input: arguments,
-        category,
-        output: Some(json!({"admitted": false, "decision": verdict})),
-        outcome: Some(CallOutcome::Interrupted),
-        status: Some(crate::conversation::CallStatus::Cancelled),
-    }
+    answered(
+        call.into_record(plan, input, ToolCategory::Host),
+        json!({"admitted": false, "decision": verdict}),
+        CallOutcome::Interrupted,
+        Some(CallStatus::Cancelled),
+    )
 }
 
 fn interrupted_record(plan: &TurnPlan, call: RawCall) -> ToolRecord {
-    let arguments =
-        serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
-    let category = plan
-        .tools
-        .find(&call.name)
-        .map(|tool| tool.category())
-        .unwrap_or(crate::conversation::ToolCategory::Backend);
-    let mut record = ToolRecord {
-        id: ToolCallId::new(call.id),
-        name: call.name,
-        input: arguments,
-        category,
-        output: None,
-        outcome: None,
-        status: None,
-    };
-    record.interrupt(crate::conversation::CallStatus::Cancelled);
+    let input = call.arguments_value();
+    let mut record = call.into_record(plan, input, ToolCategory::Backend);
+    record.interrupt(CallStatus::Cancelled);
     record
 }
 
