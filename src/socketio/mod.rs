@@ -57,6 +57,7 @@ use serde::Deserialize;
 
 pub use config::SocketIoConfig;
 pub use namespace::{AckSender, DisconnectReason, NamespaceHandler, SocketRef};
+pub use websocket::{serve_upgrade, AppService};
 
 use connection::Connection;
 use engine_packet::{EngineError, PROTOCOL_VERSION};
