@@ -39,6 +39,7 @@
 mod config;
 mod connection;
 mod engine_packet;
+mod frame_channel;
 mod namespace;
 mod polling;
 mod sid;

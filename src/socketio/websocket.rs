@@ -26,10 +26,10 @@ use actix_http::ws::{CloseCode, CloseReason, OpCode, Parser};
 use actix_web::web::{Bytes, BytesMut, Payload};
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::{Stream, StreamExt};
-use tokio::sync::mpsc;
 
 use super::connection::{AttachProbe, Connection, ConnectionLink, Transport, WsClosed, WsText};
 use super::engine_packet::{open_packet, EngineError};
+use super::frame_channel::{self, Receiver, Sender, WeakSender};
 use super::namespace::DisconnectReason;
 use super::{sid, Shared};
 
@@ -40,12 +40,12 @@ const IDLE_READ_BUFFER_BYTES: usize = 4096;
 /// Sends websocket frames to one client. The channel is unbounded; its
 /// backlog is counted in `ConnectionLink` and capped by the actor instead.
 pub(crate) struct WsWriter {
-    tx: mpsc::UnboundedSender<Bytes>,
+    tx: Sender,
     link: Arc<ConnectionLink>,
 }
 
 impl WsWriter {
-    pub(crate) fn new(tx: mpsc::UnboundedSender<Bytes>, link: Arc<ConnectionLink>) -> WsWriter {
+    pub(crate) fn new(tx: Sender, link: Arc<ConnectionLink>) -> WsWriter {
         WsWriter { tx, link }
     }
 
@@ -74,7 +74,7 @@ impl WsWriter {
 
 /// The streaming body of the 101 response: the frames written by the actor.
 struct WsBody {
-    rx: mpsc::UnboundedReceiver<Bytes>,
+    rx: Receiver,
     link: Arc<ConnectionLink>,
 }
 
@@ -137,7 +137,7 @@ pub(crate) async fn upgrade(
         Ok(response) => response,
         Err(_) => return EngineError::BadRequest.response(),
     };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = frame_channel::channel();
     let pong_tx = tx.downgrade();
     // The probe shares the session's counters, so its backlog counts too.
     let link = match addr.send(AttachProbe { tx }).await {
@@ -177,7 +177,7 @@ fn start(
 }
 
 fn channel(link: &Arc<ConnectionLink>) -> (WsWriter, WsBody) {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = frame_channel::channel();
     let writer = WsWriter {
         tx,
         link: link.clone(),
@@ -196,7 +196,7 @@ struct FrameReader {
     /// A fragmented text message being reassembled.
     fragments: Option<BytesMut>,
     addr: Addr<Connection>,
-    pong_tx: mpsc::WeakUnboundedSender<Bytes>,
+    pong_tx: WeakSender,
     link: Arc<ConnectionLink>,
     max_payload: usize,
 }
@@ -214,7 +214,7 @@ enum Step {
 impl FrameReader {
     fn new(
         addr: Addr<Connection>,
-        pong_tx: mpsc::WeakUnboundedSender<Bytes>,
+        pong_tx: WeakSender,
         link: Arc<ConnectionLink>,
         max_payload: usize,
     ) -> FrameReader {
