@@ -139,6 +139,16 @@ impl Receiver {
         Poll::Pending
     }
 
+    /// A frame already queued, without waiting.
+    pub(crate) fn try_recv(&mut self) -> Option<Bytes> {
+        let mut state = self.shared.lock();
+        let frame = state.queue.pop_front();
+        if state.queue.is_empty() && state.queue.capacity() > IDLE_QUEUE_SLOTS {
+            state.queue = VecDeque::new();
+        }
+        frame
+    }
+
     pub(crate) async fn recv(&mut self) -> Option<Bytes> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }

@@ -333,6 +333,9 @@ pub(crate) struct Takeover {
 /// Bytes read from a taken socket at a time.
 const SOCKET_READ_BYTES: usize = 4096;
 
+/// Queued frames are joined into one write up to about this size.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
 /// How long one direction of a taken socket may outlive the other (a close
 /// frame still to write, or the peer's close still to read).
 const LINGER: Duration = Duration::from_secs(1);
@@ -402,7 +405,25 @@ async fn run_socket(mut io: TcpStream, mut reader: FrameReader, mut body: WsBody
         let write = async {
             while let Some(frame) = body.rx.recv().await {
                 body.link.release_transport(frame.len());
-                if write_half.write_all(&frame).await.is_err() {
+                // Frames queued meanwhile go out in the same write.
+                let mut batch: Option<BytesMut> = None;
+                while let Some(next) = body.rx.try_recv() {
+                    body.link.release_transport(next.len());
+                    let batch = batch.get_or_insert_with(|| {
+                        let mut batch = BytesMut::with_capacity(frame.len() + next.len());
+                        batch.extend_from_slice(&frame);
+                        batch
+                    });
+                    batch.extend_from_slice(&next);
+                    if batch.len() >= WRITE_BATCH_BYTES {
+                        break;
+                    }
+                }
+                let written = match &batch {
+                    Some(batch) => write_half.write_all(batch).await,
+                    None => write_half.write_all(&frame).await,
+                };
+                if written.is_err() {
                     return;
                 }
             }
