@@ -4,8 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::dev::Server;
-use actix_web::{web, App, HttpResponse, HttpServer};
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use actix_http::body::MessageBody;
+use actix_http::{HttpService, KeepAlive, Response};
+use actix_service::boxed::rc_service;
+use actix_service::{fn_factory, fn_service, map_config, IntoServiceFactory, ServiceFactory};
+use actix_service::{ServiceExt, ServiceFactoryExt};
+use actix_web::dev::{AppConfig, Server, ServiceRequest, ServiceResponse};
+use actix_web::rt::net::TcpStream;
+use actix_web::{web, App, HttpResponse};
 use actors::model::catalog::StandardCatalog;
 use actors::model::providers::{ModelProviders, ProviderSettings};
 use actors::prompt::system::system_prompt;
@@ -15,11 +23,12 @@ use actors::store::postgres::{DatabaseError, PgStore};
 use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
 use serde::Serialize;
+use tokio::net::TcpSocket;
 
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
 use crate::errors::ApiError;
 use crate::settings::Settings;
-use crate::socketio::{SocketIo, SocketIoConfig};
+use crate::socketio::{AppService, SocketIo, SocketIoConfig};
 
 /// What `/api/models` and `/health` say about models. Built once at startup
 /// from the settings; it names endpoints but never carries a key.
@@ -129,7 +138,7 @@ impl Application {
         .namespace(NAMESPACE, AssistantNamespace::new(runtime.clone()));
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
-        let mut server = HttpServer::new(move || {
+        let make_app = move || {
             App::new()
                 .app_data(runtime.clone())
                 .app_data(models.clone())
@@ -149,26 +158,33 @@ impl Application {
                     HttpResponse::NotFound()
                         .json(serde_json::json!({"error": "no such route", "type": "not_found"}))
                 }))
-        })
-        // std's listener has a backlog of 128, which overflows (and costs a
-        // one-second SYN retry) when hundreds of clients connect at once.
-        .backlog(LISTEN_BACKLOG);
-        if settings.workers > 0 {
-            server = server.workers(settings.workers);
-        }
-        let server = server
-            .bind((settings.host.as_str(), settings.port))
-            .map_err(|error| {
-                StartupError(format!(
-                    "cannot listen on {}:{}: {error}",
-                    settings.host, settings.port
-                ))
-            })?;
-        let port = server
-            .addrs()
+        };
+        let listeners = bind_listeners(&settings.host, settings.port).map_err(|error| {
+            StartupError(format!(
+                "cannot listen on {}:{}: {error}",
+                settings.host, settings.port
+            ))
+        })?;
+        let port = listeners
             .first()
+            .and_then(|listener| listener.local_addr().ok())
             .map(|addr| addr.port())
             .unwrap_or(settings.port);
+        let mut builder = actix_server::Server::build().backlog(LISTEN_BACKLOG);
+        if settings.workers > 0 {
+            builder = builder.workers(settings.workers);
+        }
+        for listener in listeners {
+            let addr = listener.local_addr().map_err(|error| {
+                StartupError(format!("cannot read the listening address: {error}"))
+            })?;
+            let make_app = make_app.clone();
+            builder = builder
+                .listen(format!("assistant-runtime-{addr}"), listener, move || {
+                    http_service(make_app.clone(), addr)
+                })
+                .map_err(|error| StartupError(format!("cannot listen on {addr}: {error}")))?;
+        }
         log::info!(
             "assistant-runtime listening on {}:{port} (model {}, store {store_kind})",
             settings.host,
@@ -176,7 +192,7 @@ impl Application {
         );
         Ok(Application {
             port,
-            server: server.run(),
+            server: builder.run(),
         })
     }
 
@@ -186,6 +202,93 @@ impl Application {
 
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
+    }
+}
+
+/// What `actix_web::HttpServer` would serve on one listener (same timeouts,
+/// same `AppConfig`), plus an upgrade service: a request with `Connection:
+/// upgrade` takes the connection from the h1 dispatcher, so an accepted
+/// websocket runs on the socket without the dispatcher's 16 KiB of buffers
+/// (see `socketio::serve_upgrade`).
+fn http_service<F, T, B>(
+    make_app: F,
+    addr: SocketAddr,
+) -> impl ServiceFactory<
+    TcpStream,
+    Config = (),
+    Response = (),
+    Error = actix_http::error::DispatchError,
+    InitError = (),
+>
+where
+    F: Fn() -> App<T> + Clone + 'static,
+    T: ServiceFactory<
+            ServiceRequest,
+            Config = (),
+            Response = ServiceResponse<B>,
+            Error = actix_web::Error,
+            InitError = (),
+        > + 'static,
+    B: MessageBody + 'static,
+{
+    let app_config = AppConfig::__priv_test_new(false, addr.to_string(), addr);
+    let upgrade = {
+        let make_app = make_app.clone();
+        let app_config = app_config.clone();
+        fn_factory(move || {
+            let factory = make_app().into_factory();
+            let app_config = app_config.clone();
+            async move {
+                let app = factory.new_service(app_config).await?;
+                let app: AppService = rc_service(app.map(|response: ServiceResponse<B>| {
+                    Response::from(response.map_into_boxed_body())
+                }));
+                Ok::<_, ()>(fn_service(move |(req, framed)| {
+                    crate::socketio::serve_upgrade(app.clone(), req, framed)
+                }))
+            }
+        })
+    };
+    let app = make_app()
+        .into_factory()
+        .map_err(|error: actix_web::Error| error.error_response());
+    HttpService::build()
+        .keep_alive(KeepAlive::default())
+        .client_request_timeout(Duration::from_secs(5))
+        .client_disconnect_timeout(Duration::from_secs(1))
+        .h1_allow_half_closed(true)
+        .local_addr(addr)
+        .upgrade(upgrade)
+        .finish(map_config(app, move |()| app_config.clone()))
+        .tcp()
+}
+
+/// Listeners on every address `host` resolves to (like `HttpServer::bind`:
+/// an error only if none works), with `SO_REUSEADDR` and a backlog of
+/// `LISTEN_BACKLOG`.
+fn bind_listeners(host: &str, port: u16) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut listeners = Vec::new();
+    let mut last_error = None;
+    for addr in (host, port).to_socket_addrs()? {
+        let bound = (|| {
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            socket.set_reuseaddr(true)?;
+            socket.bind(addr)?;
+            socket.listen(LISTEN_BACKLOG)?.into_std()
+        })();
+        match bound {
+            Ok(listener) => listeners.push(listener),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    match (listeners.is_empty(), last_error) {
+        (false, _) => Ok(listeners),
+        (true, Some(error)) => Err(error),
+        (true, None) => Err(std::io::Error::other("the host resolves to no address")),
     }
 }
 

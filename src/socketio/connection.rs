@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use actix::{Actor, ActorContext, AsyncContext, Context, Handler, Message, SpawnHandle};
-use actix_web::web::Bytes;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::engine_packet::{
     EngineError, EnginePacket, CLOSE, NOOP, PING, PONG_PROBE, RECORD_SEPARATOR,
@@ -138,7 +137,7 @@ pub(crate) struct PostPackets {
 #[derive(Message)]
 #[rtype(result = "Result<Arc<ConnectionLink>, EngineError>")]
 pub(crate) struct AttachProbe {
-    pub tx: mpsc::UnboundedSender<Bytes>,
+    pub tx: super::frame_channel::Sender,
 }
 
 /// One complete text message read from this connection's websocket.

@@ -7,7 +7,11 @@
 //! - `namespace`: the handler-facing API ([`NamespaceHandler`], [`SocketRef`],
 //!   [`AckSender`], [`DisconnectReason`]).
 //! - `connection`: the one actor per Engine.IO session; all protocol state.
-//! - `polling`, `websocket`: the HTTP edges of the two transports.
+//! - `polling`, `websocket`: the HTTP edges of the two transports. A server
+//!   built with [`serve_upgrade`] as its `HttpService` upgrade service runs
+//!   websockets on the socket itself (no h1 dispatcher buffers); under a plain
+//!   `HttpServer` they stream through the dispatcher.
+//! - `frame_channel`: the small channel carrying the actor's websocket frames.
 //! - `engine_packet`, `socket_packet`: pure wire formats. `sid`: random ids.
 //!
 //! Architecture Invariant: nothing here knows about sessions, turns or the
@@ -39,6 +43,7 @@
 mod config;
 mod connection;
 mod engine_packet;
+mod frame_channel;
 mod namespace;
 mod polling;
 mod sid;
@@ -57,6 +62,7 @@ use serde::Deserialize;
 
 pub use config::SocketIoConfig;
 pub use namespace::{AckSender, DisconnectReason, NamespaceHandler, SocketRef};
+pub use websocket::{serve_upgrade, AppService};
 
 use connection::Connection;
 use engine_packet::{EngineError, PROTOCOL_VERSION};
