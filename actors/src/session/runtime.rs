@@ -23,6 +23,12 @@ use crate::store::{SessionSummary, SharedStore};
 use crate::tools::ToolRegistry;
 use crate::turn::Budget;
 
+/// Fresh actors a message may be handed to when each one stopped before
+/// handling it (reads of a not-yet-existing session stop their actor, and a
+/// burst of them can race a first message more than once). Safe to repeat:
+/// an unhandled message had no effect.
+const MAX_SEND_ATTEMPTS: usize = 5;
+
 /// How often idle actors are asked to stop, at most.
 const IDLE_SWEEP_PERIOD: Duration = Duration::from_secs(5);
 
@@ -181,7 +187,7 @@ impl Runtime {
     ) -> Result<TurnAccepted, SessionError> {
         let id = request.session_id.clone();
         let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
-        for _attempt in 0..2 {
+        for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(&id, &self.deps);
             match addr.send(SendMessage { slot: slot.clone() }).await {
                 Ok(result) => return result,
