@@ -11,6 +11,11 @@
 //! It speaks HTTP/1.1 over raw sockets so that the client costs as little CPU
 //! as possible next to the server on the same machine.
 
+#[path = "load_support/mod.rs"]
+mod load_support;
+
+use load_support::{find, resident_kib};
+
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -128,12 +133,6 @@ impl Connection {
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
-}
-
 fn chat_body(session: &str, turn: usize) -> String {
     format!(r#"{{"id":"m{turn}","session_id":"{session}","content":"hello number {turn}"}}"#)
 }
@@ -207,18 +206,6 @@ fn report(label: &str, latencies: &mut [Duration], errors: usize, elapsed: Durat
         percentile(latencies, 0.99).as_secs_f64() * 1e3,
         latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
     );
-}
-
-fn resident_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|line| {
-        line.strip_prefix("VmRSS:")?
-            .trim()
-            .trim_end_matches(" kB")
-            .trim()
-            .parse()
-            .ok()
-    })
 }
 
 async fn idle_memory(options: &Options) -> Result<(), String> {

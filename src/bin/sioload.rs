@@ -18,6 +18,11 @@
 //! addresses when one address runs out of ephemeral ports. The websocket
 //! client is a minimal RFC 6455 handshake and framing over tokio `TcpStream`.
 
+#[path = "load_support/mod.rs"]
+mod load_support;
+
+use load_support::{find, resident_kib};
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -133,18 +138,6 @@ async fn main() {
     }
 }
 
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|line| {
-        line.strip_prefix("VmRSS:")?
-            .trim()
-            .trim_end_matches(" kB")
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
 /// Starts `options.conns` connection tasks; returns their per-connection
 /// ping counters and latency lists.
 fn start_connections(
@@ -204,7 +197,7 @@ async fn wait_joined(options: &Options, stats: &Stats) -> Duration {
 
 async fn hold(options: &Options) -> Result<(), String> {
     let pid = options.pid.ok_or("hold needs --pid of the server")?;
-    let rss_before = rss_kib(pid).ok_or("cannot read the server's VmRSS")?;
+    let rss_before = resident_kib(pid).ok_or("cannot read the server's VmRSS")?;
     let stats = Arc::new(Stats::default());
     let (pings, _) = start_connections(options, &stats, Work::Hold);
     let connect_time = wait_joined(options, &stats).await;
@@ -219,7 +212,7 @@ async fn hold(options: &Options) -> Result<(), String> {
     let mut peak_rss = rss_before;
     while hold_started.elapsed() < options.hold {
         tokio::time::sleep(PROGRESS_EVERY).await;
-        let rss = rss_kib(pid).unwrap_or(0);
+        let rss = resident_kib(pid).unwrap_or(0);
         peak_rss = peak_rss.max(rss);
         eprintln!(
             "holding: {} open, {} closed by server, {} pings answered, rss {} MiB",
@@ -229,7 +222,7 @@ async fn hold(options: &Options) -> Result<(), String> {
             rss / 1024
         );
     }
-    let rss_after = rss_kib(pid).unwrap_or(0);
+    let rss_after = resident_kib(pid).unwrap_or(0);
     let closed = stats.closed.load(Ordering::Relaxed);
     let held = joined - closed;
     let min_pings = pings
@@ -471,12 +464,6 @@ impl Client {
 fn is_completed(text: &[u8]) -> bool {
     text.starts_with(b"42/assistant,[\"assistant:status\"")
         && find(text, b"\"completed\"").is_some()
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
 }
 
 async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
