@@ -11,6 +11,14 @@ use super::keys::Fields;
 
 /// The most characters a `data_uri` or `text` may carry.
 pub const MAX_ATTACHMENT_CONTENT_CHARS: usize = 12_000_000;
+/// The longest `name`.
+pub const MAX_ATTACHMENT_NAME_CHARS: usize = 128;
+/// The longest `description`.
+pub const MAX_ATTACHMENT_DESCRIPTION_CHARS: usize = 512;
+/// The longest `media_type`.
+pub const MAX_MEDIA_TYPE_CHARS: usize = 64;
+/// The longest `url`.
+pub const MAX_URL_CHARS: usize = 2048;
 
 /// One attachment in its canonical (stored) form.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,16 +94,18 @@ impl Attachment {
     /// Validates one wire attachment at `path` (e.g. `attachments[0]`).
     pub fn parse(value: &Value, path: &str) -> Result<Attachment, ValidationError> {
         let fields = Fields::read(value, path, FIELDS)?;
+        fields.reject_null(&["kind", "purpose"])?;
         let kind = fields.one_of("kind", KINDS)?.unwrap_or_default();
         let purpose = fields.one_of("purpose", PURPOSES)?.unwrap_or_default();
         let source = parse_source(&fields)?;
+        check_kind_matches_source(&fields, kind, &source)?;
         let attachment = Attachment {
             kind,
             purpose,
             source,
-            name: fields.string("name")?,
-            description: fields.string("description")?,
-            media_type: fields.string("media_type")?,
+            name: fields.string_max("name", MAX_ATTACHMENT_NAME_CHARS)?,
+            description: fields.string_max("description", MAX_ATTACHMENT_DESCRIPTION_CHARS)?,
+            media_type: fields.string_max("media_type", MAX_MEDIA_TYPE_CHARS)?,
         };
         if attachment.purpose == AttachmentPurpose::Screenshot && !attachment.is_image_data() {
             return Err(fields.error(
@@ -173,6 +183,7 @@ fn parse_source(fields: &Fields<'_>) -> Result<AttachmentSource, ValidationError
         return Ok(AttachmentSource::DataUri(data_uri.to_string()));
     }
     if let Some(url) = url {
+        fields.check_max_chars("url", url, MAX_URL_CHARS)?;
         if !url.starts_with("http://") && !url.starts_with("https://") {
             return Err(fields.error("url", "expected an http:// or https:// URL"));
         }
@@ -181,6 +192,28 @@ fn parse_source(fields: &Fields<'_>) -> Result<AttachmentSource, ValidationError
     let text = text.unwrap_or_default();
     check_content_chars(text, &fields.path("text"))?;
     Ok(AttachmentSource::Text(text.to_string()))
+}
+
+/// `text` content goes with kind `text` and kind `text` with `text` content,
+/// both ways: a text attachment has no URL or data URI to fetch, and text
+/// under kind `image` (the default) or `document` is not what it claims.
+fn check_kind_matches_source(
+    fields: &Fields<'_>,
+    kind: AttachmentKind,
+    source: &AttachmentSource,
+) -> Result<(), ValidationError> {
+    match (kind, source) {
+        (AttachmentKind::Text, AttachmentSource::Text(_)) => Ok(()),
+        (AttachmentKind::Text, _) => Err(fields.error(
+            "kind",
+            "kind 'text' needs its content in 'text', not in 'url' or 'data_uri'",
+        )),
+        (_, AttachmentSource::Text(_)) => Err(fields.error(
+            "text",
+            "text content needs kind 'text' (the default kind is 'image')",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_content_chars(content: &str, path: &str) -> Result<(), ValidationError> {

@@ -8,9 +8,13 @@
 
 use serde_json::{json, Map, Value};
 
-use super::attachment::MAX_ATTACHMENT_CONTENT_CHARS;
+use super::attachment::{
+    MAX_ATTACHMENT_CONTENT_CHARS, MAX_ATTACHMENT_DESCRIPTION_CHARS, MAX_ATTACHMENT_NAME_CHARS,
+    MAX_MEDIA_TYPE_CHARS, MAX_URL_CHARS,
+};
 use super::host_context::{
-    MAX_ACTIONS, MAX_ATTACHMENTS, MAX_CONTEXT_JSON_CHARS, MAX_NAVIGATION_TARGETS,
+    MAX_ACTIONS, MAX_ATTACHMENTS, MAX_CONTEXT_JSON_CHARS, MAX_HOST_NAME_CHARS,
+    MAX_HOST_VERSION_CHARS, MAX_NAVIGATION_TARGETS, MAX_ROUTE_CHARS, MAX_VIEW_NAME_CHARS,
 };
 
 /// Every rule of the body, host_context and attachments, broken once.
@@ -577,9 +581,9 @@ pub fn invalid_body_cases() -> Vec<(Value, &'static str, &'static str)> {
             "action_description_empty",
         ),
         (
-            ctx(json!({"actions": [{"name": "a", "description": "d"}]})),
+            ctx(json!({"actions": [{"name": "a", "description": "d", "parameters": null}]})),
             "host_context.actions[0].parameters",
-            "action_parameters_missing",
+            "action_parameters_null",
         ),
         (
             ctx(json!({"actions": [{"name": "a", "description": "d", "parameters": "object"}]})),
@@ -676,12 +680,260 @@ pub fn invalid_body_cases() -> Vec<(Value, &'static str, &'static str)> {
         ),
         (
             ctx(
-                json!({"view": {"name": "v", "state": half_limit}, "extensions": {"blob": half_limit}}),
+                json!({"view": {"name": "v", "state": {"blob": half_limit}}, "extensions": {"blob": half_limit}}),
             ),
             "host_context",
             "view_state_and_extensions_together_over_the_json_limit",
         ),
     ]
+    .into_iter()
+    .chain(source_of_truth_cases())
+    .collect()
+}
+
+/// The limits and rules of the Python original's `host_context.py`: lengths,
+/// types, nulls where it has a default but no "none", and the pairing of
+/// kind `text` with `text` content.
+fn source_of_truth_cases() -> Vec<(Value, &'static str, &'static str)> {
+    let host = |extra: Value| {
+        let mut host = json!({"name": "web", "kind": "browser"});
+        if let (Some(host), Value::Object(extra)) = (host.as_object_mut(), extra) {
+            host.extend(extra);
+        }
+        ctx(json!({"host": host}))
+    };
+    let view = |extra: Value| {
+        let mut view = json!({"name": "tasks"});
+        if let (Some(view), Value::Object(extra)) = (view.as_object_mut(), extra) {
+            view.extend(extra);
+        }
+        ctx(json!({"view": view}))
+    };
+    let target = |target: Value| ctx(json!({"navigation": [{"name": "home"}, target]}));
+    let long_url = format!("https://x.test/{}", "a".repeat(MAX_URL_CHARS));
+    let mut cases = vec![
+        (
+            host(json!({"name": null})),
+            "host_context.host.name",
+            "host_name_null",
+        ),
+        (
+            host(json!({"name": ""})),
+            "host_context.host.name",
+            "host_name_empty",
+        ),
+        (
+            ctx(json!({"host": {"kind": "browser", "version": "2"}})),
+            "host_context.host.name",
+            "host_name_missing",
+        ),
+        (
+            host(json!({"name": "n".repeat(MAX_HOST_NAME_CHARS + 1)})),
+            "host_context.host.name",
+            "host_name_over_64_characters",
+        ),
+        (
+            host(json!({"name": "é".repeat(MAX_HOST_NAME_CHARS + 1)})),
+            "host_context.host.name",
+            "host_name_over_64_multibyte_characters",
+        ),
+        (
+            host(json!({"version": "v".repeat(MAX_HOST_VERSION_CHARS + 1)})),
+            "host_context.host.version",
+            "host_version_over_32_characters",
+        ),
+        (
+            host(json!({"kind": null})),
+            "host_context.host.kind",
+            "host_kind_null",
+        ),
+        (
+            view(json!({"name": "v".repeat(MAX_VIEW_NAME_CHARS + 1)})),
+            "host_context.view.name",
+            "view_name_over_128_characters",
+        ),
+        (
+            view(json!({"name": null})),
+            "host_context.view.name",
+            "view_name_null",
+        ),
+        (
+            view(json!({"data": [1, 2]})),
+            "host_context.view.data",
+            "view_data_a_list",
+        ),
+        (
+            view(json!({"data": "rows"})),
+            "host_context.view.data",
+            "view_data_a_string",
+        ),
+        (
+            view(json!({"data": 3})),
+            "host_context.view.data",
+            "view_data_a_number",
+        ),
+        (
+            view(json!({"data": null})),
+            "host_context.view.data",
+            "view_data_null",
+        ),
+        (
+            view(json!({"state": ["a"]})),
+            "host_context.view.state",
+            "view_state_a_list",
+        ),
+        (
+            view(json!({"state": "editing"})),
+            "host_context.view.state",
+            "view_state_a_string",
+        ),
+        (
+            view(json!({"state": 1.5})),
+            "host_context.view.state",
+            "view_state_a_number",
+        ),
+        (
+            view(json!({"state": null})),
+            "host_context.view.state",
+            "view_state_null",
+        ),
+        (
+            view(json!({"description": null})),
+            "host_context.view.description",
+            "view_description_null",
+        ),
+        (
+            target(json!({"name": "n".repeat(MAX_VIEW_NAME_CHARS + 1)})),
+            "host_context.navigation[1].name",
+            "navigation_name_over_128_characters",
+        ),
+        (
+            target(json!({"name": ""})),
+            "host_context.navigation[1].name",
+            "navigation_name_empty",
+        ),
+        (
+            target(json!({"name": "n", "route": "/".repeat(MAX_ROUTE_CHARS + 1)})),
+            "host_context.navigation[1].route",
+            "navigation_route_over_512_characters",
+        ),
+        (
+            target(json!({"name": "n", "route": 7})),
+            "host_context.navigation[1].route",
+            "navigation_route_not_a_string",
+        ),
+        (
+            target(json!({"name": "n", "description": null})),
+            "host_context.navigation[1].description",
+            "navigation_description_null",
+        ),
+        (
+            ctx(json!({"actions": [{"name": "a", "description": null}]})),
+            "host_context.actions[0].description",
+            "action_description_null",
+        ),
+        (
+            ctx(json!({"version": null})),
+            "host_context.version",
+            "version_null",
+        ),
+        (
+            ctx(json!({"navigation": null})),
+            "host_context.navigation",
+            "navigation_null",
+        ),
+        (
+            ctx(json!({"actions": null})),
+            "host_context.actions",
+            "actions_null",
+        ),
+        (
+            ctx(json!({"attachments": null})),
+            "host_context.attachments",
+            "context_attachments_null",
+        ),
+        (
+            ctx(json!({"background": null})),
+            "host_context.background",
+            "background_null",
+        ),
+        (
+            ctx(json!({"extensions": null})),
+            "host_context.extensions",
+            "extensions_null",
+        ),
+    ];
+    // Every attachment rule, once on the message and once inside host_context.
+    let attachment_rules: Vec<(Value, &'static str, &'static str)> = vec![
+        (
+            json!({"url": "https://x.test/a.png", "name": "n".repeat(MAX_ATTACHMENT_NAME_CHARS + 1)}),
+            "name",
+            "name_over_128_characters",
+        ),
+        (
+            json!({"url": "https://x.test/a.png", "description": "d".repeat(MAX_ATTACHMENT_DESCRIPTION_CHARS + 1)}),
+            "description",
+            "description_over_512_characters",
+        ),
+        (
+            json!({"url": "https://x.test/a.png", "media_type": "m".repeat(MAX_MEDIA_TYPE_CHARS + 1)}),
+            "media_type",
+            "media_type_over_64_characters",
+        ),
+        (json!({"url": long_url}), "url", "url_over_2048_characters"),
+        (
+            json!({"kind": "text", "url": "https://x.test/a.txt"}),
+            "kind",
+            "kind_text_with_a_url",
+        ),
+        (
+            json!({"kind": "text", "data_uri": "data:text/plain,hi"}),
+            "kind",
+            "kind_text_with_a_data_uri",
+        ),
+        (
+            json!({"kind": "image", "text": "hi"}),
+            "text",
+            "text_with_kind_image",
+        ),
+        (
+            json!({"kind": "document", "text": "hi"}),
+            "text",
+            "text_with_kind_document",
+        ),
+        (json!({"text": "hi"}), "text", "text_without_a_kind"),
+        (
+            json!({"kind": null, "url": "https://x.test/a.png"}),
+            "kind",
+            "kind_null",
+        ),
+        (
+            json!({"purpose": null, "url": "https://x.test/a.png"}),
+            "purpose",
+            "purpose_null",
+        ),
+    ];
+    for (attachment, field, rule) in attachment_rules {
+        let on_message = format!("attachments[0].{field}");
+        let in_context = format!("host_context.attachments[0].{field}");
+        cases.push((
+            body(json!({"attachments": [attachment.clone()]})),
+            leak(on_message),
+            leak(format!("attachment_{rule}")),
+        ));
+        cases.push((
+            ctx(json!({"attachments": [attachment]})),
+            leak(in_context),
+            leak(format!("context_attachment_{rule}")),
+        ));
+    }
+    cases
+}
+
+/// A generated path or label as the table's `&'static str`. The table is
+/// built a handful of times per test run, so the few leaked bytes do not add up.
+fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
 }
 
 /// A body with valid ids plus the fields of `extra`.

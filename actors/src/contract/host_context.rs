@@ -21,6 +21,14 @@ pub const MAX_ATTACHMENTS: usize = 16;
 pub const MAX_CONTEXT_JSON_CHARS: usize = 32_000;
 /// The longest action name (tool-name rules).
 pub const MAX_ACTION_NAME_CHARS: usize = 64;
+/// The longest `host.name`.
+pub const MAX_HOST_NAME_CHARS: usize = 64;
+/// The longest `host.version`.
+pub const MAX_HOST_VERSION_CHARS: usize = 32;
+/// The longest `view.name` and `navigation[].name`.
+pub const MAX_VIEW_NAME_CHARS: usize = 128;
+/// The longest `navigation[].route`.
+pub const MAX_ROUTE_CHARS: usize = 512;
 
 /// A validated host context.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -54,6 +62,8 @@ pub struct HostContext {
 /// Descriptive metadata about the host; rendered, never trusted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostInfo {
+    /// 1 to 64 characters, required once parsed; an `Option` only so that
+    /// contexts stored before the rule still load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,10 +104,10 @@ pub struct View {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// Curated content, host-owned JSON; rendered as key-value pairs.
+    /// Curated content, a host-owned JSON object; rendered as key-value pairs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
-    /// Selection, filters, workflow state; host-owned JSON.
+    /// Selection, filters, workflow state; a host-owned JSON object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<Value>,
 }
@@ -108,6 +118,10 @@ pub struct NavigationTarget {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// A host-side locator (URL, screen id), at most 512 characters; kept
+    /// for the host, never rendered for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
 }
 
 /// An action the host performs when the model calls it.
@@ -118,6 +132,8 @@ pub struct HostAction {
     /// Non-empty.
     pub description: String,
     /// A JSON schema of type object that valico compiles; host-owned keys.
+    /// Absent on the wire, it is
+    /// `{"type": "object", "properties": {}}`.
     pub parameters: Value,
 }
 
@@ -135,7 +151,7 @@ const FIELDS: &[&str] = &[
 const ALIASES: &[(&str, &str)] = &[("page", "view")];
 const HOST_FIELDS: &[&str] = &["name", "kind", "version"];
 const VIEW_FIELDS: &[&str] = &["name", "description", "data", "state"];
-const NAVIGATION_FIELDS: &[&str] = &["name", "description"];
+const NAVIGATION_FIELDS: &[&str] = &["name", "description", "route"];
 const ACTION_FIELDS: &[&str] = &["name", "description", "parameters"];
 const BACKGROUND_FIELDS: &[&str] = &["state", "summary"];
 
@@ -156,6 +172,15 @@ impl HostContext {
     /// "should send" it, and version 1 is the only one there is.
     pub fn parse(value: &Value, path: &str) -> Result<HostContext, ValidationError> {
         let fields = Fields::read_with_aliases(value, path, FIELDS, ALIASES)?;
+        // Fields with a default but no "none" in the source of truth.
+        fields.reject_null(&[
+            "version",
+            "navigation",
+            "actions",
+            "attachments",
+            "background",
+            "extensions",
+        ])?;
         let version = parse_version(&fields)?;
         let host = match fields.value("host") {
             Some(host) => Some(parse_host(host, &fields.path("host"))?),
@@ -273,28 +298,40 @@ fn parse_version(fields: &Fields<'_>) -> Result<u32, ValidationError> {
 
 fn parse_host(value: &Value, path: &str) -> Result<HostInfo, ValidationError> {
     let fields = Fields::read(value, path, HOST_FIELDS)?;
+    fields.reject_null(&["kind"])?;
+    let kind = fields.one_of("kind", HOST_KINDS)?;
+    let version = fields.string_max("version", MAX_HOST_VERSION_CHARS)?;
+    let name = fields.required_non_empty_str("name")?;
+    fields.check_max_chars("name", name, MAX_HOST_NAME_CHARS)?;
     Ok(HostInfo {
-        name: fields.string("name")?,
-        kind: fields.one_of("kind", HOST_KINDS)?,
-        version: fields.string("version")?,
+        name: Some(name.to_string()),
+        kind,
+        version,
     })
 }
 
 fn parse_view(value: &Value, path: &str) -> Result<View, ValidationError> {
     let fields = Fields::read(value, path, VIEW_FIELDS)?;
+    fields.reject_null(&["description", "data", "state"])?;
+    let name = fields.required_non_empty_str("name")?;
+    fields.check_max_chars("name", name, MAX_VIEW_NAME_CHARS)?;
     Ok(View {
-        name: fields.required_non_empty_str("name")?.to_string(),
+        name: name.to_string(),
         description: fields.string("description")?,
-        data: fields.value("data").cloned(),
-        state: fields.value("state").cloned(),
+        data: fields.object("data")?.cloned().map(Value::Object),
+        state: fields.object("state")?.cloned().map(Value::Object),
     })
 }
 
 fn parse_navigation(value: &Value, path: &str) -> Result<NavigationTarget, ValidationError> {
     let fields = Fields::read(value, path, NAVIGATION_FIELDS)?;
+    fields.reject_null(&["description"])?;
+    let name = fields.required_non_empty_str("name")?;
+    fields.check_max_chars("name", name, MAX_VIEW_NAME_CHARS)?;
     Ok(NavigationTarget {
-        name: fields.required_non_empty_str("name")?.to_string(),
+        name: name.to_string(),
         description: fields.string("description")?,
+        route: fields.string_max("route", MAX_ROUTE_CHARS)?,
     })
 }
 
@@ -316,6 +353,7 @@ fn parse_actions(fields: &Fields<'_>) -> Result<Vec<HostAction>, ValidationError
 
 fn parse_action(value: &Value, path: &str) -> Result<HostAction, ValidationError> {
     let fields = Fields::read(value, path, ACTION_FIELDS)?;
+    fields.reject_null(&["parameters"])?;
     let name = fields.required_str("name")?;
     if !is_valid_action_name(name) {
         return Err(fields.error(
@@ -327,18 +365,27 @@ fn parse_action(value: &Value, path: &str) -> Result<HostAction, ValidationError
         ));
     }
     let description = fields.required_non_empty_str("description")?;
-    let Some(parameters) = fields.value("parameters") else {
-        return Err(fields.error("parameters", "is required"));
+    let parameters = match fields.value("parameters") {
+        Some(parameters) => parameters.clone(),
+        None => default_parameters(),
     };
-    check_parameters(parameters).map_err(|message| fields.error("parameters", message))?;
+    check_parameters(&parameters).map_err(|message| fields.error("parameters", message))?;
     Ok(HostAction {
         name: name.to_string(),
         description: description.to_string(),
-        parameters: parameters.clone(),
+        parameters,
     })
 }
 
-/// An action's parameters: a JSON schema object of `"type": "object"` that compiles.
+/// The parameters of an action declared without any: no arguments.
+fn default_parameters() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// An action's parameters: a JSON schema object of `"type": "object"` that
+/// compiles. The source of truth reads a missing `type` as object; here it
+/// must be spelled, because providers reject a tool schema without it and the
+/// host's schema is passed to them verbatim.
 fn check_parameters(parameters: &Value) -> Result<(), String> {
     let Some(schema) = parameters.as_object() else {
         return Err("expected a JSON schema object".to_string());
@@ -495,8 +542,50 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn every_length_limit_of_the_source_of_truth_is_inclusive() {
+        // Characters, not bytes: a multibyte name of exactly the limit passes.
+        let wire = json!({
+            "host": {"name": "é".repeat(MAX_HOST_NAME_CHARS), "version": "v".repeat(MAX_HOST_VERSION_CHARS)},
+            "view": {"name": "v".repeat(MAX_VIEW_NAME_CHARS)},
+            "navigation": [{"name": "n".repeat(MAX_VIEW_NAME_CHARS), "route": "/".repeat(MAX_ROUTE_CHARS)}],
+            "attachments": [{
+                "url": format!("https://x.test/{}", "a".repeat(2048 - 15)),
+                "name": "n".repeat(128),
+                "description": "d".repeat(512),
+                "media_type": "m".repeat(64)
+            }]
+        });
+        let context = HostContext::parse(&wire, "host_context").unwrap();
+        assert_eq!(
+            context.to_value()["navigation"][0]["route"],
+            wire["navigation"][0]["route"]
+        );
+    }
+
+    #[test]
+    fn an_action_without_parameters_takes_no_arguments() {
+        let wire = json!({"actions": [{"name": "refresh", "description": "Reload the list."}]});
+        let context = HostContext::parse(&wire, "host_context").unwrap();
+        assert_eq!(
+            context.actions[0].parameters,
+            json!({"type": "object", "properties": {}})
+        );
+    }
+
+    #[test]
+    fn optional_strings_of_the_source_of_truth_accept_null() {
+        let wire = json!({
+            "host": {"name": "cli", "version": null},
+            "navigation": [{"name": "home", "route": null}],
+            "captured_at": null,
+            "attachments": [{"url": "https://x.test/a.png", "name": null, "description": null, "media_type": null}]
+        });
+        assert!(HostContext::parse(&wire, "host_context").is_ok());
+    }
+
+    #[test]
     fn a_context_without_view_is_fine() {
-        let wire = json!({"version": 1, "host": {"kind": "service"}, "extensions": {"a": 1}});
+        let wire = json!({"version": 1, "host": {"name": "worker", "kind": "service"}, "extensions": {"a": 1}});
         let context = HostContext::parse(&wire, "host_context").unwrap();
         assert!(context.view.is_none());
         assert_eq!(context.host.unwrap().kind, Some(HostKind::Service));

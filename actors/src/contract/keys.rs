@@ -138,6 +138,59 @@ impl<'a> Fields<'a> {
         Ok(self.str(name)?.map(str::to_string))
     }
 
+    /// A string of at most `max` characters (Python's `len`: code points).
+    pub(crate) fn str_max(
+        &self,
+        name: &str,
+        max: usize,
+    ) -> Result<Option<&'a str>, ValidationError> {
+        let text = self.str(name)?;
+        if let Some(text) = text {
+            self.check_max_chars(name, text, max)?;
+        }
+        Ok(text)
+    }
+
+    /// `str_max`, owned.
+    pub(crate) fn string_max(
+        &self,
+        name: &str,
+        max: usize,
+    ) -> Result<Option<String>, ValidationError> {
+        Ok(self.str_max(name, max)?.map(str::to_string))
+    }
+
+    /// Rejects `text` (the value of `name`) when it has more than `max` characters.
+    pub(crate) fn check_max_chars(
+        &self,
+        name: &str,
+        text: &str,
+        max: usize,
+    ) -> Result<(), ValidationError> {
+        // Byte length bounds the character count, so most values skip the count.
+        if text.len() > max && text.chars().count() > max {
+            return Err(self.error(
+                name,
+                format!(
+                    "at most {max} characters are allowed, got {}",
+                    text.chars().count()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Rejects an explicit JSON null for a field that has a default but no
+    /// "none" (the source of truth's `str = ""`, `dict`, `list`, `Literal`).
+    pub(crate) fn reject_null(&self, names: &[&str]) -> Result<(), ValidationError> {
+        for name in names {
+            if self.raw(name).is_some_and(Value::is_null) {
+                return Err(self.error(name, "must not be null"));
+            }
+        }
+        Ok(())
+    }
+
     /// A string that must be present.
     pub(crate) fn required_str(&self, name: &str) -> Result<&'a str, ValidationError> {
         match self.str(name)? {
