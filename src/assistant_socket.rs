@@ -39,29 +39,52 @@ impl NamespaceHandler for AssistantNamespace {
             }
             other => {
                 let error = SessionError::validation("event", format!("unknown event {other:?}"));
-                reply_error(&socket, ack, &error);
+                reply_error(&socket, ack, &error, None);
             }
         }
     }
 }
 
-fn reply_error(socket: &SocketRef, ack: Option<AckSender>, error: &SessionError) {
-    let payload = socket_error(error);
+/// Emits `assistant:error` (and answers the ack) for a request error. It names
+/// the session whenever the request got far enough to say which one.
+fn reply_error(
+    socket: &SocketRef,
+    ack: Option<AckSender>,
+    error: &SessionError,
+    session_id: Option<&str>,
+) {
+    let mut payload = socket_error(error);
+    if let (Some(session_id), Value::Object(fields)) = (session_id, &mut payload) {
+        fields.insert("session_id".to_string(), json!(session_id));
+    }
     socket.emit("assistant:error", payload.clone());
     if let Some(ack) = ack {
         ack.send(vec![json!({"ok": false, "error": payload})]);
     }
 }
 
+/// The `session_id` a message that failed validation said it was for, if it
+/// said one as a string: the client's own words, echoed so that a client with
+/// several sessions on one socket can tell which one the error is about.
+fn sent_session_id(payload: &Value) -> Option<&str> {
+    ["session_id", "sessionId"]
+        .iter()
+        .find_map(|key| payload.get(*key).and_then(Value::as_str))
+}
+
 async fn send_message(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option<AckSender>) {
     let request = match ChatRequest::parse(&payload) {
         Ok(request) => request,
-        Err(error) => return reply_error(&socket, ack, &error.into()),
+        Err(error) => {
+            let session_id = sent_session_id(&payload);
+            return reply_error(&socket, ack, &error.into(), session_id);
+        }
     };
+    let session_id = request.session_id.to_string();
     let (sink, mut events) = EventSink::new(true);
     let accepted = match runtime.send_message(request, sink).await {
         Ok(accepted) => accepted,
-        Err(error) => return reply_error(&socket, ack, &error),
+        Err(error) => return reply_error(&socket, ack, &error, Some(&session_id)),
     };
     if let Some(ack) = ack {
         ack.send(vec![json!({"ok": true, "accepted_as": accepted.accepted_as, "message_id": accepted.message_id})]);
@@ -70,7 +93,10 @@ async fn send_message(runtime: Runtime, socket: SocketRef, payload: Value, ack: 
     // go to the live turn's sink, so its own channel closes at once.
     while let Some(event) = events.recv().await {
         let completed = event.is_completed_status();
-        socket.emit(&format!("assistant:{}", event.name()), event.payload());
+        socket.emit(
+            &format!("assistant:{}", event.name()),
+            event.payload_for(&session_id),
+        );
         if completed {
             break;
         }
@@ -80,7 +106,7 @@ async fn send_message(runtime: Runtime, socket: SocketRef, payload: Value, ack: 
 async fn join(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option<AckSender>) {
     let join = match JoinRequest::parse(&payload) {
         Ok(join) => join,
-        Err(error) => return reply_error(&socket, ack, &error.into()),
+        Err(error) => return reply_error(&socket, ack, &error.into(), None),
     };
     match runtime.join(&join.session_id, join.host_context).await {
         Ok(()) => {
@@ -88,14 +114,14 @@ async fn join(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option<A
                 ack.send(vec![json!({"ok": true, "session_id": join.session_id})]);
             }
         }
-        Err(error) => reply_error(&socket, ack, &error),
+        Err(error) => reply_error(&socket, ack, &error, Some(join.session_id.as_str())),
     }
 }
 
 async fn cancel(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option<AckSender>) {
     let cancel = match CancelRequest::parse(&payload) {
         Ok(cancel) => cancel,
-        Err(error) => return reply_error(&socket, ack, &error.into()),
+        Err(error) => return reply_error(&socket, ack, &error.into(), None),
     };
     match runtime.cancel(&cancel.session_id).await {
         Ok(cancel_requested) => {
@@ -105,6 +131,6 @@ async fn cancel(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option
                 ]);
             }
         }
-        Err(error) => reply_error(&socket, ack, &error),
+        Err(error) => reply_error(&socket, ack, &error, Some(cancel.session_id.as_str())),
     }
 }

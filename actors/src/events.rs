@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::conversation::{ToolCategory, Usage};
+use crate::conversation::{NoteOrigin, ToolCategory, Usage};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -32,12 +32,33 @@ pub struct DeltaEvent {
     pub segment_kind: &'static str,
 }
 
+/// A segment the runtime put into the assistant message between two model
+/// requests, announced so the client sees every `segment_index` in order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NoteEvent {
+    /// Which note this is; it names the event, so it is not in the payload.
+    #[serde(skip)]
+    pub origin: NoteOrigin,
+    /// The steering message's id (steering only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// The steering text as delivered (steering only; a host knows its own context).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    pub segment_id: String,
+    pub segment_index: usize,
+    /// `steering` or `host_context`.
+    pub segment_kind: &'static str,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolCallEvent {
     pub tool_name: String,
     pub arguments: Value,
     pub call_id: String,
     pub category: ToolCategory,
+    /// The index of the tool group this call belongs to in the message.
+    pub segment_index: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -55,6 +76,8 @@ pub struct ToolErrorEvent {
     pub tool_name: String,
     pub call_id: String,
     pub error: String,
+    /// The index of the tool group the rejected call is recorded in.
+    pub segment_index: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -114,6 +137,8 @@ pub enum TurnEvent {
     ToolCall(ToolCallEvent),
     ToolResult(ToolResultEvent),
     ToolError(ToolErrorEvent),
+    /// Steering taken into the live turn, or a continuation's host context.
+    Note(NoteEvent),
     FinalResponse(Box<FinalResponse>),
     Error(TurnErrorEvent),
 }
@@ -128,6 +153,14 @@ impl TurnEvent {
             TurnEvent::ToolCall(_) => "tool_call",
             TurnEvent::ToolResult(_) => "tool_result",
             TurnEvent::ToolError(_) => "tool_error",
+            TurnEvent::Note(NoteEvent {
+                origin: NoteOrigin::Steering,
+                ..
+            }) => "steering_delivered",
+            TurnEvent::Note(NoteEvent {
+                origin: NoteOrigin::HostContext,
+                ..
+            }) => "context_delivered",
             TurnEvent::FinalResponse(_) => "final_response",
             TurnEvent::Error(_) => "error",
         }
@@ -142,11 +175,24 @@ impl TurnEvent {
             TurnEvent::ToolCall(event) => serde_json::to_value(event),
             TurnEvent::ToolResult(event) => serde_json::to_value(event),
             TurnEvent::ToolError(event) => serde_json::to_value(event),
+            TurnEvent::Note(event) => serde_json::to_value(event),
             TurnEvent::FinalResponse(event) => serde_json::to_value(event),
             TurnEvent::Error(event) => serde_json::to_value(event),
         };
         // These are plain structs of strings, numbers and JSON values: serialising cannot fail.
         value.unwrap_or(Value::Null)
+    }
+
+    /// The payload with the session it belongs to, for a client that follows
+    /// several sessions on one connection (every `assistant:*` event has it).
+    pub fn payload_for(&self, session_id: &str) -> Value {
+        let mut payload = self.payload();
+        if let Value::Object(fields) = &mut payload {
+            fields
+                .entry("session_id")
+                .or_insert_with(|| Value::String(session_id.to_string()));
+        }
+        payload
     }
 
     pub fn is_completed_status(&self) -> bool {

@@ -111,6 +111,9 @@ impl EventMapper {
                 out.push(json!({"type": "CUSTOM", "name": "assistant.tool_error",
                                 "value": {"tool_name": error.tool_name, "call_id": error.call_id, "error": error.error}}));
             }
+            // AG-UI has no steering, and a continuation's host-context note
+            // is runtime bookkeeping: AG-UI messages carry no segment indices.
+            TurnEvent::Note(_) => {}
             TurnEvent::Status(_) | TurnEvent::FinalResponse(_) | TurnEvent::Error(_) => {}
         }
         out
@@ -281,6 +284,7 @@ mod tests {
             arguments: json!({"n": 1}),
             call_id: "c1".into(),
             category: ToolCategory::Host,
+            segment_index: 2,
         })));
         events.extend(mapper.end_turn());
         assert_eq!(

@@ -298,6 +298,60 @@ async fn host_action_round_trip_with_both_clients_and_transports() {
 }
 
 #[actix_web::test]
+async fn a_duplicate_continuation_is_an_error_saying_status_completed() {
+    let app = spawn_app().await;
+    // The call is answered over HTTP first; each client then sends the same
+    // result again on the socket.
+    let mut call_ids = HashMap::new();
+    for (client, mode) in CLIENT_MODES {
+        let session_id = format!("dup409-{client:?}-{mode}").to_lowercase();
+        let (status, asked) = app
+            .say(
+                &session_id,
+                "m1",
+                "call select_issue {\"number\": 42}",
+                Some(tasks_context()),
+            )
+            .await;
+        assert_eq!(status, 200, "{asked}");
+        let call_id = crate::helpers::pending_call_id(&asked);
+        let (status, done) = app
+            .continue_call(&session_id, "m2", &call_id, json!({"selected": 42}))
+            .await;
+        assert_eq!(status, 200, "{done}");
+        call_ids.insert(session_id, call_id);
+    }
+    let runs = run_everywhere(&app, "dup409", |session| {
+        let duplicate = json!({"id": "m3", "session_id": session, "content": "",
+                               "tool_call_id": call_ids[session], "tool_result": {"selected": 42}});
+        json!({"steps": [
+            call("assistant_message", duplicate),
+            {"wait": "assistant:error", "count": 1},
+        ]})
+    })
+    .await;
+    for run in &runs {
+        let label = &run.label;
+        let (turns, outside) = run.turns();
+        assert!(turns.is_empty(), "{label}: {turns:#?}");
+        assert_eq!(outside.len(), 1, "{label}: {outside:#?}");
+        let error = &outside[0]["data"];
+        assert_eq!(error["type"], "session_error", "{label}: {error}");
+        assert_eq!(
+            error["session_id"],
+            run.session_id.as_str(),
+            "{label}: {error}"
+        );
+        let sentence = error["message"].as_str().unwrap_or_default();
+        assert!(
+            sentence.contains("already recorded (status: completed)"),
+            "{label}: {sentence}"
+        );
+        assert_eq!(run.acks()[0]["ok"], false, "{label}");
+    }
+}
+
+#[actix_web::test]
 async fn batch_of_host_calls_is_answered_one_by_one() {
     let app = spawn_app().await;
     let runs = run_everywhere(&app, "batch", |session| {

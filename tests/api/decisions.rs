@@ -457,6 +457,11 @@ async fn duplicate_late_and_mismatched_receipts_are_409() {
         ))
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let sentence = body["error"].as_str().unwrap_or_default();
+    assert!(
+        sentence.contains("already recorded (status: completed)"),
+        "{sentence}"
+    );
 
     // Late: a newer message superseded the pending call before its receipt came.
     let stale = pending_decision(&app, "decision-late", "d1").await;

@@ -237,8 +237,9 @@ async fn a_duplicate_continuation_is_a_409_naming_the_call_and_its_recorded_stat
     assert_conflict(
         status,
         &answer,
-        &[&call_id, "already recorded", "status: success"],
+        &[&call_id, "already recorded", "(status: completed)"],
     );
+    assert!(!answer["error"].to_string().contains("success"), "{answer}");
     assert_eq!(app.get_text("/api/sessions/dup/tree").await, tree_before);
 
     let failed_id = pending_call_id(

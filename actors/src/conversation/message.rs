@@ -95,13 +95,46 @@ pub struct ToolRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<CallOutcome>,
     /// Absent for a completed call; otherwise why it has no real result.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "read_status"
+    )]
     pub status: Option<CallStatus>,
+}
+
+/// The status word of a call the host answered successfully (runtime.md,
+/// "Action outcomes"); stored as no status at all.
+pub const COMPLETED: &str = "completed";
+
+/// A stored status: `completed`, or `success` as older rows spelled it, is a
+/// completed call and reads as no status; anything else is a `CallStatus`.
+fn read_status<'de, D>(deserializer: D) -> Result<Option<CallStatus>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let word: Option<String> = Option::deserialize(deserializer)?;
+    match word.as_deref() {
+        None | Some(COMPLETED) | Some("success") => Ok(None),
+        Some(other) => serde_json::from_value(Value::String(other.to_string()))
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
 }
 
 impl ToolRecord {
     pub fn has_result(&self) -> bool {
         self.outcome.is_some()
+    }
+
+    /// The status vocabulary of runtime.md for a call with a result:
+    /// `completed` when the host's result was recorded, else why not.
+    pub fn status_word(&self) -> &'static str {
+        match (self.status, self.outcome) {
+            (Some(status), _) => status.as_str(),
+            (None, Some(CallOutcome::Failed)) => CallStatus::Failed.as_str(),
+            _ => COMPLETED,
+        }
     }
 
     /// Records a result the runtime made up because the real one never came.
@@ -211,4 +244,44 @@ pub fn now_millis() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn record(extra: Value) -> ToolRecord {
+        let mut record =
+            json!({"id": "c1", "name": "select_issue", "input": {}, "category": "host"});
+        if let (Some(record), Value::Object(extra)) = (record.as_object_mut(), extra) {
+            record.extend(extra);
+        }
+        serde_json::from_value(record).unwrap()
+    }
+
+    #[test]
+    fn a_call_the_host_answered_reports_completed() {
+        assert_eq!(
+            record(json!({"outcome": "success"})).status_word(),
+            "completed"
+        );
+        assert_eq!(record(json!({"outcome": "failed"})).status_word(), "failed");
+        let cancelled = record(json!({"outcome": "interrupted", "status": "cancelled"}));
+        assert_eq!(cancelled.status_word(), "cancelled");
+    }
+
+    #[test]
+    fn older_rows_spelling_success_or_completed_read_as_completed() {
+        for word in ["success", "completed"] {
+            let stored = record(json!({"outcome": "success", "status": word}));
+            assert_eq!(stored.status, None);
+            assert_eq!(stored.status_word(), "completed");
+        }
+        assert!(serde_json::from_value::<ToolRecord>(
+            json!({"id": "c1", "name": "n", "input": {}, "category": "host", "status": "bogus"})
+        )
+        .is_err());
+    }
 }

@@ -235,7 +235,9 @@ fn split_deltas(text: &str) -> Vec<String> {
     deltas
 }
 
-fn estimate_tokens(request: &ModelRequest) -> u64 {
+/// About four characters a token over the request's text. Also the turn's
+/// count of a cancelled response's input, which no provider reported.
+pub(crate) fn estimate_tokens(request: &ModelRequest) -> u64 {
     let mut n_chars = request.system.len();
     for item in &request.messages {
         n_chars += match item {

@@ -28,7 +28,7 @@ use crate::conversation::{
     NoteOrigin, PendingAction, Role, Segment, SessionRecord, ToolRecord,
 };
 use crate::events::{
-    Decision, EventSink, FinalResponse, PendingToolCall, StatusEvent, ToolResultEvent,
+    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, StatusEvent, ToolResultEvent,
     TurnErrorEvent, TurnEvent, TurnStatus,
 };
 use crate::ids::{MessageId, SessionId, ToolCallId};
@@ -437,6 +437,26 @@ fn status(sink: &EventSink, session_id: &SessionId, status: TurnStatus) {
         status,
         session_id: session_id.to_string(),
     }));
+}
+
+/// Announces the host-context note a continuation put after the tool results
+/// (its segment takes an index the client would otherwise never see).
+fn announce_context_note(sink: &EventSink, assistant: &StoredMessage) {
+    let index = assistant.segments.len().saturating_sub(1);
+    if let Some(Segment::Note {
+        origin: NoteOrigin::HostContext,
+        ..
+    }) = assistant.segments.last()
+    {
+        sink.send(TurnEvent::Note(NoteEvent {
+            origin: NoteOrigin::HostContext,
+            message_id: None,
+            content: None,
+            segment_id: format!("{}:{index}", assistant.id),
+            segment_index: index,
+            segment_kind: "host_context",
+        }));
+    }
 }
 
 // ---- handlers --------------------------------------------------------------
@@ -1001,11 +1021,7 @@ impl SessionActor {
                 )
             }
             Some(record) if record.has_result() => {
-                let status = match (record.status, record.outcome) {
-                    (Some(status), _) => status.as_str(),
-                    (None, Some(CallOutcome::Failed)) => "failed",
-                    _ => "success",
-                };
+                let status = record.status_word();
                 format!(
                     "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
                     call_id.as_str()
@@ -1216,6 +1232,7 @@ impl SessionActor {
         status(&sink, &self.id, TurnStatus::Started);
         if let Some(event) = opening {
             sink.send(event);
+            announce_context_note(&sink, &assistant);
         }
         let input = TurnInput {
             plan,

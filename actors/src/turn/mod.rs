@@ -24,9 +24,10 @@ use crate::conversation::{
     ToolCategory, ToolRecord, Usage,
 };
 use crate::events::{
-    DeltaEvent, EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
+    DeltaEvent, EventSink, NoteEvent, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
 };
 use crate::ids::ToolCallId;
+use crate::model::echo::estimate_tokens;
 use crate::model::pricing::{price_for, Price};
 use crate::model::{
     ChatItem, ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
@@ -114,7 +115,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         if cancel.is_cancelled() {
             break TurnEnd::Cancelled;
         }
-        take_steering(&mut steering, &mut assistant);
+        take_steering(&mut steering, &mut assistant, &sink, silent);
         if let Some(reason) = plan
             .limits
             .exceeded_before_request(&run_usage(&usage, &carried))
@@ -177,7 +178,9 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
                 .push(Segment::ToolGroup { tools: records });
             break TurnEnd::UsageLimit(reason);
         }
-        let (records, host_calls) = run_calls(&plan, response.calls, &sink, &mut overlay);
+        let group_index = assistant.segments.len();
+        let (records, host_calls) =
+            run_calls(&plan, response.calls, group_index, &sink, &mut overlay);
         assistant
             .segments
             .push(Segment::ToolGroup { tools: records });
@@ -197,13 +200,28 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
 }
 
 /// Moves the steering notes waiting in the channel into the assistant message,
-/// where the next request's transcript shows them; true if there were any.
+/// where the next request's transcript shows them, and tells the client each
+/// one arrived (its segment takes an index, so the stream announces it); true
+/// if there were any.
 fn take_steering(
     steering: &mut mpsc::UnboundedReceiver<SteeringNote>,
     assistant: &mut Message,
+    sink: &EventSink,
+    silent: bool,
 ) -> bool {
     let mut taken = false;
     while let Ok(note) = steering.try_recv() {
+        let index = assistant.segments.len();
+        if !silent {
+            sink.send(TurnEvent::Note(NoteEvent {
+                origin: NoteOrigin::Steering,
+                message_id: Some(note.id.to_string()),
+                content: Some(note.text.clone()),
+                segment_id: format!("{}:{index}", assistant.id),
+                segment_index: index,
+                segment_kind: "steering",
+            }));
+        }
         assistant.segments.push(Segment::Note {
             origin: NoteOrigin::Steering,
             text: note.text,
@@ -283,6 +301,10 @@ async fn stream_response(
     cancel: &mut CancelToken,
     silent: bool,
 ) -> Response {
+    // Providers report usage at the end of a response; a cancel drops the
+    // stream before that, so the turn keeps its own count to fall back on.
+    let input_estimate = estimate_tokens(&request);
+    let mut streamed_chars = 0usize;
     let mut stream = plan.model.stream(request);
     let first_segment = assistant.segments.len();
     let mut response = Response {
@@ -297,6 +319,7 @@ async fn stream_response(
             biased;
             _ = cancel.cancelled() => {
                 response.cancelled = true;
+                count_unreported(&mut response.tokens, input_estimate, streamed_chars);
                 return response;
             }
             next = stream.next() => next,
@@ -312,12 +335,14 @@ async fn stream_response(
         match event {
             ModelEvent::TextDelta(text) | ModelEvent::ThinkingDelta(text) if text.is_empty() => {}
             ModelEvent::TextDelta(text) => {
+                streamed_chars += text.len();
                 let delta = append_delta(assistant, first_segment, false, text, &mut delta_index);
                 if !silent {
                     sink.send(TurnEvent::TextDelta(delta));
                 }
             }
             ModelEvent::ThinkingDelta(text) => {
+                streamed_chars += text.len();
                 let delta = append_delta(assistant, first_segment, true, text, &mut delta_index);
                 if !silent {
                     sink.send(TurnEvent::ThinkingDelta(delta));
@@ -345,6 +370,19 @@ async fn stream_response(
                 total.cache_write_tokens += tokens.cache_write_tokens;
             }
         }
+    }
+}
+
+/// A cancelled response's usage: what the provider reported before the
+/// cancel, and for what it had not reported yet, the runtime's own count
+/// (request and streamed text at about four characters a token, the estimate
+/// `builtin:echo` reports too).
+fn count_unreported(tokens: &mut TokenUsage, input_estimate: u64, streamed_chars: usize) {
+    if tokens.input_tokens == 0 {
+        tokens.input_tokens = input_estimate;
+    }
+    if tokens.output_tokens == 0 {
+        tokens.output_tokens = (streamed_chars as u64).div_ceil(4);
     }
 }
 
@@ -469,6 +507,7 @@ fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) 
 fn run_calls(
     plan: &TurnPlan,
     calls: Vec<RawCall>,
+    group_index: usize,
     sink: &EventSink,
     overlay: &mut ScreenshotOverlay,
 ) -> (Vec<ToolRecord>, Vec<ToolCallId>) {
@@ -482,6 +521,7 @@ fn run_calls(
                     tool_name: call.name.clone(),
                     call_id: call.id.clone(),
                     error: reason.clone(),
+                    segment_index: group_index,
                 }));
                 records.push(retry_record(call, arguments, &reason, plan));
                 continue;
@@ -496,6 +536,7 @@ fn run_calls(
             arguments: arguments.clone(),
             call_id: call.id.clone(),
             category,
+            segment_index: group_index,
         }));
         let mut record = call.into_record(plan, arguments, category);
         match kind {
