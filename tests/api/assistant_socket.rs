@@ -91,12 +91,26 @@ async fn run_with(
         );
         assert_eq!(run.result["connected"], true, "{}", run.label);
         assert_eq!(run.result["transport"], "websocket", "{}", run.label);
+        check_session_ids(run);
     }
     runs
 }
 
 async fn run_everywhere(app: &TestApp, name: &str, scenario: impl Fn(&str) -> Value) -> Vec<Run> {
     run_with(app, name, &CLIENT_MODES, scenario).await
+}
+
+/// Every `assistant:*` event names the session it belongs to, so a client
+/// following several sessions on one socket can route each.
+fn check_session_ids(run: &Run) {
+    for event in run.events() {
+        assert_eq!(
+            event["data"]["session_id"],
+            run.session_id.as_str(),
+            "{}: {event}",
+            run.label
+        );
+    }
 }
 
 /// Splits events into turns: each starts with `status: started` and ends with
@@ -131,6 +145,7 @@ fn split_turns(label: &str, events: &[Value]) -> (Vec<Vec<Value>>, Vec<Value>) {
     );
     for turn in &turns {
         check_deltas(label, turn);
+        announced_segments(label, turn);
     }
     (turns, outside)
 }
@@ -167,6 +182,39 @@ fn check_deltas(label: &str, turn: &[Value]) {
         }
         segments.insert(segment_id, (segment_index, delta_index));
     }
+}
+
+/// The segment indices a turn announces, in order, checked to follow on
+/// without a gap. A segment is announced by its first delta (text, thinking),
+/// by its `tool_call` / `tool_error` events (a tool group, one index for the
+/// group), or by `steering_delivered` / `context_delivered` (a runtime note).
+fn announced_segments(label: &str, turn: &[Value]) -> Vec<u64> {
+    let mut announced: Vec<u64> = Vec::new();
+    for event in turn {
+        let data = &event["data"];
+        let (index, group) = match event["event"].as_str() {
+            Some("assistant:text_delta" | "assistant:thinking_delta")
+                if data["segment_started"] == true =>
+            {
+                (data["segment_index"].as_u64(), false)
+            }
+            Some("assistant:tool_call" | "assistant:tool_error") => {
+                (data["segment_index"].as_u64(), true)
+            }
+            Some("assistant:steering_delivered" | "assistant:context_delivered") => {
+                (data["segment_index"].as_u64(), false)
+            }
+            _ => continue,
+        };
+        let index = index.unwrap_or_else(|| panic!("{label}: no segment_index in {event}"));
+        match announced.last() {
+            Some(&last) if group && index == last => continue,
+            Some(&last) => assert_eq!(index, last + 1, "{label}: gap before {event}"),
+            None => {}
+        }
+        announced.push(index);
+    }
+    announced
 }
 
 /// The payloads of the events named `name` in a turn.
@@ -290,6 +338,15 @@ async fn host_action_round_trip_with_both_clients_and_transports() {
             "{label}: {content}"
         );
         assert_eq!(content, streamed_text(&turns[1]), "{label}");
+        // The call's group is 0; the continuation's host-context note 1
+        // (announced), its answer 2.
+        assert_eq!(announced_segments(label, &turns[0]), [0], "{label}");
+        assert_eq!(announced_segments(label, &turns[1]), [1, 2], "{label}");
+        let context = only(label, &turns[1], "assistant:context_delivered");
+        assert_eq!(
+            context["segment_kind"], "host_context",
+            "{label}: {context}"
+        );
         for ack in run.acks() {
             assert_eq!(ack["ok"], true, "{label}: {ack}");
             assert_eq!(ack["accepted_as"], "turn", "{label}: {ack}");
@@ -349,6 +406,71 @@ async fn a_duplicate_continuation_is_an_error_saying_status_completed() {
         );
         assert_eq!(run.acks()[0]["ok"], false, "{label}");
     }
+}
+
+/// After a continuation, `final_response.content` is the whole assistant
+/// message (every text segment, a blank line between them), while the
+/// continuation's deltas carry only the text it added.
+#[actix_web::test]
+async fn a_continuation_final_response_holds_the_whole_message() {
+    let app = spawn_app().await;
+    let runs = run_everywhere(&app, "wholemsg", |session| {
+        let mut first = message(
+            session,
+            "m1",
+            "say Let me select it.\ncall select_issue {\"number\": 42}",
+        );
+        first["host_context"] = tasks_context();
+        json!({"steps": [
+            call("assistant_message", first),
+            completed(1),
+            call("assistant_message", continuation(session, "m2", json!({"selected": 42}))),
+            completed(2),
+        ]})
+    })
+    .await;
+    for run in &runs {
+        let label = &run.label;
+        let (turns, _) = run.turns();
+        assert_eq!(turns.len(), 2, "{label}");
+        let before = streamed_text(&turns[0]);
+        assert_eq!(before, "Let me select it.", "{label}");
+        let added = streamed_text(&turns[1]);
+        assert!(
+            added.starts_with("Tool results: select_issue"),
+            "{label}: {added}"
+        );
+        let answered = only(label, &turns[1], "assistant:final_response");
+        assert_eq!(
+            answered["content"].as_str(),
+            Some(format!("{before}\n\n{added}").as_str()),
+            "{label}"
+        );
+        // text 0, group 1 in the first turn; note 2, text 3 in the second.
+        assert_eq!(announced_segments(label, &turns[0]), [0, 1], "{label}");
+        assert_eq!(announced_segments(label, &turns[1]), [2, 3], "{label}");
+    }
+}
+
+/// The echo model's `hold` outside `output_mode: "host_tools"` (README): not
+/// a tool there, so a `tool_error` whose group index the stream announces.
+#[actix_web::test]
+async fn hold_in_text_mode_is_a_tool_error_and_indices_stay_contiguous() {
+    let app = spawn_app().await;
+    let runs = run_with(&app, "holdtext", &CLIENT_MODES[..1], |session| {
+        json!({"steps": [
+            call("assistant_message", message(session, "m1", "hold")),
+            completed(1),
+        ]})
+    })
+    .await;
+    let run = &runs[0];
+    let label = &run.label;
+    let (turns, _) = run.turns();
+    let error = only(label, &turns[0], "assistant:tool_error");
+    assert_eq!(error["tool_name"], "hold", "{label}: {error}");
+    assert_eq!(error["segment_index"], 0, "{label}: {error}");
+    assert_eq!(announced_segments(label, &turns[0]), [0, 1], "{label}");
 }
 
 #[actix_web::test]
@@ -467,6 +589,25 @@ async fn cancel_mid_stream_saves_the_partial_text_and_ends_in_order() {
         assert_eq!(reply["id"], "m1:reply", "{label}");
         assert_eq!(reply["error_type"], "cancelled", "{label}");
         assert_eq!(stored_text(reply), partial, "{label}");
+        // Cancellation keeps the usage counted before it: the provider had
+        // not reported yet, so the runtime's own count of what it sent and
+        // what streamed (about four characters a token).
+        let usage = &last["usage"];
+        assert_eq!(usage["requests"], 1, "{label}: {usage}");
+        assert!(usage["input_tokens"].as_u64() > Some(0), "{label}: {usage}");
+        assert_eq!(
+            usage["output_tokens"].as_u64(),
+            Some((partial.len() as u64).div_ceil(4)),
+            "{label}: {usage}"
+        );
+        assert_eq!(
+            usage["total_tokens"].as_u64(),
+            Some(
+                usage["input_tokens"].as_u64().unwrap() + usage["output_tokens"].as_u64().unwrap()
+            ),
+            "{label}: {usage}"
+        );
+        assert_eq!(&reply["usage"], usage, "{label}: stored as reported");
     }
 }
 
@@ -507,13 +648,24 @@ async fn steering_joins_the_live_turn_before_its_next_request() {
             .to_owned();
         assert!(content.starts_with("one two"), "{label}: {content}");
         assert!(content.ends_with("steered"), "{label}: {content}");
+        // text 0, the get_time group 1, the steering note 2, the answer 3.
+        assert_eq!(announced_segments(label, turn), [0, 1, 2, 3], "{label}");
+        let delivered = only(label, turn, "assistant:steering_delivered");
+        assert_eq!(delivered["message_id"], "m2", "{label}: {delivered}");
+        assert_eq!(delivered["content"], "say steered", "{label}: {delivered}");
+        assert_eq!(
+            delivered["segment_kind"], "steering",
+            "{label}: {delivered}"
+        );
+        assert_eq!(
+            delivered["segment_id"], "m1:reply:2",
+            "{label}: {delivered}"
+        );
 
         let stored = messages(&app, &run.session_id).await;
         let reply = stored.last().expect("the assistant message");
-        let note = reply["segments"]
-            .as_array()
-            .and_then(|segments| segments.iter().find(|s| s["kind"] == "note"))
-            .unwrap_or_else(|| panic!("{label}: no note in {reply:#}"));
+        let note = &reply["segments"][2];
+        assert_eq!(note["kind"], "note", "{label}: {reply:#}");
         assert_eq!(note["origin"], "steering", "{label}");
         assert_eq!(note["text"], "say steered", "{label}");
     }
@@ -547,6 +699,10 @@ async fn steering_during_the_last_response_is_answered_in_the_same_turn() {
             last["content"], "one two three four five six\n\nsteered",
             "{label}"
         );
+        // The steering note takes index 1 and is announced: no gap before 2.
+        assert_eq!(announced_segments(label, &turns[0]), [0, 1, 2], "{label}");
+        let delivered = only(label, &turns[0], "assistant:steering_delivered");
+        assert_eq!(delivered["segment_index"], 1, "{label}: {delivered}");
         assert_eq!(last["usage"]["requests"], 2, "{label}");
         let stored = messages(&app, &run.session_id).await;
         let kinds: Vec<_> = stored[1]["segments"]
