@@ -346,7 +346,7 @@ mod tests {
             "id": "m1", "sessionId": "s1", "parentId": "m0", "messageType": "steering",
             "outputMode": "host_tools", "content": "hi",
             "config": {"defaultModel": "builtin:echo", "thinkingBudget": 0, "temperature": 0.5, "maxTurns": 3},
-            "hostContext": {"capturedAt": "t", "view": {"name": "v"}},
+            "hostContext": {"capturedAt": "2026-09-05", "view": {"name": "v"}},
             "toolCallId": "c1", "toolResult": {"ok": true}, "toolOutcome": "failed"
         });
         let request = ChatRequest::parse(&body).unwrap();
@@ -364,7 +364,7 @@ mod tests {
         );
         assert_eq!(
             request.host_context.unwrap().captured_at.as_deref(),
-            Some("t")
+            Some("2026-09-05")
         );
         assert_eq!(
             request.continuation,

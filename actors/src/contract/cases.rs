@@ -833,6 +833,21 @@ fn source_of_truth_cases() -> Vec<(Value, &'static str, &'static str)> {
             "action_description_null",
         ),
         (
+            ctx(json!({"captured_at": "yesterday"})),
+            "host_context.captured_at",
+            "captured_at_not_a_datetime",
+        ),
+        (
+            ctx(json!({"capturedAt": "2026-02-30T10:00:00Z"})),
+            "host_context.captured_at",
+            "captured_at_not_a_real_date",
+        ),
+        (
+            ctx(json!({"captured_at": "1700000000"})),
+            "host_context.captured_at",
+            "captured_at_unix_time_string",
+        ),
+        (
             ctx(json!({"version": null})),
             "host_context.version",
             "version_null",

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::attachment::Attachment;
 use super::error::ValidationError;
 use super::keys::{child_path, index_path, quoted, Fields};
+use super::timestamp::is_iso_8601;
 
 /// At most this many `navigation` targets per context.
 pub const MAX_NAVIGATION_TARGETS: usize = 50;
@@ -209,7 +210,7 @@ impl HostContext {
             Some(background) => Some(parse_background(background, &fields.path("background"))?),
             None => None,
         };
-        let captured_at = fields.string("captured_at")?;
+        let captured_at = parse_captured_at(&fields)?;
         let extensions = fields.object("extensions")?.cloned();
         let context = HostContext {
             version,
@@ -294,6 +295,23 @@ fn parse_version(fields: &Fields<'_>) -> Result<u32, ValidationError> {
             format!("expected an integer; this runtime speaks version {supported}"),
         )),
     }
+}
+
+/// A datetime in the source of truth: an ISO 8601 date or date-time, kept as sent.
+fn parse_captured_at(fields: &Fields<'_>) -> Result<Option<String>, ValidationError> {
+    let Some(captured_at) = fields.str("captured_at")? else {
+        return Ok(None);
+    };
+    if !is_iso_8601(captured_at) {
+        return Err(fields.error(
+            "captured_at",
+            format!(
+                "{} is not an ISO 8601 date or date-time (e.g. 2026-09-05T10:00:00Z)",
+                quoted(captured_at)
+            ),
+        ));
+    }
+    Ok(Some(captured_at.to_string()))
 }
 
 fn parse_host(value: &Value, path: &str) -> Result<HostInfo, ValidationError> {
@@ -469,11 +487,11 @@ pub(crate) mod tests {
 
     #[test]
     fn camel_case_contract_keys_are_normalised_and_page_means_view() {
-        let wire = json!({"capturedAt": "now", "page": {"name": "scene"}});
+        let wire = json!({"capturedAt": "2026-09-05T10:00:00Z", "page": {"name": "scene"}});
         let context = HostContext::parse(&wire, "host_context").unwrap();
         assert_eq!(
             context.to_value(),
-            json!({"version": 1, "view": {"name": "scene"}, "captured_at": "now"})
+            json!({"version": 1, "view": {"name": "scene"}, "captured_at": "2026-09-05T10:00:00Z"})
         );
     }
 

@@ -4,7 +4,8 @@
 //!
 //! - `error`: `ValidationError`, a field path and a reason.
 //! - `keys`: contract key spelling (snake_case or camelCase) and unknown fields.
-//! - `host_context`, `attachment`: the context and its attachments.
+//! - `host_context`, `attachment`: the context and its attachments;
+//!   `timestamp`: the ISO 8601 shape of `captured_at`.
 //! - `body`: the message body; `join`: the join and cancel payloads.
 //! - `cases`: the shared table of invalid bodies, for unit and black-box tests.
 
@@ -16,6 +17,7 @@ pub mod error;
 pub mod host_context;
 pub mod join;
 mod keys;
+mod timestamp;
 
 pub use attachment::{
     Attachment, AttachmentKind, AttachmentPurpose, AttachmentSource, MAX_ATTACHMENT_CONTENT_CHARS,

@@ -286,8 +286,8 @@ mod tests {
         );
         check(json!({"background": {}}), "<host_context>\n</host_context>");
         check(
-            json!({"capturedAt": "yesterday", "extensions": {"zKey": 1, "aKey": {"b": 2, "a": 1}}}),
-            "<host_context>\ncaptured_at: yesterday\nextensions: {\"zKey\":1,\"aKey\":{\"b\":2,\"a\":1}}\n</host_context>",
+            json!({"capturedAt": "2026-09-05 10:00", "extensions": {"zKey": 1, "aKey": {"b": 2, "a": 1}}}),
+            "<host_context>\ncaptured_at: 2026-09-05 10:00\nextensions: {\"zKey\":1,\"aKey\":{\"b\":2,\"a\":1}}\n</host_context>",
         );
     }
 
