@@ -659,3 +659,33 @@ pub fn strip_prose(assistant: &mut Message) {
         .segments
         .retain(|segment| matches!(segment, Segment::ToolGroup { .. } | Segment::Note { .. }));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancelled_response_keeps_what_the_provider_reported() {
+        let mut tokens = TokenUsage {
+            input_tokens: 120,
+            output_tokens: 7,
+            ..TokenUsage::default()
+        };
+        count_unreported(&mut tokens, 999, 400);
+        assert_eq!((tokens.input_tokens, tokens.output_tokens), (120, 7));
+    }
+
+    #[test]
+    fn a_cancelled_response_without_a_report_is_counted_by_the_runtime() {
+        let mut tokens = TokenUsage::default();
+        count_unreported(&mut tokens, 50, 9);
+        assert_eq!((tokens.input_tokens, tokens.output_tokens), (50, 3));
+        // Input reported, output not yet.
+        let mut tokens = TokenUsage {
+            input_tokens: 80,
+            ..TokenUsage::default()
+        };
+        count_unreported(&mut tokens, 50, 8);
+        assert_eq!((tokens.input_tokens, tokens.output_tokens), (80, 2));
+    }
+}
