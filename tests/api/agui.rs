@@ -472,6 +472,41 @@ async fn request_errors_are_json_before_any_stream() {
     assert_eq!(status, 409, "{body:?}");
 }
 
+/// A tool result sent again for a call whose result is recorded: a 409
+/// before any stream, naming the recorded status `completed`.
+#[actix_web::test]
+async fn a_duplicate_tool_result_is_a_409_saying_status_completed() {
+    let app = spawn_app().await;
+    let question = "call pick {\"n\": 42}";
+    let mut first = user_run("agui-dup-result", "u1", question);
+    first["tools"] = json!([pick_tool()]);
+    let (status, _, events) = post_run(&app, &first).await;
+    assert_eq!(status, 200, "{events:?}");
+    let events = Value::Array(events);
+    let call_id = events_of_type(&events, "TOOL_CALL_START")[0]["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answer = |tool_message_id: &str| {
+        json!({"threadId": "agui-dup-result", "runId": "r2", "messages": [
+            {"id": "u1", "role": "user", "content": question},
+            {"id": "a1", "role": "assistant", "toolCalls": [{"id": call_id, "type": "function",
+              "function": {"name": "pick", "arguments": "{\"n\":42}"}}]},
+            {"id": tool_message_id, "role": "tool", "toolCallId": call_id, "content": "{\"picked\": 42}"}
+        ], "tools": [pick_tool()], "context": [], "state": {}, "forwardedProps": {}})
+    };
+    let (status, _, body) = post_run(&app, &answer("t1")).await;
+    assert_eq!(status, 200, "{body:?}");
+    let (status, content_type, body) = post_run(&app, &answer("t2")).await;
+    assert_eq!((status, content_type.as_str()), (409, "application/json"));
+    assert_eq!(body[0]["type"], "session_error");
+    let sentence = body[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        sentence.contains("already recorded (status: completed)"),
+        "{sentence}"
+    );
+}
+
 #[actix_web::test]
 async fn a_client_that_hangs_up_cancels_the_turn() {
     let app = spawn_app().await;
