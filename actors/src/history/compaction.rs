@@ -388,6 +388,54 @@ mod tests {
     }
 
     #[test]
+    fn folded_reference_attachments_become_their_labels() {
+        let mut user = message("u0", None, Role::User, "see the file");
+        user.attachments = vec![crate::contract::Attachment::parse(
+            &serde_json::json!({"kind": "document", "purpose": "reference",
+                                "text": "SECRET BODY", "name": "report.txt"}),
+            "attachments[0]",
+        )
+        .unwrap()];
+        user.host_block = Some("<host_context>old screen</host_context>".into());
+        let reply = message("a0", Some("u0"), Role::Assistant, "read it");
+        let input = summarizer_input(Some("Before."), &[&user, &reply], 1_000);
+        assert!(input.starts_with("Summary of the conversation so far:\nBefore."));
+        assert!(
+            input.contains("User: see the file [attachment: report.txt]"),
+            "{input}"
+        );
+        assert!(input.contains("Assistant: read it"));
+        assert!(!input.contains("SECRET BODY"), "only the label: {input}");
+        assert!(!input.contains("host_context"), "past screens are left out");
+    }
+
+    #[test]
+    fn echo_summarizes_deterministically_with_a_running_count() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let tree = long_tree(6, 4_000);
+        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
+        let job = plan_compaction(&config(5_000, 2), &tree, &path, "sys", echo).unwrap();
+        let first = runtime.block_on(job.run()).unwrap();
+        assert!(
+            first
+                .summary
+                .content
+                .starts_with("Summary (builtin:echo): the user sent 5 messages before these"),
+            "{}",
+            first.summary.content
+        );
+        assert_eq!(first.summary.parent_id.as_ref().unwrap().as_str(), "a4");
+        assert_eq!(first.usage.requests, 1);
+        let again = plan_compaction(&config(5_000, 2), &tree, &path, "sys", echo).unwrap();
+        assert_eq!(
+            runtime.block_on(again.run()).unwrap().summary.content,
+            first.summary.content
+        );
+    }
+
+    #[test]
     fn the_view_starts_with_the_summary_and_then_the_retained_messages() {
         let mut tree = long_tree(4, 10);
         let mut summary = message("a1:summary", Some("a1"), Role::Summary, "");

@@ -138,6 +138,43 @@ mod tests {
     }
 
     #[test]
+    fn echo_keeps_the_list_and_adds_remember_lines() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let job = MemoryJob {
+            model: AuxiliaryModel {
+                id: crate::model::ModelId::parse("builtin:echo").unwrap(),
+                client: std::sync::Arc::new(crate::model::echo::EchoModel),
+            },
+            current: vec!["name is Ada".into()],
+            user_text: "remember likes tea\nhello".into(),
+            max_entries: 15,
+            truncation_limit: 1_000,
+        };
+        let assistant = Message {
+            id: MessageId::new("a".to_string()),
+            parent_id: None,
+            role: Role::Assistant,
+            content: String::new(),
+            host_block: None,
+            attachments: Vec::new(),
+            segments: vec![Segment::Text {
+                text: "remember nothing from me".into(),
+            }],
+            usage: None,
+            model: None,
+            error_type: None,
+            memory_block: None,
+            working_memory: None,
+            created_at: 0,
+        };
+        let (entries, usage) = runtime.block_on(job.run(&assistant)).unwrap();
+        assert_eq!(entries, ["name is Ada", "likes tea"]);
+        assert_eq!(usage.requests, 1);
+    }
+
+    #[test]
     fn the_block_is_stable_text() {
         assert_eq!(
             render_block(&["a".into(), "b".into()]),
