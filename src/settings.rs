@@ -8,14 +8,16 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use actors::history::{HistoryConfig, WorkingMemoryConfig};
 use actors::model::ModelId;
 use actors::tools::HostToolConfig;
 use actors::turn::Budget;
 use serde_json::Value;
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
-const OWNED_PREFIXES: [&str; 7] = [
+const OWNED_PREFIXES: [&str; 8] = [
     "SERVER__",
+    "HISTORY__",
     "LLM__",
     "TOOLS__",
     "ASSISTANT__",
@@ -32,6 +34,8 @@ const KNOWN_KEYS: &[&str] = &[
     "LLM__PRIMARY_MODEL",
     "LLM__REQUEST_TIMEOUT_SECONDS",
     "LLM__RETRY_BACKOFF_MS",
+    "LLM__SUMMARIZATION_MODEL",
+    "LLM__WORKING_MEMORY_MODEL",
     "TOOLS__HOST_TOOLS",
     "TOOLS__HOST_TOOLS_PATH",
     "TOOLS__PAGE_SCOPES",
@@ -45,6 +49,13 @@ const KNOWN_KEYS: &[&str] = &[
     "ASSISTANT__BUDGET__TOTAL_TOKENS",
     "ASSISTANT__SESSION_IDLE_SECONDS",
     "ASSISTANT__SESSION_TTL_HOURS",
+    "ASSISTANT__ENABLE_WORKING_MEMORY",
+    "HISTORY__COMPACTION_ENABLED",
+    "HISTORY__TOKEN_BUDGET",
+    "HISTORY__RETAIN_RECENT",
+    "HISTORY__PROTECT_RECENT_TOOL_RESULTS",
+    "HISTORY__MESSAGE_TRUNCATION_LIMIT",
+    "HISTORY__MAX_MEMORY_ENTRIES",
     "DATABASE__URL",
     "DATABASE__REQUIRED",
     "DATABASE__POOL_SIZE",
@@ -83,6 +94,8 @@ pub struct Settings {
     pub ping_interval: Duration,
     pub ping_timeout: Duration,
     pub max_payload: usize,
+    /// Compaction and working memory (`HISTORY__*` and friends).
+    pub history: HistoryConfig,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -283,8 +296,94 @@ impl Settings {
                 "SOCKETIO__MAX_PAYLOAD",
                 1_000_000,
             )?,
+            history: history(&get)?,
         })
     }
+}
+
+/// `HISTORY__*`, `LLM__SUMMARIZATION_MODEL`, `ASSISTANT__ENABLE_WORKING_MEMORY`
+/// and `LLM__WORKING_MEMORY_MODEL`, with the Python original's defaults and ranges.
+fn history<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<HistoryConfig, SettingsError> {
+    let defaults = HistoryConfig::default();
+    let model = |key: &str| -> Result<Option<ModelId>, SettingsError> {
+        get(key)
+            .map(|text| {
+                // Same rules as the primary model, named by this key.
+                primary_model(text).map_err(|error| bad(key, error.message))
+            })
+            .transpose()
+    };
+    let working_memory = if boolean(
+        get("ASSISTANT__ENABLE_WORKING_MEMORY"),
+        "ASSISTANT__ENABLE_WORKING_MEMORY",
+    )? {
+        Some(WorkingMemoryConfig {
+            model: model("LLM__WORKING_MEMORY_MODEL")?,
+            max_entries: positive(
+                get("HISTORY__MAX_MEMORY_ENTRIES"),
+                "HISTORY__MAX_MEMORY_ENTRIES",
+                15,
+            )?,
+        })
+    } else {
+        model("LLM__WORKING_MEMORY_MODEL")?;
+        positive::<usize>(
+            get("HISTORY__MAX_MEMORY_ENTRIES"),
+            "HISTORY__MAX_MEMORY_ENTRIES",
+            15,
+        )?;
+        None
+    };
+    Ok(HistoryConfig {
+        compaction_enabled: match get("HISTORY__COMPACTION_ENABLED") {
+            None => defaults.compaction_enabled,
+            value => boolean(value, "HISTORY__COMPACTION_ENABLED")?,
+        },
+        token_budget: in_range(
+            get("HISTORY__TOKEN_BUDGET"),
+            "HISTORY__TOKEN_BUDGET",
+            defaults.token_budget,
+            5_000..=500_000,
+        )?,
+        retain_recent: in_range(
+            get("HISTORY__RETAIN_RECENT"),
+            "HISTORY__RETAIN_RECENT",
+            defaults.retain_recent,
+            1..=50,
+        )?,
+        protect_recent_tool_results: number(
+            get("HISTORY__PROTECT_RECENT_TOOL_RESULTS"),
+            "HISTORY__PROTECT_RECENT_TOOL_RESULTS",
+            defaults.protect_recent_tool_results,
+        )?,
+        message_truncation_limit: positive(
+            get("HISTORY__MESSAGE_TRUNCATION_LIMIT"),
+            "HISTORY__MESSAGE_TRUNCATION_LIMIT",
+            defaults.message_truncation_limit,
+        )?,
+        summarization_model: model("LLM__SUMMARIZATION_MODEL")?,
+        working_memory,
+    })
+}
+
+fn in_range<T: std::str::FromStr + PartialOrd + fmt::Display>(
+    value: Option<&str>,
+    key: &str,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, SettingsError> {
+    let parsed = number(value, key, default)?;
+    if !range.contains(&parsed) {
+        return Err(bad(
+            key,
+            format!(
+                "must be between {} and {}, got {parsed}",
+                range.start(),
+                range.end()
+            ),
+        ));
+    }
+    Ok(parsed)
 }
 
 /// `LLM__PRIMARY_MODEL`: `provider:name` with a provider the runtime has.
@@ -506,6 +605,43 @@ mod tests {
                 .key,
             "DATABASE__REQUIRED"
         );
+    }
+
+    #[test]
+    fn history_settings_default_to_the_python_original_and_name_bad_values() {
+        let history = settings(&[]).unwrap().history;
+        assert_eq!(history, HistoryConfig::default());
+        assert!(history.compaction_enabled && history.working_memory.is_none());
+        assert_eq!((history.token_budget, history.retain_recent), (100_000, 5));
+        let on = settings(&[
+            ("ASSISTANT__ENABLE_WORKING_MEMORY", "true"),
+            ("LLM__WORKING_MEMORY_MODEL", "builtin:echo"),
+            ("HISTORY__COMPACTION_ENABLED", "false"),
+        ])
+        .unwrap()
+        .history;
+        assert!(!on.compaction_enabled);
+        assert_eq!(on.working_memory.unwrap().max_entries, 15);
+        for (key, value) in [
+            ("HISTORY__TOKEN_BUDGET", "4999"),
+            ("HISTORY__TOKEN_BUDGET", "500001"),
+            ("HISTORY__RETAIN_RECENT", "0"),
+            ("HISTORY__RETAIN_RECENT", "51"),
+            ("HISTORY__PROTECT_RECENT_TOOL_RESULTS", "-1"),
+            ("HISTORY__MESSAGE_TRUNCATION_LIMIT", "0"),
+            ("HISTORY__MAX_MEMORY_ENTRIES", "none"),
+            ("HISTORY__COMPACTION_ENABLED", "sometimes"),
+            ("ASSISTANT__ENABLE_WORKING_MEMORY", "2"),
+            ("LLM__SUMMARIZATION_MODEL", "gpt-4o"),
+            ("LLM__WORKING_MEMORY_MODEL", "builtin:parrot"),
+            ("HISTORY__TOKEN_BUDGETS", "9000"),
+        ] {
+            assert_eq!(
+                settings(&[(key, value)]).unwrap_err().key,
+                key,
+                "{key}={value}"
+            );
+        }
     }
 
     #[test]

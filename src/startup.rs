@@ -366,6 +366,7 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
             thinking_budget: settings.thinking_budget,
             budget: settings.budget,
             idle_timeout: settings.session_idle,
+            history: settings.history.clone(),
         },
     };
     Runtime::new(deps)

@@ -9,6 +9,7 @@
 //! - `model`: the provider-neutral model interface, the catalog, and adapters (echo, OpenAI, Anthropic).
 //! - `tools`: backend tools, host tools, the per-turn tool set and schema checks.
 //! - `turn`: the model loop of one turn.
+//! - `history`: what the model reads of a long path: compaction and working memory.
 //! - `session`: the session actor, its registry and the `Runtime` handle.
 //! - `events`: what a turn emits, for the transports to encode.
 //! - `store`: the store trait with memory and Postgres implementations.
@@ -16,6 +17,7 @@
 pub mod contract;
 pub mod conversation;
 pub mod events;
+pub mod history;
 pub mod ids;
 pub mod model;
 pub mod prompt;

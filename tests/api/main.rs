@@ -5,6 +5,7 @@ mod assistant_socket;
 mod decisions;
 mod fake_provider;
 mod helpers;
+mod history;
 mod host_actions;
 mod postgres;
 mod prompt_prefix;

@@ -12,6 +12,10 @@ use crate::ids::{MessageId, SessionId, ToolCallId};
 pub enum Role {
     User,
     Assistant,
+    /// A stored summary of the path up to its parent (history compaction).
+    /// It hangs beside the path, never on it: the originals stay for display,
+    /// and the model reads the summary in their place (`history::view`).
+    Summary,
 }
 
 /// One node of the session's message tree.
@@ -39,6 +43,13 @@ pub struct Message {
     /// Set on assistant messages whose turn ended in error (`error_type`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
+    /// On a user message: the rendered `<working_memory>` block it opened
+    /// with, kept byte for byte like `host_block` so replays stay stable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_block: Option<String>,
+    /// On an assistant message: the session's working memory after its turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_memory: Option<Vec<String>>,
     /// Unix milliseconds.
     pub created_at: u64,
 }
@@ -186,6 +197,10 @@ pub struct Usage {
     pub tool_calls: u32,
     /// Null when no price is known for the model.
     pub cost_usd: Option<f64>,
+    /// Model calls made for the turn but not by it (`summarization`,
+    /// `working_memory`), by name; not included in the counts above.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub auxiliary: std::collections::BTreeMap<String, Usage>,
 }
 
 impl Usage {

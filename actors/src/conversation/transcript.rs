@@ -20,6 +20,8 @@ pub fn build_transcript(path: &[&Message], overlay: &ScreenshotOverlay) -> Vec<C
         match message.role {
             Role::User => items.push(ChatItem::User(user_parts(message))),
             Role::Assistant => push_assistant(&mut items, &message.segments, overlay),
+            // Read through `history::view`, which puts it where it belongs.
+            Role::Summary => {}
         }
     }
     items

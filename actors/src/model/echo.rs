@@ -12,6 +12,11 @@
 //!
 //! Any other text is echoed back as `Echo: <text>`. After tool results it
 //! answers `Tool results: <name> → <output>; ...` instead of reading commands.
+//!
+//! Asked with the history module's instructions, it is a deterministic
+//! summarizer (a count of the user messages folded so far and the start of
+//! the newest) and memory extractor (every `remember <fact>` line of the
+//! user's text, added to the current list).
 
 use std::time::Duration;
 
@@ -75,6 +80,9 @@ impl ModelClient for EchoModel {
 }
 
 fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
+    if let Some(reply) = auxiliary_reply(request) {
+        return (text_deltas(&reply), Duration::ZERO);
+    }
     if let Some(summary) = tool_results_summary(&request.messages) {
         return (text_deltas(&summary), Duration::ZERO);
     }
@@ -123,6 +131,64 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
         steps = reply_steps;
     }
     (steps, delay)
+}
+
+/// The summary or memory update `request` asks for, when it is one.
+fn auxiliary_reply(request: &ModelRequest) -> Option<String> {
+    let input = latest_user_text(&request.messages);
+    if request.system == crate::history::SUMMARIZER_INSTRUCTIONS {
+        Some(echo_summary(&input))
+    } else if request.system == crate::history::MEMORY_INSTRUCTIONS {
+        Some(echo_memory(&input))
+    } else {
+        None
+    }
+}
+
+const SUMMARY_COUNT_PREFIX: &str = "Summary (builtin:echo): the user sent ";
+
+/// Bounded whatever the length of the conversation: a running count and the
+/// first words of the newest folded user message.
+fn echo_summary(input: &str) -> String {
+    let earlier: u64 = input
+        .lines()
+        .find_map(|line| line.strip_prefix(SUMMARY_COUNT_PREFIX))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0);
+    let users: Vec<&str> = input
+        .lines()
+        .filter_map(|line| line.strip_prefix("User: "))
+        .collect();
+    let newest: String = users
+        .last()
+        .map(|text| text.chars().take(40).collect())
+        .unwrap_or_default();
+    format!(
+        "{SUMMARY_COUNT_PREFIX}{} messages before these; the newest folded one began {newest:?}.",
+        earlier + users.len() as u64
+    )
+}
+
+/// The current list plus each `remember <fact>` line of the user's text.
+fn echo_memory(input: &str) -> String {
+    let mut entries: Vec<String> = input
+        .split("<current_memory>\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n</current_memory>").next())
+        .and_then(|list| serde_json::from_str(list).ok())
+        .unwrap_or_default();
+    let user = input
+        .split("<user>\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n</user>").next())
+        .unwrap_or_default();
+    for line in user.lines() {
+        if let Some(fact) = line.trim().strip_prefix("remember ") {
+            entries.push(fact.trim().to_string());
+        }
+    }
+    serde_json::to_string(&entries).unwrap_or_else(|_| "[]".into())
 }
 
 /// Call ids must be unique within a session across branches and restarts of
@@ -179,8 +245,11 @@ fn tool_results_summary(messages: &[ChatItem]) -> Option<String> {
     Some(format!("Tool results: {}", in_order.join("; ")))
 }
 
+/// A part the runtime wrote (host context, summary, working memory), not the user.
 fn is_host_context_part(part: &ContentPart) -> bool {
-    matches!(part, ContentPart::Text(text) if text.starts_with("<host_context>"))
+    matches!(part, ContentPart::Text(text) if text.starts_with("<host_context>")
+        || text.starts_with(crate::history::SUMMARY_BLOCK_OPEN)
+        || text.starts_with(crate::history::MEMORY_BLOCK_OPEN))
 }
 
 fn first_text(parts: &[ContentPart]) -> &str {

@@ -24,8 +24,8 @@ use crate::contract::{
     OutputMode, ToolOutcome,
 };
 use crate::conversation::{
-    build_transcript, now_millis, CallOutcome, CallStatus, Message as StoredMessage, MessageTree,
-    NoteOrigin, PendingAction, Role, Segment, SessionRecord, ToolRecord,
+    now_millis, CallOutcome, CallStatus, Message as StoredMessage, MessageTree, NoteOrigin,
+    PendingAction, Role, Segment, SessionRecord, ToolRecord,
 };
 use crate::events::{
     Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, StatusEvent, ToolResultEvent,
@@ -35,7 +35,7 @@ use crate::ids::{MessageId, SessionId, ToolCallId};
 use crate::prompt::host_block::render_host_context;
 use crate::store::{SessionSnapshot, StoreError, StoreResult};
 use crate::turn::{
-    run_turn, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
+    CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
 };
 
 /// How long an actor whose load failed keeps answering its queued requests.
@@ -526,6 +526,7 @@ impl Handler<JoinSession> for SessionActor {
 struct TurnFinished {
     turn_id: u64,
     output: TurnOutput,
+    history: crate::history::HistoryOutcome,
 }
 
 impl actix::Message for TurnFinished {
@@ -536,7 +537,7 @@ impl Handler<TurnFinished> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, finished: TurnFinished, ctx: &mut Context<Self>) {
-        self.finish_turn(finished.turn_id, finished.output, ctx);
+        self.finish_turn(finished.turn_id, finished.output, finished.history, ctx);
     }
 }
 
@@ -792,6 +793,16 @@ impl SessionActor {
             )));
         }
         if let Some(parent) = &request.parent_id {
+            if self
+                .tree
+                .get(parent)
+                .is_some_and(|message| message.role == Role::Summary)
+            {
+                return Err(SessionError::Conflict(format!(
+                    "parent_id {:?} is a summary node; continue from a message of the conversation",
+                    parent.as_str()
+                )));
+            }
             if !self.tree.contains(parent) {
                 return Err(SessionError::Conflict(format!(
                     "parent_id {:?} is not a message of session {:?}",
@@ -852,12 +863,22 @@ impl SessionActor {
         }
         self.reset_screenshot(&request);
         let context = self.current_context(&request);
+        let parent_id = request
+            .parent_id
+            .clone()
+            .or_else(|| self.record.active_leaf.clone());
+        let memory_block = (request.output_mode == OutputMode::Text)
+            .then(|| {
+                crate::history::memory_block_for(
+                    &self.deps.config.history,
+                    &self.tree,
+                    parent_id.as_ref(),
+                )
+            })
+            .flatten();
         let user = StoredMessage {
             id: request.id.clone(),
-            parent_id: request
-                .parent_id
-                .clone()
-                .or_else(|| self.record.active_leaf.clone()),
+            parent_id,
             role: Role::User,
             content: request.content.clone(),
             host_block: context.as_deref().map(render_host_context),
@@ -866,6 +887,8 @@ impl SessionActor {
             usage: None,
             model: None,
             error_type: None,
+            memory_block,
+            working_memory: None,
             created_at: now_millis(),
         };
         let mut record = self.record.clone();
@@ -903,6 +926,8 @@ impl SessionActor {
                 usage: None,
                 model: None,
                 error_type: None,
+                memory_block: None,
+                working_memory: None,
                 created_at: now_millis(),
             };
             actor.start_turn(&request, assistant, None, sink, reply, ctx);
@@ -1183,8 +1208,20 @@ impl SessionActor {
                 .tool_set(context.as_deref(), self.screenshot.is_some(), output_mode);
         let leaf = assistant.parent_id.clone();
         let path = self.tree.path_to(leaf.as_ref());
-        let history = build_transcript(&path, &Default::default());
+        let history = crate::history::transcript(&self.tree, &path);
         let config = &self.deps.config;
+        let jobs = crate::history::plan_jobs(
+            &config.history,
+            crate::history::TurnContext {
+                tree: &self.tree,
+                path: &path,
+                system: &config.system_prompt,
+                turn_model: &model_id,
+                silent: output_mode == OutputMode::HostTools,
+                fresh: assistant.segments.is_empty(),
+            },
+            self.deps.models.as_ref(),
+        );
         let max_requests = request
             .config
             .max_turns
@@ -1248,14 +1285,26 @@ impl SessionActor {
         // beside an in-flight write (a delete, say) would act on stale state.
         let addr = ctx.address();
         ctx.spawn(
-            run_turn(input)
+            crate::history::run_turn_with_history(jobs, input)
                 .into_actor(self)
-                .map(move |output, _actor, _ctx| addr.do_send(TurnFinished { turn_id, output })),
+                .map(move |(output, history), _actor, _ctx| {
+                    addr.do_send(TurnFinished {
+                        turn_id,
+                        output,
+                        history,
+                    })
+                }),
         );
     }
 
     /// Records how a turn ended, then answers whatever waited for it.
-    fn finish_turn(&mut self, turn_id: u64, output: TurnOutput, ctx: &mut Context<Self>) {
+    fn finish_turn(
+        &mut self,
+        turn_id: u64,
+        output: TurnOutput,
+        history: crate::history::HistoryOutcome,
+        ctx: &mut Context<Self>,
+    ) {
         let live = match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Running(live) if live.id == turn_id => live,
             other => {
@@ -1329,10 +1378,11 @@ impl SessionActor {
         let mut record = self.record.clone();
         record.active_leaf = Some(assistant.id.clone());
         record.pending_action = next.clone();
-        let write = self
-            .deps
-            .store
-            .save_messages(&record, std::slice::from_ref(&assistant));
+        // A new summary node is stored with the turn's result, parents first.
+        let summary = history.summary;
+        let mut written_messages: Vec<StoredMessage> = summary.iter().cloned().collect();
+        written_messages.push(assistant.clone());
+        let write = self.deps.store.save_messages(&record, &written_messages);
         self.persist(ctx, write, move |actor, ctx, written| {
             let sink = live.sink;
             if let Err(error) = written {
@@ -1368,6 +1418,9 @@ impl SessionActor {
             }
             record.pending_action = None;
             actor.record = record;
+            if let Some(summary) = summary {
+                actor.tree.upsert(summary);
+            }
             actor.tree.upsert(assistant.clone());
             actor.phase = match &next {
                 Some(pending) => Phase::AwaitingHost(pending.clone()),

@@ -45,6 +45,8 @@ pub struct SessionConfig {
     pub budget: Budget,
     /// An idle actor stops after this long and reloads from the store on its next message.
     pub idle_timeout: Duration,
+    /// Compaction and working memory.
+    pub history: crate::history::HistoryConfig,
 }
 
 /// What session actors need, shared by all of them.

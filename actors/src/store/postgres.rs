@@ -326,6 +326,7 @@ impl MessageRow {
             role: match message.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
+                Role::Summary => "summary",
             },
             body: to_json(message)?,
             created_at: message.created_at as i64,

@@ -396,6 +396,7 @@ fn run_usage(usage: &Usage, carried: &Usage) -> Usage {
         requests: usage.requests.saturating_sub(carried.requests),
         tool_calls: usage.tool_calls.saturating_sub(carried.tool_calls),
         cost_usd: None,
+        auxiliary: Default::default(),
     }
 }
 
