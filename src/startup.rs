@@ -126,6 +126,9 @@ impl Application {
                 "no provider key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY): starting on builtin:echo"
             );
         }
+        if let Some(problem) = settings.model_problem() {
+            log::warn!("{problem}: turns on it will fail (LLM__REQUIRE_USABLE=true makes this a startup error)");
+        }
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
@@ -171,8 +174,8 @@ impl Application {
             .map(|addr| addr.port())
             .unwrap_or(settings.port);
         let mut builder = actix_server::Server::build().backlog(LISTEN_BACKLOG);
-        if settings.workers > 0 {
-            builder = builder.workers(settings.workers);
+        if let Some(workers) = settings.workers {
+            builder = builder.workers(workers.get());
         }
         for listener in listeners {
             let addr = listener.local_addr().map_err(|error| {

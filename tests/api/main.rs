@@ -2,6 +2,7 @@
 
 mod agui;
 mod assistant_socket;
+mod cli;
 mod decisions;
 mod fake_provider;
 mod helpers;

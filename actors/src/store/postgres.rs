@@ -138,6 +138,20 @@ impl PgStore {
         Ok(applied)
     }
 
+    /// The migration state, read only (`assistant-runtime doctor`).
+    pub async fn migration_status(&self) -> Result<migrations::MigrationStatus, DatabaseError> {
+        let client = self.shared.pool.get().await.map_err(|error| match error {
+            PoolError::Backend(error) => startup_error(&error, false),
+            other => DatabaseError {
+                cause: DatabaseCause::Unreachable,
+                detail: other.to_string(),
+            },
+        })?;
+        migrations::status(&client)
+            .await
+            .map_err(|error| startup_error(&error, false))
+    }
+
     /// Runs `operation` under the operation timeout.
     fn run<T: Send + 'static>(
         &self,
