@@ -18,6 +18,7 @@ pub mod agui;
 pub mod assistant_socket;
 pub mod cli;
 pub mod errors;
+pub mod observability;
 pub mod routes;
 pub mod settings;
 pub mod socketio;

@@ -27,6 +27,9 @@ use tokio::net::TcpSocket;
 
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
 use crate::errors::ApiError;
+use crate::observability::access_log::access_log;
+use crate::observability::timed_store::TimedStore;
+use crate::observability::Metrics;
 use crate::settings::Settings;
 use crate::socketio::{AppService, SocketIo, SocketIoConfig};
 
@@ -119,6 +122,8 @@ impl Application {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
+        let metrics = Arc::new(Metrics::default());
+        let store = TimedStore::wrap(store, metrics.clone());
         let runtime = build_runtime(&settings, store);
         let models = ModelsInfo::from_settings(&settings);
         if settings.model_fallback {
@@ -138,15 +143,22 @@ impl Application {
             max_payload: settings.max_payload,
             cors_origins: settings.cors_origins.clone(),
         })
-        .namespace(NAMESPACE, AssistantNamespace::new(runtime.clone()));
+        .namespace(
+            NAMESPACE,
+            AssistantNamespace::new(runtime.clone(), metrics.clone()),
+        );
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
+        let metrics = web::Data::from(metrics);
         let make_app = move || {
             App::new()
                 .app_data(runtime.clone())
                 .app_data(models.clone())
+                .app_data(metrics.clone())
                 .app_data(web::PayloadConfig::new(max_body))
                 .wrap(crate::errors::json_error_pages(max_body))
+                // Outermost: it logs the final status, error pages included.
+                .wrap(actix_web::middleware::from_fn(access_log))
                 .app_data(
                     web::QueryConfig::default().error_handler(|error, _request| {
                         actix_web::Error::from(ApiError::from(actors::contract::ValidationError {

@@ -1,22 +1,30 @@
 //! `POST /api/chat` (a non-streaming turn) and its cancel route.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::events::{EventSink, FinalResponse, TurnEvent};
 use actors::session::{Runtime, SessionError};
 use serde_json::json;
 
 use crate::errors::{parse_json, ApiError};
+use crate::observability::access_log::note_session;
+use crate::observability::{Metrics, Transport, TurnObserver};
 
 /// Turn errors that are the runtime's or the provider's failure (500); a
 /// cancelled or budget-limited turn is a normal, saved ending (200).
 const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
 
 pub async fn post_chat(
+    http: HttpRequest,
     runtime: web::Data<Runtime>,
+    metrics: web::Data<Metrics>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let value = parse_json(&body)?;
+    let session_id = value.get("session_id").or_else(|| value.get("sessionId"));
+    if let Some(session_id) = session_id.and_then(|id| id.as_str()) {
+        note_session(&http, session_id);
+    }
     let request = ChatRequest::parse(&value)?;
     if request.message_type == MessageType::Steering {
         return Err(ValidationError {
@@ -26,8 +34,10 @@ pub async fn post_chat(
         .into());
     }
     let (sink, mut events) = EventSink::new(false);
+    let mut observer = TurnObserver::start(Transport::Http);
     runtime.send_message(request, sink).await?;
     while let Some(event) = events.recv().await {
+        observer.observe(&metrics, &event);
         if let TurnEvent::FinalResponse(final_response) = event {
             return Ok(final_reply(*final_response));
         }

@@ -13,6 +13,9 @@ use actix_web::web;
 /// app's 404; `errors::json_error_pages` gives that 405 its JSON body.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/health").get(health::health))
+        .service(web::resource("/livez").get(health::livez))
+        .service(web::resource("/readyz").get(health::readyz))
+        .service(web::resource("/metrics").get(health::metrics))
         .service(web::resource("/openapi.json").get(openapi::openapi))
         .service(web::resource("/api/chat").post(chat::post_chat))
         .service(web::resource("/api/agui").post(crate::agui::post_agui))

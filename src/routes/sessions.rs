@@ -92,11 +92,13 @@ pub async fn repair(
 
 pub async fn delete(
     runtime: web::Data<Runtime>,
+    metrics: web::Data<crate::observability::Metrics>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = session_id(&path)?;
     if !runtime.delete(&id).await? {
         return Err(actors::session::SessionError::NotFound(id.to_string()).into());
     }
+    metrics.session_deleted(id.as_ref());
     Ok(HttpResponse::Ok().json(json!({"deleted": true, "session_id": id})))
 }

@@ -7,6 +7,7 @@ mod decisions;
 mod fake_provider;
 mod helpers;
 mod host_actions;
+mod observability;
 mod postgres;
 mod prompt_prefix;
 mod providers;
