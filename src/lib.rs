@@ -11,6 +11,8 @@
 //! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
 //! - `agui`: the AG-UI endpoint (`POST /api/agui`).
 //! - `cli`: the command line (clap) and `doctor`.
+//! - `observability`: request ids, the access log, `/metrics`.
+//! - `playground`: the static page at `GET /`.
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
@@ -19,6 +21,7 @@ pub mod assistant_socket;
 pub mod cli;
 pub mod errors;
 pub mod observability;
+pub mod playground;
 pub mod routes;
 pub mod settings;
 pub mod socketio;
