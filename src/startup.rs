@@ -35,7 +35,7 @@ use crate::socketio::{AppService, SocketIo, SocketIoConfig};
 
 /// What `/api/models` and `/health` say about models. Built once at startup
 /// from the settings; it names endpoints but never carries a key.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ModelsInfo {
     pub default_model: String,
     /// True when no provider key was set and the runtime chose `builtin:echo`.
@@ -44,7 +44,7 @@ pub struct ModelsInfo {
 }
 
 /// One provider of `/api/models`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ProviderEntry {
     pub name: &'static str,
     /// Whether requests can be sent (a key, or for `openai` a custom base URL).

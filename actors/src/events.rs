@@ -57,6 +57,7 @@ pub struct ToolErrorEvent {
     pub error: String,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PendingToolCall {
     pub tool_name: String,
@@ -65,6 +66,7 @@ pub struct PendingToolCall {
     pub queued: Vec<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
@@ -74,6 +76,7 @@ pub enum Decision {
 }
 
 /// The end of a turn: what `POST /api/chat` answers and `final_response` carries.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FinalResponse {
     /// Null in `host_tools` mode.

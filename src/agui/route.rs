@@ -21,6 +21,13 @@ use crate::errors::{parse_json, ApiError};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
 
+#[utoipa::path(post, path = "/api/agui", tag = "agui",
+    request_body(content = Object, description = "AG-UI RunAgentInput (threadId is the session id)"),
+    responses(
+        (status = 200, description = "Server-Sent Events: AG-UI events, `data: <json>` frames", content_type = "text/event-stream", body = String),
+        (status = 409, description = "session_error", body = crate::errors::ErrorBody),
+        (status = 422, description = "validation, naming AG-UI fields", body = crate::errors::ErrorBody),
+        (status = 503, description = "Database unreachable", body = crate::errors::ErrorBody)))]
 pub async fn post_agui(
     http: actix_web::HttpRequest,
     runtime: web::Data<Runtime>,

@@ -24,7 +24,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/playground/socket.io.min.js").get(socket_io_js));
 }
 
-async fn index() -> HttpResponse {
+#[utoipa::path(get, path = "/", tag = "docs",
+    responses((status = 200, description = "The playground (HTML)", content_type = "text/html", body = String)))]
+pub async fn index() -> HttpResponse {
     HttpResponse::Ok()
         .content_type(ContentType::html())
         .insert_header(CacheControl(vec![CacheDirective::NoCache]))

@@ -8,6 +8,7 @@ mod fake_provider;
 mod helpers;
 mod host_actions;
 mod observability;
+mod openapi;
 mod playground;
 mod postgres;
 mod prompt_prefix;

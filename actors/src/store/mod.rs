@@ -25,8 +25,10 @@ pub struct SessionSnapshot {
 }
 
 /// One row of `GET /api/sessions`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub session_id: SessionId,
     pub owner_id: Option<String>,
     pub title: Option<String>,
