@@ -1,4 +1,4 @@
-//! The `assistant-runtime` binary: `serve` (default), `migrate`, `doctor`.
+//! The `assistant-runtime` binary: `serve` (default), `migrate`, `doctor`, `chat`.
 //! The command line is parsed first (clap), so help and version never depend
 //! on the settings; a bad setting then exits 2 naming it.
 
@@ -14,6 +14,19 @@ use clap::Parser;
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // A client of another server: the local settings do not concern it.
+    let cli = match cli.into_command() {
+        Command::Chat(args) => {
+            return match assistant_runtime::cli::chat::run(args).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("assistant-runtime chat: {error}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        other => other,
+    };
     let mut settings = match Settings::load(Path::new("config")) {
         Ok(settings) => settings,
         Err(error) => {
@@ -21,7 +34,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match cli.into_command() {
+    match cli {
+        // Handled above, before the settings were read.
+        Command::Chat(_) => ExitCode::SUCCESS,
         Command::Serve(args) => {
             args.apply(&mut settings);
             serve(settings).await

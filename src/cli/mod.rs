@@ -2,6 +2,7 @@
 //! and `--version` work whatever the environment or `.env` holds. Settings
 //! come after, from `config/`, `.env` and the environment; flags override them.
 
+pub mod chat;
 pub mod doctor;
 
 use clap::{Args, Parser, Subcommand};
@@ -35,6 +36,9 @@ pub enum Command {
     /// Show the settings in effect (secrets masked), check each provider and
     /// the database; exit 0 when the runtime can answer turns, 1 otherwise.
     Doctor,
+    /// Talk to a running server from the terminal: streamed answers, and a
+    /// prompt for each host action's result.
+    Chat(chat::ChatArgs),
 }
 
 #[derive(Clone, Debug, Default, Args)]

@@ -8,6 +8,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use serde_json::{json, Value};
+
 const BINARY: &str = env!("CARGO_BIN_EXE_assistant-runtime");
 /// How long a server process may take to come up.
 const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
@@ -85,7 +87,7 @@ fn help_in_every_spelling_works_whatever_the_environment_holds() {
     for args in [&["--help"][..], &["-h"], &["help"]] {
         let (code, stdout, stderr) = run(args, HOSTILE_ENV);
         assert_eq!(code, 0, "{args:?}: {stderr}");
-        for word in ["serve", "migrate", "doctor", "--port", "--host"] {
+        for word in ["serve", "migrate", "doctor", "chat", "--port", "--host"] {
             assert!(stdout.contains(word), "{args:?} lacks {word}: {stdout}");
         }
     }
@@ -110,6 +112,7 @@ fn each_command_has_its_own_help() {
         (&["help", "serve"], "--port <PORT>"),
         (&["migrate", "--help"], "migrations"),
         (&["doctor", "-h"], "secrets masked"),
+        (&["chat", "--help"], "--session <SESSION>"),
     ] {
         let (code, stdout, stderr) = run(args, HOSTILE_ENV);
         assert_eq!(code, 0, "{args:?}: {stderr}");
@@ -282,4 +285,73 @@ fn doctor_reports_the_database_and_its_migrations() {
     let (code, stdout, _) = run(&["doctor"], &[("DATABASE_URL", missing)]);
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("database_missing"), "{stdout}");
+}
+
+#[actix_web::test]
+async fn chat_streams_turns_and_asks_for_each_host_actions_result() {
+    use std::io::Write;
+
+    let app = crate::helpers::spawn_app().await;
+    let scratch = Scratch::new();
+    let context = scratch.path().join("context.json");
+    std::fs::write(&context, crate::helpers::tasks_context().to_string()).expect("context file");
+    let url = app.address.clone();
+    let context_arg = context.display().to_string();
+    let dir = scratch.path().to_path_buf();
+    let output = actix_web::rt::task::spawn_blocking(move || {
+        let mut child = command(
+            &dir,
+            &[
+                "chat",
+                "--url",
+                &url,
+                "--session",
+                "cli-chat",
+                "--context",
+                &context_arg,
+            ],
+            &[],
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chat");
+        let input = "think weighing it\nsay hello from the terminal\n\
+                     call select_issue {\"number\": 42}\n{\"selected\": 42}\n\
+                     call select_issue {\"number\": 7}\n! {\"reason\": \"no such issue\"}\n/quit\n";
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("chat ends")
+    })
+    .await
+    .expect("chat thread");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    for expected in [
+        "(thinking: weighing it)",
+        "assistant> hello from the terminal",
+        "host action select_issue({\"number\":42})",
+        "Tool results: select_issue → {\"selected\":42}",
+        "host action select_issue({\"number\":7})",
+    ] {
+        assert!(stdout.contains(expected), "missing {expected:?}:\n{stdout}");
+    }
+    // The server recorded the first result as a success, the second as a failure.
+    let tree = app.tree("cli-chat").await;
+    let outcomes: Vec<Value> = tree
+        .as_array()
+        .expect("messages")
+        .iter()
+        .flat_map(|message| message["segments"].as_array().cloned().unwrap_or_default())
+        .filter(|segment| segment["kind"] == "tool_group")
+        .flat_map(|segment| segment["tools"].as_array().cloned().unwrap_or_default())
+        .map(|tool| tool["outcome"].clone())
+        .collect();
+    assert_eq!(outcomes, [json!("success"), json!("failed")], "{tree}");
 }
