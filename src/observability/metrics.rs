@@ -83,6 +83,8 @@ pub struct Metrics {
 #[derive(Clone, Copy, Debug)]
 pub struct Snapshot {
     pub live_actors: usize,
+    /// `None` when the store cannot count (or is unreachable).
+    pub stored_sessions: Option<u64>,
     pub store_reachable: bool,
 }
 
@@ -260,6 +262,15 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64) -> String {
         &[],
         snapshot.live_actors as f64,
     );
+    if let Some(stored) = snapshot.stored_sessions {
+        family(
+            &mut out,
+            "assistant_stored_sessions",
+            "gauge",
+            "Sessions in the store.",
+        );
+        sample(&mut out, "assistant_stored_sessions", &[], stored as f64);
+    }
     family(
         &mut out,
         "assistant_pending_host_actions",
@@ -504,6 +515,7 @@ mod tests {
         metrics.count_http_request("GET", 200);
         let text = metrics.render(Snapshot {
             live_actors: 2,
+            stored_sessions: Some(5),
             store_reachable: true,
         });
         assert!(text.contains(
@@ -519,6 +531,7 @@ mod tests {
         assert!(text.contains("assistant_store_errors_total{operation=\"load\"} 1\n"));
         assert!(text.contains("assistant_http_requests_total{method=\"GET\",status=\"200\"} 1\n"));
         assert!(text.contains("assistant_live_session_actors 2\n"));
+        assert!(text.contains("assistant_stored_sessions 5\n"));
         let mut out = String::new();
         sample(&mut out, "x", &[("a", "q\"\\\n")], 1.0);
         assert_eq!(out, "x{a=\"q\\\"\\\\\\n\"} 1\n");

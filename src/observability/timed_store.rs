@@ -88,6 +88,10 @@ impl Store for TimedStore {
         self.timed("ping", self.inner.ping())
     }
 
+    fn count(&self) -> BoxFuture<'static, StoreResult<u64>> {
+        self.timed("count", self.inner.count())
+    }
+
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }

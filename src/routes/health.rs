@@ -142,8 +142,10 @@ pub async fn readyz(runtime: web::Data<Runtime>) -> HttpResponse {
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String)))]
 pub async fn metrics(runtime: web::Data<Runtime>, metrics: web::Data<Metrics>) -> HttpResponse {
     let health = runtime.health().await;
+    let stored_sessions = runtime.deps().store.count().await.ok();
     let text = metrics.render(Snapshot {
         live_actors: health.live_sessions,
+        stored_sessions,
         store_reachable: health.store_reachable,
     });
     HttpResponse::Ok()

@@ -45,6 +45,7 @@ async fn metrics_move_after_turns_on_http_agui_and_socketio() {
         "# TYPE assistant_turn_duration_seconds histogram",
         "# TYPE assistant_time_to_first_token_seconds histogram",
         "# TYPE assistant_live_session_actors gauge",
+        "# TYPE assistant_stored_sessions gauge",
         "# TYPE assistant_pending_host_actions gauge",
         "# TYPE assistant_socketio_connections gauge",
         "# TYPE assistant_provider_requests_total counter",
@@ -147,6 +148,8 @@ async fn metrics_move_after_turns_on_http_agui_and_socketio() {
     );
     assert!(moved("assistant_http_requests_total{method=\"POST\",status=\"200\"}") >= 3.0);
     assert_eq!(sample(&after, "assistant_store_reachable"), 1.0);
+    // Five sessions: three over HTTP, one AG-UI thread, one socket session.
+    assert_eq!(moved("assistant_stored_sessions"), 5.0, "{after}");
 
     // Answering the host action resolves the pending gauge.
     let call_id = reply["pending_tool_call"]["call_id"].clone();
@@ -337,4 +340,47 @@ async fn each_request_gets_one_access_log_line_at_info() {
         "{info}"
     );
     assert!(info.contains("session=logged-session"), "{info}");
+}
+
+#[actix_web::test]
+async fn stored_sessions_are_counted_in_postgres_too() {
+    let admin_url = "postgres://postgres@127.0.0.1:5432/postgres";
+    let name = format!(
+        "ar_test_metrics_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos()
+    );
+    let (admin, connection) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test PostgreSQL");
+    actix_web::rt::spawn(async move {
+        let _ = connection.await;
+    });
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let app = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
+    for session in ["pg-a", "pg-b"] {
+        let (status, _) = app
+            .post_chat(&json!({"id": "m1", "session_id": session, "content": "say hi"}))
+            .await;
+        assert_eq!(status, 200);
+    }
+    let text = scrape(&app).await;
+    admin
+        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .await
+        .expect("drop database");
+    assert_eq!(sample(&text, "assistant_stored_sessions"), 2.0, "{text}");
+    assert!(
+        sample(
+            &text,
+            "assistant_store_operation_seconds_count{operation=\"save_messages\"}"
+        ) >= 2.0
+    );
 }

@@ -98,6 +98,14 @@ pub trait Store: Send + Sync + 'static {
     /// Cheap liveness check for `/health`.
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>>;
 
+    /// How many sessions are stored (`/metrics`). A store that cannot say
+    /// cheaply keeps this default, and the gauge is left out.
+    fn count(&self) -> BoxFuture<'static, StoreResult<u64>> {
+        Box::pin(std::future::ready(Err(StoreError::Failed(
+            "this store does not count sessions".into(),
+        ))))
+    }
+
     /// Name for logs and `/health` (`memory`, `postgres`).
     fn kind(&self) -> &'static str;
 }

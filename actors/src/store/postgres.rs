@@ -646,6 +646,18 @@ impl Store for PgStore {
         })
     }
 
+    fn count(&self) -> BoxFuture<'static, StoreResult<u64>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let counted = client
+                .query_one("SELECT count(*) FROM sessions", &[])
+                .await
+                .map(|row| row.get::<_, i64>(0).max(0) as u64);
+            settle(client, counted)
+        })
+    }
+
     fn kind(&self) -> &'static str {
         "postgres"
     }
