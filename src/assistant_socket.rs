@@ -2,64 +2,127 @@
 //! `assistant_message` and `assistant_cancel` in; `assistant:*` events out, to
 //! the requesting socket, in order. It parses, forwards to the `Runtime`, and
 //! relays what comes back; a disconnect never stops a turn.
+//!
+//! Each client event gets a request id (the socket's events carry no headers),
+//! logged with the event and echoed as `request_id` in its ack and in the
+//! `assistant:status` and `assistant:error` events it causes, so a host can
+//! match its logs to ours. Deltas and `final_response` stay exactly the
+//! shapes HTTP answers (the transports must not drift).
 
 use actors::contract::{CancelRequest, ChatRequest, JoinRequest};
 use actors::events::EventSink;
+use std::sync::Arc;
+
 use actors::session::{Runtime, SessionError};
 use serde_json::{json, Value};
 
 use crate::errors::socket_error;
-use crate::socketio::{AckSender, NamespaceHandler, SocketRef};
+use crate::observability::{Metrics, RequestId, Transport, TurnObserver};
+use crate::socketio::{AckSender, DisconnectReason, NamespaceHandler, SocketRef};
 
 pub const NAMESPACE: &str = "/assistant";
 
 pub struct AssistantNamespace {
     runtime: Runtime,
+    metrics: Arc<Metrics>,
 }
 
 impl AssistantNamespace {
-    pub fn new(runtime: Runtime) -> AssistantNamespace {
-        AssistantNamespace { runtime }
+    pub fn new(runtime: Runtime, metrics: Arc<Metrics>) -> AssistantNamespace {
+        AssistantNamespace { runtime, metrics }
     }
 }
 
+/// What every handler of one client event needs.
+struct EventContext {
+    runtime: Runtime,
+    metrics: Arc<Metrics>,
+    socket: SocketRef,
+    ack: Option<AckSender>,
+    request_id: RequestId,
+}
+
 impl NamespaceHandler for AssistantNamespace {
+    fn on_connect(&self, _socket: SocketRef, _auth: Option<Value>) -> Result<(), Value> {
+        self.metrics.socket_connected();
+        Ok(())
+    }
+
+    fn on_disconnect(&self, _socket: SocketRef, _reason: DisconnectReason) {
+        self.metrics.socket_disconnected();
+    }
+
     fn on_event(&self, socket: SocketRef, event: String, args: Vec<Value>, ack: Option<AckSender>) {
         let payload = args.into_iter().next().unwrap_or(Value::Null);
-        let runtime = self.runtime.clone();
+        let request_id = RequestId::generate();
+        log::info!(
+            "socket {} {event} session={} request_id={request_id}",
+            socket.id(),
+            payload
+                .get("session_id")
+                .or_else(|| payload.get("sessionId"))
+                .and_then(Value::as_str)
+                .unwrap_or("-"),
+        );
+        let context = EventContext {
+            runtime: self.runtime.clone(),
+            metrics: self.metrics.clone(),
+            socket,
+            ack,
+            request_id,
+        };
         match event.as_str() {
             "assistant_message" => {
-                actix::spawn(send_message(runtime, socket, payload, ack));
+                actix::spawn(send_message(context, payload));
             }
             "assistant_join_session" => {
-                actix::spawn(join(runtime, socket, payload, ack));
+                actix::spawn(join(context, payload));
             }
             "assistant_cancel" => {
-                actix::spawn(cancel(runtime, socket, payload, ack));
+                actix::spawn(cancel(context, payload));
             }
             other => {
                 let error = SessionError::validation("event", format!("unknown event {other:?}"));
-                reply_error(&socket, ack, &error, None);
+                context.reply_error(&error, None);
             }
         }
     }
 }
 
-/// Emits `assistant:error` (and answers the ack) for a request error. It names
-/// the session whenever the request got far enough to say which one.
-fn reply_error(
-    socket: &SocketRef,
-    ack: Option<AckSender>,
-    error: &SessionError,
-    session_id: Option<&str>,
-) {
-    let mut payload = socket_error(error);
-    if let (Some(session_id), Value::Object(fields)) = (session_id, &mut payload) {
-        fields.insert("session_id".to_string(), json!(session_id));
+impl EventContext {
+    /// `payload` with this request's id added (object payloads only).
+    fn tagged(&self, mut payload: Value) -> Value {
+        if let Value::Object(fields) = &mut payload {
+            fields.insert("request_id".into(), json!(self.request_id.as_str()));
+        }
+        payload
     }
-    socket.emit("assistant:error", payload.clone());
-    if let Some(ack) = ack {
-        ack.send(vec![json!({"ok": false, "error": payload})]);
+
+    /// Status and error events carry the request id; the turn's content
+    /// events keep the shapes shared with HTTP and AG-UI.
+    fn emit(&self, event: &str, payload: Value) {
+        let payload = match event {
+            "assistant:status" | "assistant:error" => self.tagged(payload),
+            _ => payload,
+        };
+        self.socket.emit(event, payload);
+    }
+
+    fn ack(&mut self, payload: Value) {
+        if let Some(ack) = self.ack.take() {
+            ack.send(vec![self.tagged(payload)]);
+        }
+    }
+
+    /// Emits `assistant:error` (and answers the ack) for a request error. It
+    /// names the session whenever the request got far enough to say which one.
+    fn reply_error(mut self, error: &SessionError, session_id: Option<&str>) {
+        let mut payload = socket_error(error);
+        if let (Some(session_id), Value::Object(fields)) = (session_id, &mut payload) {
+            fields.insert("session_id".to_string(), json!(session_id));
+        }
+        self.emit("assistant:error", payload.clone());
+        self.ack(json!({"ok": false, "error": payload}));
     }
 }
 
@@ -72,28 +135,27 @@ fn sent_session_id(payload: &Value) -> Option<&str> {
         .find_map(|key| payload.get(*key).and_then(Value::as_str))
 }
 
-async fn send_message(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option<AckSender>) {
+async fn send_message(mut context: EventContext, payload: Value) {
     let request = match ChatRequest::parse(&payload) {
         Ok(request) => request,
-        Err(error) => {
-            let session_id = sent_session_id(&payload);
-            return reply_error(&socket, ack, &error.into(), session_id);
-        }
+        Err(error) => return context.reply_error(&error.into(), sent_session_id(&payload)),
     };
     let session_id = request.session_id.to_string();
     let (sink, mut events) = EventSink::new(true);
-    let accepted = match runtime.send_message(request, sink).await {
+    let mut observer = TurnObserver::start(Transport::SocketIo);
+    let accepted = match context.runtime.send_message(request, sink).await {
         Ok(accepted) => accepted,
-        Err(error) => return reply_error(&socket, ack, &error, Some(&session_id)),
+        Err(error) => return context.reply_error(&error, Some(&session_id)),
     };
-    if let Some(ack) = ack {
-        ack.send(vec![json!({"ok": true, "accepted_as": accepted.accepted_as, "message_id": accepted.message_id})]);
-    }
+    context.ack(
+        json!({"ok": true, "accepted_as": accepted.accepted_as, "message_id": accepted.message_id}),
+    );
     // Relays until the turn says it is complete. A steering message's events
     // go to the live turn's sink, so its own channel closes at once.
     while let Some(event) = events.recv().await {
+        observer.observe(&context.metrics, &event);
         let completed = event.is_completed_status();
-        socket.emit(
+        context.emit(
             &format!("assistant:{}", event.name()),
             event.payload_for(&session_id),
         );
@@ -103,34 +165,36 @@ async fn send_message(runtime: Runtime, socket: SocketRef, payload: Value, ack: 
     }
 }
 
-async fn join(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option<AckSender>) {
+async fn join(mut context: EventContext, payload: Value) {
     let join = match JoinRequest::parse(&payload) {
         Ok(join) => join,
-        Err(error) => return reply_error(&socket, ack, &error.into(), None),
+        Err(error) => return context.reply_error(&error.into(), None),
     };
-    match runtime.join(&join.session_id, join.host_context).await {
-        Ok(()) => {
-            if let Some(ack) = ack {
-                ack.send(vec![json!({"ok": true, "session_id": join.session_id})]);
-            }
+    match context
+        .runtime
+        .join(&join.session_id, join.host_context)
+        .await
+    {
+        Ok(()) => context.ack(json!({"ok": true, "session_id": join.session_id})),
+        Err(error) => {
+            let session_id = join.session_id.to_string();
+            context.reply_error(&error, Some(&session_id))
         }
-        Err(error) => reply_error(&socket, ack, &error, Some(join.session_id.as_str())),
     }
 }
 
-async fn cancel(runtime: Runtime, socket: SocketRef, payload: Value, ack: Option<AckSender>) {
+async fn cancel(mut context: EventContext, payload: Value) {
     let cancel = match CancelRequest::parse(&payload) {
         Ok(cancel) => cancel,
-        Err(error) => return reply_error(&socket, ack, &error.into(), None),
+        Err(error) => return context.reply_error(&error.into(), None),
     };
-    match runtime.cancel(&cancel.session_id).await {
+    match context.runtime.cancel(&cancel.session_id).await {
         Ok(cancel_requested) => {
-            if let Some(ack) = ack {
-                ack.send(vec![
-                    json!({"ok": true, "cancel_requested": cancel_requested}),
-                ]);
-            }
+            context.ack(json!({"ok": true, "cancel_requested": cancel_requested}))
         }
-        Err(error) => reply_error(&socket, ack, &error, Some(cancel.session_id.as_str())),
+        Err(error) => {
+            let session_id = cancel.session_id.to_string();
+            context.reply_error(&error, Some(&session_id))
+        }
     }
 }

@@ -5,7 +5,9 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use actors::contract::ValidationError;
 use actors::session::SessionError;
+use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 #[derive(Debug)]
 pub enum ApiError {
@@ -37,6 +39,16 @@ impl From<ValidationError> for ApiError {
     }
 }
 
+/// Every HTTP error's body.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// A sentence for people; a validation error starts with the field path.
+    pub error: String,
+    /// A word for programs: `validation`, `session_error`, `not_found`, `DatabaseError`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
 impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
@@ -46,7 +58,11 @@ impl ApiError {
     }
 
     pub fn body(&self) -> Value {
-        json!({"error": self.to_string(), "type": self.kind()})
+        serde_json::to_value(ErrorBody {
+            error: self.to_string(),
+            kind: self.kind().to_string(),
+        })
+        .unwrap_or(Value::Null)
     }
 }
 

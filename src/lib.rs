@@ -10,12 +10,20 @@
 //!   upgrade, namespaces); it knows nothing of sessions or turns.
 //! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
 //! - `agui`: the AG-UI endpoint (`POST /api/agui`).
+//! - `cli`: the command line (clap) and `doctor`.
+//! - `observability`: request ids, the access log, `/metrics`.
+//! - `playground`: the static page at `GET /`.
+//! - `api_docs`: Swagger UI at `GET /docs`.
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
 pub mod agui;
+pub mod api_docs;
 pub mod assistant_socket;
+pub mod cli;
 pub mod errors;
+pub mod observability;
+pub mod playground;
 pub mod routes;
 pub mod settings;
 pub mod socketio;

@@ -1,21 +1,31 @@
-//! The `assistant-runtime` binary: `serve` (default) and `migrate`.
+//! The `assistant-runtime` binary: `serve` (default), `migrate`, `doctor`, `chat`.
+//! The command line is parsed first (clap), so help and version never depend
+//! on the settings; a bad setting then exits 2 naming it.
 
 use std::path::Path;
 use std::process::ExitCode;
 
+use assistant_runtime::cli::{doctor, Cli, Command};
 use assistant_runtime::settings::Settings;
 use assistant_runtime::startup::{migrate_only, Application};
-
-const USAGE: &str = "usage: assistant-runtime [serve [--host HOST] [--port PORT] | migrate]";
+use clap::Parser;
 
 #[actix_web::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (command, flags) = match args.first().map(String::as_str) {
-        None => ("serve", &args[..]),
-        Some(flag) if flag.starts_with("--") => ("serve", &args[..]),
-        Some(command) => (command, &args[1..]),
+    // A client of another server: the local settings do not concern it.
+    let cli = match cli.into_command() {
+        Command::Chat(args) => {
+            return match assistant_runtime::cli::chat::run(args).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("assistant-runtime chat: {error}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        other => other,
     };
     let mut settings = match Settings::load(Path::new("config")) {
         Ok(settings) => settings,
@@ -24,37 +34,22 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(message) = apply_flags(&mut settings, flags) {
-        eprintln!("assistant-runtime: {message}\n{USAGE}");
-        return ExitCode::from(2);
-    }
-    match command {
-        "serve" => serve(settings).await,
-        "migrate" => migrate(settings).await,
-        other => {
-            eprintln!("assistant-runtime: unknown command {other:?}\n{USAGE}");
-            ExitCode::from(2)
+    match cli {
+        // Handled above, before the settings were read.
+        Command::Chat(_) => ExitCode::SUCCESS,
+        Command::Serve(args) => {
+            args.apply(&mut settings);
+            serve(settings).await
         }
-    }
-}
-
-fn apply_flags(settings: &mut Settings, flags: &[String]) -> Result<(), String> {
-    let mut flags = flags.iter();
-    while let Some(flag) = flags.next() {
-        let value = flags
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--host" => settings.host = value.clone(),
-            "--port" => {
-                settings.port = value
-                    .parse()
-                    .map_err(|_| format!("--port: not a port number: {value:?}"))?
+        Command::Migrate => migrate(settings).await,
+        Command::Doctor => {
+            if doctor::run(&settings).await {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
             }
-            other => return Err(format!("unknown flag {other:?}")),
         }
     }
-    Ok(())
 }
 
 async fn migrate(settings: Settings) -> ExitCode {

@@ -1,10 +1,12 @@
 //! Settings: `config/default.env`, then `.env`, then the process environment,
-//! later sources winning; keys nested with `__` (`SERVER__PORT`). Parsing is a
+//! later sources winning; keys nested with `__` (`SERVER__PORT`). Env files are
+//! read by dotenvy (quotes, `export`, trailing ` # comments`). Parsing is a
 //! pure function of the merged map, and a bad value stops startup with an
 //! error naming the setting.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::time::Duration;
 
@@ -36,6 +38,7 @@ const KNOWN_KEYS: &[&str] = &[
     "LLM__RETRY_BACKOFF_MS",
     "LLM__SUMMARIZATION_MODEL",
     "LLM__WORKING_MEMORY_MODEL",
+    "LLM__REQUIRE_USABLE",
     "TOOLS__HOST_TOOLS",
     "TOOLS__HOST_TOOLS_PATH",
     "TOOLS__PAGE_SCOPES",
@@ -69,8 +72,8 @@ const KNOWN_KEYS: &[&str] = &[
 pub struct Settings {
     pub host: String,
     pub port: u16,
-    /// HTTP worker threads; 0 means one per core.
-    pub workers: usize,
+    /// HTTP worker threads; `None` means one per core.
+    pub workers: Option<NonZeroUsize>,
     pub max_body_bytes: usize,
     pub primary_model: ModelId,
     /// Whether the primary model was chosen because no provider key was set.
@@ -128,31 +131,16 @@ fn bad(key: &str, message: impl Into<String>) -> SettingsError {
     }
 }
 
-/// Reads `KEY=VALUE` lines (`#` comments, optional quotes, optional `export`).
-pub fn parse_env_file(text: &str) -> BTreeMap<String, String> {
+/// Reads an env file with dotenvy: `#` comment lines and trailing comments,
+/// quotes, `export`, `${VAR}` substitution. A line it cannot read is an error
+/// (the caller names the file), never a silently wrong value.
+pub fn parse_env_file(text: &str) -> Result<BTreeMap<String, String>, String> {
     let mut values = BTreeMap::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let value = value.trim();
-        let value = value
-            .strip_prefix('"')
-            .and_then(|inner| inner.strip_suffix('"'))
-            .or_else(|| {
-                value
-                    .strip_prefix('\'')
-                    .and_then(|inner| inner.strip_suffix('\''))
-            })
-            .unwrap_or(value);
-        values.insert(key.trim().to_string(), value.to_string());
+    for item in dotenvy::from_read_iter(text.as_bytes()) {
+        let (key, value) = item.map_err(|error| error.to_string())?;
+        values.insert(key, value);
     }
-    values
+    Ok(values)
 }
 
 impl Settings {
@@ -164,7 +152,11 @@ impl Settings {
             Path::new(".env").to_path_buf(),
         ] {
             if let Ok(text) = std::fs::read_to_string(&file) {
-                merged.extend(parse_env_file(&text));
+                let values = parse_env_file(&text).map_err(|error| SettingsError {
+                    key: file.display().to_string(),
+                    message: error,
+                })?;
+                merged.extend(values);
             }
         }
         merged.extend(std::env::vars());
@@ -189,14 +181,22 @@ impl Settings {
         };
         let providers = ProviderKeys {
             openai_api_key: get("OPENAI_API_KEY").map(str::to_string),
-            openai_base_url: get("OPENAI_BASE_URL").map(str::to_string),
+            openai_base_url: base_url(get("OPENAI_BASE_URL"), "OPENAI_BASE_URL")?,
             anthropic_api_key: get("ANTHROPIC_API_KEY").map(str::to_string),
-            anthropic_base_url: get("ANTHROPIC_BASE_URL").map(str::to_string),
+            anthropic_base_url: base_url(get("ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL")?,
         };
         let (primary_model, model_fallback) = match get("LLM__PRIMARY_MODEL") {
             Some(text) => (primary_model(text)?, false),
             None => default_model(&providers),
         };
+        if let Some(problem) = unusable_model(&primary_model, &providers) {
+            if boolean(get("LLM__REQUIRE_USABLE"), "LLM__REQUIRE_USABLE")? {
+                return Err(bad(
+                    "LLM__PRIMARY_MODEL",
+                    format!("{problem} (LLM__REQUIRE_USABLE is true)"),
+                ));
+            }
+        }
         let mut host_tools = match get("TOOLS__HOST_TOOLS") {
             Some(text) => parse_host_tools("TOOLS__HOST_TOOLS", text)?,
             None => Vec::new(),
@@ -212,8 +212,17 @@ impl Settings {
         }
         Ok(Settings {
             host: get("SERVER__HOST").unwrap_or("127.0.0.1").to_string(),
-            port: number(get("SERVER__PORT"), "SERVER__PORT", 7100)?,
-            workers: number(get("SERVER__WORKERS"), "SERVER__WORKERS", 0)?,
+            port: port(get("SERVER__PORT"))?,
+            workers: optional(get("SERVER__WORKERS"), "SERVER__WORKERS")?
+                .map(|workers: usize| {
+                    NonZeroUsize::new(workers).ok_or_else(|| {
+                        bad(
+                            "SERVER__WORKERS",
+                            "must be at least 1 (unset: one per core)",
+                        )
+                    })
+                })
+                .transpose()?,
             max_body_bytes: number(
                 get("SERVER__MAX_BODY_BYTES"),
                 "SERVER__MAX_BODY_BYTES",
@@ -384,6 +393,60 @@ fn in_range<T: std::str::FromStr + PartialOrd + fmt::Display>(
         ));
     }
     Ok(parsed)
+}
+
+impl Settings {
+    /// Why the default model cannot answer a turn (its provider has no key),
+    /// or `None` when it can. A startup warning, or an error with
+    /// `LLM__REQUIRE_USABLE=true`.
+    pub fn model_problem(&self) -> Option<String> {
+        unusable_model(&self.primary_model, &self.providers)
+    }
+}
+
+/// The same rule as the providers' `has_credentials`: `anthropic` needs a
+/// key; `openai` a key or a base URL (local compatible servers need no key).
+fn unusable_model(model: &ModelId, providers: &ProviderKeys) -> Option<String> {
+    let missing = match model.provider.as_str() {
+        "openai" if providers.openai_api_key.is_none() && providers.openai_base_url.is_none() => {
+            "OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server)"
+        }
+        "anthropic" if providers.anthropic_api_key.is_none() => "ANTHROPIC_API_KEY",
+        _ => return None,
+    };
+    Some(format!(
+        "the default model {model} needs {missing}, which is not set"
+    ))
+}
+
+/// `SERVER__PORT`: 1..65535, or 0 for a free port the system picks (tests).
+fn port(value: Option<&str>) -> Result<u16, SettingsError> {
+    let key = "SERVER__PORT";
+    match value {
+        None => Ok(7100),
+        Some(text) => text.parse::<u16>().map_err(|_| {
+            bad(
+                key,
+                format!("expected a port number from 1 to 65535 (0: any free port), got {text:?}"),
+            )
+        }),
+    }
+}
+
+/// A provider base URL must be an absolute `http` or `https` URL.
+fn base_url(value: Option<&str>, key: &str) -> Result<Option<String>, SettingsError> {
+    let Some(text) = value else {
+        return Ok(None);
+    };
+    let url = reqwest::Url::parse(text)
+        .map_err(|error| bad(key, format!("not a URL ({error}): {text:?}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(bad(
+            key,
+            format!("expected an http:// or https:// URL with a host, got {text:?}"),
+        ));
+    }
+    Ok(Some(text.to_string()))
 }
 
 /// `LLM__PRIMARY_MODEL`: `provider:name` with a provider the runtime has.
@@ -646,9 +709,67 @@ mod tests {
 
     #[test]
     fn env_files_accept_comments_quotes_and_export() {
-        let parsed = parse_env_file("# c\nexport A=1\nB=\"two\"\nC='3'\n");
+        let parsed = parse_env_file("# c\nexport A=1\nB=\"two\"\nC='3'\n").unwrap();
         assert_eq!(parsed.get("A").map(String::as_str), Some("1"));
         assert_eq!(parsed.get("B").map(String::as_str), Some("two"));
         assert_eq!(parsed.get("C").map(String::as_str), Some("3"));
+    }
+
+    #[test]
+    fn a_trailing_comment_in_an_env_file_is_not_part_of_the_value() {
+        let parsed =
+            parse_env_file("OPENAI_BASE_URL=http://127.0.0.1:8000/v1   # a local vLLM\n").unwrap();
+        assert_eq!(
+            parsed.get("OPENAI_BASE_URL").map(String::as_str),
+            Some("http://127.0.0.1:8000/v1")
+        );
+        let quoted = parse_env_file("A=\"x # kept\"\n").unwrap();
+        assert_eq!(quoted.get("A").map(String::as_str), Some("x # kept"));
+    }
+
+    #[test]
+    fn ports_workers_and_base_urls_are_checked_and_named() {
+        let error = settings(&[("SERVER__PORT", "70000")]).unwrap_err();
+        assert_eq!(error.key, "SERVER__PORT");
+        assert!(error.message.contains("1 to 65535"), "{error}");
+        assert_eq!(settings(&[("SERVER__PORT", "8080")]).unwrap().port, 8080);
+        assert_eq!(
+            settings(&[("SERVER__WORKERS", "0")]).unwrap_err().key,
+            "SERVER__WORKERS"
+        );
+        assert_eq!(
+            settings(&[("SERVER__WORKERS", "3")]).unwrap().workers,
+            NonZeroUsize::new(3)
+        );
+        assert_eq!(settings(&[]).unwrap().workers, None);
+        for (key, url) in [
+            ("OPENAI_BASE_URL", "localhost:8000/v1"),
+            ("OPENAI_BASE_URL", "ftp://example.com"),
+            ("ANTHROPIC_BASE_URL", "not a url"),
+        ] {
+            assert_eq!(settings(&[(key, url)]).unwrap_err().key, key, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_default_model_without_its_key_warns_or_with_require_usable_fails() {
+        let named = settings(&[("LLM__PRIMARY_MODEL", "openai:gpt-4o")]).unwrap();
+        let problem = named.model_problem().expect("no key is a problem");
+        assert!(problem.contains("OPENAI_API_KEY"), "{problem}");
+        let required = settings(&[
+            ("LLM__PRIMARY_MODEL", "anthropic:claude-sonnet-4-5"),
+            ("LLM__REQUIRE_USABLE", "true"),
+        ])
+        .unwrap_err();
+        assert_eq!(required.key, "LLM__PRIMARY_MODEL");
+        assert!(required.message.contains("ANTHROPIC_API_KEY"), "{required}");
+        let local = settings(&[
+            ("LLM__PRIMARY_MODEL", "openai:llama3"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+            ("LLM__REQUIRE_USABLE", "true"),
+        ])
+        .unwrap();
+        assert_eq!(local.model_problem(), None);
+        assert_eq!(settings(&[]).unwrap().model_problem(), None);
     }
 }

@@ -27,12 +27,15 @@ use tokio::net::TcpSocket;
 
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
 use crate::errors::ApiError;
+use crate::observability::access_log::access_log;
+use crate::observability::timed_store::TimedStore;
+use crate::observability::Metrics;
 use crate::settings::Settings;
 use crate::socketio::{AppService, SocketIo, SocketIoConfig};
 
 /// What `/api/models` and `/health` say about models. Built once at startup
 /// from the settings; it names endpoints but never carries a key.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ModelsInfo {
     pub default_model: String,
     /// True when no provider key was set and the runtime chose `builtin:echo`.
@@ -41,7 +44,7 @@ pub struct ModelsInfo {
 }
 
 /// One provider of `/api/models`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ProviderEntry {
     pub name: &'static str,
     /// Whether requests can be sent (a key, or for `openai` a custom base URL).
@@ -119,12 +122,17 @@ impl Application {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
+        let metrics = Arc::new(Metrics::default());
+        let store = TimedStore::wrap(store, metrics.clone());
         let runtime = build_runtime(&settings, store);
         let models = ModelsInfo::from_settings(&settings);
         if settings.model_fallback {
             log::warn!(
                 "no provider key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY): starting on builtin:echo"
             );
+        }
+        if let Some(problem) = settings.model_problem() {
+            log::warn!("{problem}: turns on it will fail (LLM__REQUIRE_USABLE=true makes this a startup error)");
         }
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();
@@ -135,15 +143,22 @@ impl Application {
             max_payload: settings.max_payload,
             cors_origins: settings.cors_origins.clone(),
         })
-        .namespace(NAMESPACE, AssistantNamespace::new(runtime.clone()));
+        .namespace(
+            NAMESPACE,
+            AssistantNamespace::new(runtime.clone(), metrics.clone()),
+        );
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
+        let metrics = web::Data::from(metrics);
         let make_app = move || {
             App::new()
                 .app_data(runtime.clone())
                 .app_data(models.clone())
+                .app_data(metrics.clone())
                 .app_data(web::PayloadConfig::new(max_body))
                 .wrap(crate::errors::json_error_pages(max_body))
+                // Outermost: it logs the final status, error pages included.
+                .wrap(actix_web::middleware::from_fn(access_log))
                 .app_data(
                     web::QueryConfig::default().error_handler(|error, _request| {
                         actix_web::Error::from(ApiError::from(actors::contract::ValidationError {
@@ -171,8 +186,8 @@ impl Application {
             .map(|addr| addr.port())
             .unwrap_or(settings.port);
         let mut builder = actix_server::Server::build().backlog(LISTEN_BACKLOG);
-        if settings.workers > 0 {
-            builder = builder.workers(settings.workers);
+        if let Some(workers) = settings.workers {
+            builder = builder.workers(workers.get());
         }
         for listener in listeners {
             let addr = listener.local_addr().map_err(|error| {

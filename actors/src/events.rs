@@ -80,6 +80,7 @@ pub struct ToolErrorEvent {
     pub segment_index: usize,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PendingToolCall {
     pub tool_name: String,
@@ -88,6 +89,7 @@ pub struct PendingToolCall {
     pub queued: Vec<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
@@ -97,6 +99,7 @@ pub enum Decision {
 }
 
 /// The end of a turn: what `POST /api/chat` answers and `final_response` carries.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FinalResponse {
     /// Null in `host_tools` mode.

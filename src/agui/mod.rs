@@ -11,4 +11,4 @@ mod events;
 mod input;
 mod route;
 
-pub use route::post_agui;
+pub use route::{__path_post_agui, post_agui};

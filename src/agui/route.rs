@@ -18,13 +18,25 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::events::{sse_frame, EventMapper};
 use super::input::RunInput;
 use crate::errors::{parse_json, ApiError};
+use crate::observability::access_log::note_session;
+use crate::observability::{Metrics, Transport, TurnObserver};
 
+#[utoipa::path(post, path = "/api/agui", tag = "agui",
+    request_body(content = Object, description = "AG-UI RunAgentInput (threadId is the session id)"),
+    responses(
+        (status = 200, description = "Server-Sent Events: AG-UI events, `data: <json>` frames", content_type = "text/event-stream", body = String),
+        (status = 409, description = "session_error", body = crate::errors::ErrorBody),
+        (status = 422, description = "validation, naming AG-UI fields", body = crate::errors::ErrorBody),
+        (status = 503, description = "Database unreachable", body = crate::errors::ErrorBody)))]
 pub async fn post_agui(
+    http: actix_web::HttpRequest,
     runtime: web::Data<Runtime>,
+    metrics: web::Data<Metrics>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let value = parse_json(&body)?;
     let input = RunInput::parse(&value)?;
+    note_session(&http, &input.thread_id);
     let (pending, has_context) = session_view(&runtime, &input.thread_id).await?;
     let mut requests: VecDeque<ChatRequest> = input.requests(&pending, has_context)?.into();
     let answered: HashSet<String> = requests
@@ -50,6 +62,7 @@ pub async fn post_agui(
     let resumed = first.continuation.is_some();
     let session_id = first.session_id.clone();
     let (sink, events) = EventSink::new(true);
+    let observer = TurnObserver::start(Transport::Agui);
     let accepted = runtime.send_message(first, sink).await?;
     let assistant_id = accepted
         .message_id
@@ -58,6 +71,8 @@ pub async fn post_agui(
     mapper.begin_turn(&assistant_id, resumed);
     let run = RunStream {
         runtime: runtime.get_ref().clone(),
+        metrics: metrics.into_inner(),
+        observer,
         queue: VecDeque::from([mapper.run_started()]),
         mapper,
         events,
@@ -127,6 +142,9 @@ async fn hand_over(runtime: &Runtime, request: ChatRequest) -> Result<(), ApiErr
 /// The state of one run's SSE body.
 struct RunStream {
     runtime: Runtime,
+    metrics: std::sync::Arc<Metrics>,
+    /// Times the turn being streamed.
+    observer: TurnObserver,
     mapper: EventMapper,
     /// The events of the turn being streamed.
     events: UnboundedReceiver<TurnEvent>,
@@ -150,6 +168,7 @@ impl RunStream {
             self.finish(error);
             return;
         };
+        self.observer.observe(&self.metrics, &event);
         let TurnEvent::FinalResponse(final_response) = event else {
             self.queue.extend(self.mapper.map(&event));
             return;
@@ -166,6 +185,7 @@ impl RunStream {
         };
         let resumed = next.continuation.is_some();
         let (sink, events) = EventSink::new(true);
+        self.observer = TurnObserver::start(Transport::Agui);
         match self.runtime.send_message(next, sink).await {
             Ok(accepted) => {
                 let assistant_id = accepted

@@ -1,22 +1,39 @@
 //! `POST /api/chat` (a non-streaming turn) and its cancel route.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::events::{EventSink, FinalResponse, TurnEvent};
 use actors::session::{Runtime, SessionError};
 use serde_json::json;
 
-use crate::errors::{parse_json, ApiError};
+use crate::errors::{parse_json, ApiError, ErrorBody};
+use crate::observability::access_log::note_session;
+use crate::observability::{Metrics, Transport, TurnObserver};
 
 /// Turn errors that are the runtime's or the provider's failure (500); a
 /// cancelled or budget-limited turn is a normal, saved ending (200).
 const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
 
+#[utoipa::path(post, path = "/api/chat", tag = "chat",
+    request_body(content = crate::routes::openapi::MessageBody, description = "The message body (docs/protocol.md)"),
+    responses(
+        (status = 200, description = "The turn ended: an answer, a pending host action, a decision, or a saved cancelled/usage-limited turn", body = FinalResponse),
+        (status = 409, description = "session_error: the message does not fit the session", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 422, description = "validation: names the field path", body = ErrorBody),
+        (status = 500, description = "The turn failed; `type` is its error_type, with the final response fields", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn post_chat(
+    http: HttpRequest,
     runtime: web::Data<Runtime>,
+    metrics: web::Data<Metrics>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let value = parse_json(&body)?;
+    let session_id = value.get("session_id").or_else(|| value.get("sessionId"));
+    if let Some(session_id) = session_id.and_then(|id| id.as_str()) {
+        note_session(&http, session_id);
+    }
     let request = ChatRequest::parse(&value)?;
     if request.message_type == MessageType::Steering {
         return Err(ValidationError {
@@ -26,8 +43,10 @@ pub async fn post_chat(
         .into());
     }
     let (sink, mut events) = EventSink::new(false);
+    let mut observer = TurnObserver::start(Transport::Http);
     runtime.send_message(request, sink).await?;
     while let Some(event) = events.recv().await {
+        observer.observe(&metrics, &event);
         if let TurnEvent::FinalResponse(final_response) = event {
             return Ok(final_reply(*final_response));
         }
@@ -60,11 +79,23 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
     }
 }
 
+/// `POST /api/chat/{id}/cancel`'s answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct CancelReply {
+    /// False when no turn was live.
+    pub cancel_requested: bool,
+}
+
+#[utoipa::path(post, path = "/api/chat/{session_id}/cancel", tag = "chat",
+    params(("session_id" = String, Path, description = "1..64 characters")),
+    responses((status = 200, description = "Whether a live turn was asked to stop", body = CancelReply),
+        (status = 422, description = "Bad session id", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn cancel(
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let session_id = super::sessions::session_id(&path)?;
     let cancel_requested = runtime.cancel(&session_id).await?;
-    Ok(HttpResponse::Ok().json(json!({"cancel_requested": cancel_requested})))
+    Ok(HttpResponse::Ok().json(CancelReply { cancel_requested }))
 }

@@ -1,28 +1,99 @@
-//! `GET /health`, `GET /api/models` and `GET /api/debug/tools`.
+//! `GET /health`, `/livez`, `/readyz`, `/metrics`, `GET /api/models` and
+//! `GET /api/debug/tools`.
 
 use actix_web::{web, HttpResponse};
 use actors::session::Runtime;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
+use crate::observability::metrics::Snapshot;
+use crate::observability::Metrics;
 use crate::startup::ModelsInfo;
 
+/// Liveness: the process answers HTTP. Never depends on the store or a
+/// model, so an orchestrator does not restart a runtime that is only waiting
+/// for its database.
+/// `/livez`'s answer.
+#[derive(Serialize, ToSchema)]
+pub struct Liveness {
+    /// Always `alive`.
+    pub status: &'static str,
+}
+
+/// `/readyz`'s answer.
+#[derive(Serialize, ToSchema)]
+pub struct Readiness {
+    /// `ready` or `not_ready`.
+    pub status: &'static str,
+    /// What is missing when not ready: `store`, `model`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<&'static str>,
+}
+
+/// `/health`'s answer.
+#[derive(Serialize, ToSchema)]
+pub struct HealthReport {
+    pub healthy: bool,
+    /// Always `assistant-runtime`.
+    pub runtime: &'static str,
+    pub version: &'static str,
+    pub components: HealthComponents,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct HealthComponents {
+    pub store: StoreHealth,
+    pub model: ModelHealth,
+    pub sessions: SessionsHealth,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StoreHealth {
+    /// `memory` or `postgres`.
+    pub kind: &'static str,
+    pub healthy: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ModelHealth {
+    pub default_model: String,
+    pub healthy: bool,
+    pub fallback_to_echo: bool,
+    /// Why the model is unhealthy, or that the runtime fell back to echo.
+    pub detail: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SessionsHealth {
+    /// Session actors in memory now.
+    pub live: usize,
+}
+
+#[utoipa::path(get, path = "/health", tag = "operations",
+    responses((status = 200, description = "Healthy", body = HealthReport),
+        (status = 503, description = "A turn cannot be answered now", body = HealthReport)))]
 pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) -> HttpResponse {
     let health = runtime.health().await;
-    let body = json!({
-        "healthy": health.healthy,
-        "runtime": "assistant-runtime",
-        "version": env!("CARGO_PKG_VERSION"),
-        "components": {
-            "store": {"kind": health.store, "healthy": health.store_reachable},
-            "model": {
-                "default_model": health.default_model,
-                "healthy": health.model_usable,
-                "fallback_to_echo": models.fallback,
-                "detail": model_detail(&health.model_problem, models.fallback),
+    let body = HealthReport {
+        healthy: health.healthy,
+        runtime: "assistant-runtime",
+        version: env!("CARGO_PKG_VERSION"),
+        components: HealthComponents {
+            store: StoreHealth {
+                kind: health.store,
+                healthy: health.store_reachable,
             },
-            "sessions": {"live": health.live_sessions},
+            model: ModelHealth {
+                default_model: health.default_model.clone(),
+                healthy: health.model_usable,
+                fallback_to_echo: models.fallback,
+                detail: model_detail(&health.model_problem, models.fallback),
+            },
+            sessions: SessionsHealth {
+                live: health.live_sessions,
+            },
         },
-    });
+    };
     if health.healthy {
         HttpResponse::Ok().json(body)
     } else {
@@ -30,10 +101,66 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
     }
 }
 
+/// Liveness: the process answers HTTP. Never depends on the store or a
+/// model, so an orchestrator does not restart a runtime that is only waiting
+/// for its database.
+#[utoipa::path(get, path = "/livez", tag = "operations",
+    responses((status = 200, description = "The process answers", body = Liveness)))]
+pub async fn livez() -> HttpResponse {
+    HttpResponse::Ok().json(Liveness { status: "alive" })
+}
+
+/// Readiness: a turn can be answered now (store reachable, default model
+/// usable); 503 otherwise, naming what is missing.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "Ready", body = Readiness),
+        (status = 503, description = "Not ready; `missing` says why", body = Readiness)))]
+pub async fn readyz(runtime: web::Data<Runtime>) -> HttpResponse {
+    let health = runtime.health().await;
+    let mut missing = Vec::new();
+    if !health.store_reachable {
+        missing.push("store");
+    }
+    if !health.model_usable {
+        missing.push("model");
+    }
+    if missing.is_empty() {
+        HttpResponse::Ok().json(Readiness {
+            status: "ready",
+            missing,
+        })
+    } else {
+        HttpResponse::ServiceUnavailable().json(Readiness {
+            status: "not_ready",
+            missing,
+        })
+    }
+}
+
+/// Prometheus text format.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String)))]
+pub async fn metrics(runtime: web::Data<Runtime>, metrics: web::Data<Metrics>) -> HttpResponse {
+    let health = runtime.health().await;
+    let stored_sessions = runtime.deps().store.count().await.ok();
+    let text = metrics.render(Snapshot {
+        live_actors: health.live_sessions,
+        stored_sessions,
+        store_reachable: health.store_reachable,
+    });
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(text)
+}
+
+#[utoipa::path(get, path = "/api/models", tag = "operations",
+    responses((status = 200, description = "Configured providers and the default model", body = ModelsInfo)))]
 pub async fn models(models: web::Data<ModelsInfo>) -> HttpResponse {
     HttpResponse::Ok().json(models.as_ref())
 }
 
+#[utoipa::path(get, path = "/api/debug/tools", tag = "operations",
+    responses((status = 200, description = "The tool registry: backend tools, configured host tools, page scopes", body = Object)))]
 pub async fn debug_tools(runtime: web::Data<Runtime>) -> HttpResponse {
     HttpResponse::Ok().json(runtime.tools().describe())
 }

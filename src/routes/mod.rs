@@ -3,16 +3,44 @@
 
 mod chat;
 mod health;
-mod openapi;
+pub mod openapi;
 mod sessions;
 
 use actix_web::web;
+
+/// Every HTTP route (method, path in OpenAPI form) that `configure`, the
+/// playground and the docs page register; Socket.IO's `/socket.io/` is the
+/// transport's own. `tests/api/openapi.rs` checks the OpenAPI document lists
+/// exactly these and that each one is served.
+pub const ROUTE_TABLE: &[(&str, &str)] = &[
+    ("get", "/"),
+    ("get", "/health"),
+    ("get", "/livez"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+    ("get", "/docs"),
+    ("post", "/api/chat"),
+    ("post", "/api/chat/{session_id}/cancel"),
+    ("post", "/api/agui"),
+    ("get", "/api/sessions"),
+    ("get", "/api/sessions/{session_id}"),
+    ("delete", "/api/sessions/{session_id}"),
+    ("get", "/api/sessions/{session_id}/messages"),
+    ("get", "/api/sessions/{session_id}/tree"),
+    ("post", "/api/sessions/{session_id}/repair"),
+    ("get", "/api/debug/tools"),
+    ("get", "/api/models"),
+];
 
 /// One resource per path, so a known path with the wrong method answers 405
 /// (a `Resource` refuses unmatched methods) instead of falling through to the
 /// app's 404; `errors::json_error_pages` gives that 405 its JSON body.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/health").get(health::health))
+        .service(web::resource("/livez").get(health::livez))
+        .service(web::resource("/readyz").get(health::readyz))
+        .service(web::resource("/metrics").get(health::metrics))
         .service(web::resource("/openapi.json").get(openapi::openapi))
         .service(web::resource("/api/chat").post(chat::post_chat))
         .service(web::resource("/api/agui").post(crate::agui::post_agui))
@@ -27,5 +55,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/api/sessions/{session_id}/tree").get(sessions::tree))
         .service(web::resource("/api/sessions/{session_id}/repair").post(sessions::repair))
         .service(web::resource("/api/debug/tools").get(health::debug_tools))
-        .service(web::resource("/api/models").get(health::models));
+        .service(web::resource("/api/models").get(health::models))
+        .configure(crate::playground::configure)
+        .configure(crate::api_docs::configure);
 }

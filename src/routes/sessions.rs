@@ -5,9 +5,10 @@ use actors::contract::ValidationError;
 use actors::ids::{is_valid_id, MessageId, SessionId};
 use actors::session::Runtime;
 use serde::Deserialize;
-use serde_json::json;
 
-use crate::errors::ApiError;
+use crate::errors::{ApiError, ErrorBody};
+use actors::session::SessionInfo;
+use actors::store::SessionSummary;
 
 /// The most sessions one page returns.
 const MAX_PAGE: u32 = 500;
@@ -42,6 +43,12 @@ fn page_number(raw: Option<&str>, name: &str, default: u32) -> Result<u32, ApiEr
     }
 }
 
+#[utoipa::path(get, path = "/api/sessions", tag = "sessions",
+    params(("limit" = Option<u32>, Query, description = "At most 500; default 50"),
+           ("offset" = Option<u32>, Query, description = "Default 0")),
+    responses((status = 200, description = "Sessions, newest first", body = Vec<SessionSummary>),
+        (status = 422, description = "Bad limit or offset", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn list(
     runtime: web::Data<Runtime>,
     page: web::Query<Page>,
@@ -51,6 +58,11 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(runtime.list(limit, offset).await?))
 }
 
+#[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
+    responses((status = 200, description = "The session, with its pending action", body = SessionInfo),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+        (status = 422, description = "Bad session id", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn info(
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
@@ -63,6 +75,13 @@ pub struct Leaf {
     leaf_id: Option<String>,
 }
 
+#[utoipa::path(get, path = "/api/sessions/{session_id}/messages", tag = "sessions",
+    params(("session_id" = String, Path, description = "1..64 characters"),
+           ("leaf_id" = Option<String>, Query, description = "Default: the active leaf")),
+    responses((status = 200, description = "Root-to-leaf path of stored messages (docs/protocol.md)", body = Vec<Object>),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+        (status = 422, description = "Bad session id", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn messages(
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
@@ -76,6 +95,11 @@ pub async fn messages(
     Ok(HttpResponse::Ok().json(runtime.messages(&session_id(&path)?, leaf_id).await?))
 }
 
+#[utoipa::path(get, path = "/api/sessions/{session_id}/tree", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
+    responses((status = 200, description = "Every stored message, each with parent_id", body = Vec<Object>),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+        (status = 422, description = "Bad session id", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn tree(
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
@@ -83,6 +107,11 @@ pub async fn tree(
     Ok(HttpResponse::Ok().json(runtime.tree(&session_id(&path)?).await?))
 }
 
+#[utoipa::path(post, path = "/api/sessions/{session_id}/repair", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
+    responses((status = 200, description = "The session after resolving unresolved calls as unknown", body = SessionInfo),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+        (status = 422, description = "Bad session id", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn repair(
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
@@ -90,13 +119,30 @@ pub async fn repair(
     Ok(HttpResponse::Ok().json(runtime.repair(&session_id(&path)?).await?))
 }
 
+/// `DELETE /api/sessions/{id}`'s answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Deleted {
+    pub deleted: bool,
+    pub session_id: String,
+}
+
+#[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
+    responses((status = 200, description = "Deleted", body = Deleted),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+        (status = 422, description = "Bad session id", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn delete(
     runtime: web::Data<Runtime>,
+    metrics: web::Data<crate::observability::Metrics>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = session_id(&path)?;
     if !runtime.delete(&id).await? {
         return Err(actors::session::SessionError::NotFound(id.to_string()).into());
     }
-    Ok(HttpResponse::Ok().json(json!({"deleted": true, "session_id": id})))
+    metrics.session_deleted(id.as_ref());
+    Ok(HttpResponse::Ok().json(Deleted {
+        deleted: true,
+        session_id: id.to_string(),
+    }))
 }

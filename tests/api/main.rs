@@ -2,11 +2,15 @@
 
 mod agui;
 mod assistant_socket;
+mod cli;
 mod decisions;
 mod fake_provider;
 mod helpers;
 mod history;
 mod host_actions;
+mod observability;
+mod openapi;
+mod playground;
 mod postgres;
 mod prompt_prefix;
 mod providers;

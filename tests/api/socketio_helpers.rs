@@ -108,7 +108,7 @@ fn clients_dir() -> PathBuf {
 
 /// Runs `tests/clients/install.sh` once per test binary (it is idempotent and
 /// quick when both clients are already installed).
-fn ensure_clients_installed() {
+pub fn ensure_clients_installed() {
     static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
     let installed = INSTALLED.get_or_init(|| {
         let output = Command::new("bash")

@@ -16,3 +16,6 @@ fi
 
 # The AG-UI client (tests/api/agui.rs) has its own package.
 bash "$here/agui/install.sh"
+
+# The playground test (tests/api/playground.rs): chromium + playwright-core.
+bash "$here/browser/install.sh"

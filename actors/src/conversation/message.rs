@@ -188,6 +188,7 @@ impl CallStatus {
 }
 
 /// Usage of one assistant message, summed over its model requests.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
@@ -212,13 +213,17 @@ impl Usage {
 }
 
 /// The host action the session is waiting for, stored on the session row.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingAction {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub tool_call_id: ToolCallId,
     pub tool_name: String,
     pub arguments: Value,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub assistant_message_id: MessageId,
     /// Further host calls of the same response, handed over in this order.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub queued: Vec<ToolCallId>,
     pub output_mode: OutputMode,
 }

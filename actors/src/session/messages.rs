@@ -83,6 +83,7 @@ pub struct RepairSession;
 pub struct DeleteSession;
 
 /// What `GET /api/sessions/{id}` shows.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionInfo {
     pub session_id: String,

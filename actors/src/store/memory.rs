@@ -259,6 +259,20 @@ impl Store for MemoryStore {
         future::ready(Ok(())).boxed()
     }
 
+    fn count(&self) -> BoxFuture<'static, StoreResult<u64>> {
+        let n_sessions: usize = self
+            .shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .len()
+            })
+            .sum();
+        future::ready(Ok(n_sessions as u64)).boxed()
+    }
+
     fn kind(&self) -> &'static str {
         "memory"
     }

@@ -74,6 +74,41 @@ pub async fn apply(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Erro
     Ok(newly_applied)
 }
 
+/// Which embedded migrations a database has and which it still lacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationStatus {
+    pub applied: Vec<i32>,
+    pub pending: Vec<i32>,
+}
+
+/// Reads the migration state without changing anything (`doctor`): a
+/// database without `schema_migrations` has every migration pending.
+pub async fn status(client: &Client) -> Result<MigrationStatus, tokio_postgres::Error> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])
+        .await?
+        .get(0);
+    let applied: Vec<i32> = if exists {
+        client
+            .query(
+                "SELECT version FROM schema_migrations ORDER BY version",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let pending = MIGRATIONS
+        .iter()
+        .map(|migration| migration.version)
+        .filter(|version| !applied.contains(version))
+        .collect();
+    Ok(MigrationStatus { applied, pending })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,8 +25,10 @@ pub struct SessionSnapshot {
 }
 
 /// One row of `GET /api/sessions`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionSummary {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub session_id: SessionId,
     pub owner_id: Option<String>,
     pub title: Option<String>,
@@ -95,6 +97,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Cheap liveness check for `/health`.
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>>;
+
+    /// How many sessions are stored (`/metrics`). A store that cannot say
+    /// cheaply keeps this default, and the gauge is left out.
+    fn count(&self) -> BoxFuture<'static, StoreResult<u64>> {
+        Box::pin(std::future::ready(Err(StoreError::Failed(
+            "this store does not count sessions".into(),
+        ))))
+    }
 
     /// Name for logs and `/health` (`memory`, `postgres`).
     fn kind(&self) -> &'static str;

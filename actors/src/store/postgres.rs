@@ -138,6 +138,20 @@ impl PgStore {
         Ok(applied)
     }
 
+    /// The migration state, read only (`assistant-runtime doctor`).
+    pub async fn migration_status(&self) -> Result<migrations::MigrationStatus, DatabaseError> {
+        let client = self.shared.pool.get().await.map_err(|error| match error {
+            PoolError::Backend(error) => startup_error(&error, false),
+            other => DatabaseError {
+                cause: DatabaseCause::Unreachable,
+                detail: other.to_string(),
+            },
+        })?;
+        migrations::status(&client)
+            .await
+            .map_err(|error| startup_error(&error, false))
+    }
+
     /// Runs `operation` under the operation timeout.
     fn run<T: Send + 'static>(
         &self,
@@ -630,6 +644,18 @@ impl Store for PgStore {
             let client = shared.client().await?;
             let pinged = client.simple_query("SELECT 1").await.map(|_| ());
             settle(client, pinged)
+        })
+    }
+
+    fn count(&self) -> BoxFuture<'static, StoreResult<u64>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let counted = client
+                .query_one("SELECT count(*) FROM sessions", &[])
+                .await
+                .map(|row| row.get::<_, i64>(0).max(0) as u64);
+            settle(client, counted)
         })
     }
 

@@ -1,0 +1,74 @@
+//! One `info` line per HTTP request (method, path, status, duration, session
+//! id, request id), the id echoed in the `x-request-id` response header and
+//! the request counted in the metrics. Outermost middleware, so it sees the
+//! final status of every reply, error pages included.
+
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::HeaderValue;
+use actix_web::middleware::Next;
+use actix_web::{web, Error, HttpMessage, HttpRequest};
+
+use super::request_id::{RequestId, HEADER};
+use super::Metrics;
+
+/// The session a request was about, when its path does not say (the body of
+/// `POST /api/chat`): handlers record it for the log line.
+#[derive(Clone, Debug)]
+pub struct LoggedSession(pub String);
+
+/// Records the session id of this request for its access log line.
+pub fn note_session(request: &HttpRequest, session_id: &str) {
+    request
+        .extensions_mut()
+        .insert(LoggedSession(session_id.to_string()));
+}
+
+/// The request id the access log gave this request.
+pub fn request_id(request: &HttpRequest) -> Option<RequestId> {
+    request.extensions().get::<RequestId>().cloned()
+}
+
+pub async fn access_log(
+    request: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let started = Instant::now();
+    let request_id = RequestId::from_headers(request.headers());
+    request.extensions_mut().insert(request_id.clone());
+    let method = request.method().to_string();
+    let path = request.path().to_string();
+    let metrics = request.app_data::<web::Data<Metrics>>().cloned();
+    let result = next.call(request).await;
+    let status = match &result {
+        Ok(response) => response.status(),
+        Err(error) => error.as_response_error().status_code(),
+    };
+    let session = match &result {
+        Ok(response) => session_of(response.request()),
+        Err(_) => None,
+    };
+    log::info!(
+        "{method} {path} {} {:.1}ms session={} request_id={request_id}",
+        status.as_u16(),
+        started.elapsed().as_secs_f64() * 1000.0,
+        session.as_deref().unwrap_or("-"),
+    );
+    if let Some(metrics) = metrics {
+        metrics.count_http_request(&method, status.as_u16());
+    }
+    let mut response = result?;
+    if let Ok(value) = HeaderValue::from_str(request_id.as_str()) {
+        response.headers_mut().insert(HEADER, value);
+    }
+    Ok(response)
+}
+
+fn session_of(request: &HttpRequest) -> Option<String> {
+    if let Some(noted) = request.extensions().get::<LoggedSession>() {
+        return Some(noted.0.clone());
+    }
+    request.match_info().get("session_id").map(str::to_string)
+}

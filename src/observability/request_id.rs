@@ -1,0 +1,84 @@
+//! `x-request-id`: a client's own id is kept when it is a plain token (so it
+//! can be grepped across its logs and ours); anything else, or none, gets a
+//! fresh one. It never carries a client's bytes into a log line unchecked.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use actix_web::http::header::{HeaderMap, HeaderName};
+
+pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Longest client id kept.
+const MAX_LEN: usize = 128;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestId(String);
+
+impl RequestId {
+    /// The request's own id if it is acceptable, else a new one.
+    pub fn from_headers(headers: &HeaderMap) -> RequestId {
+        headers
+            .get(HEADER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(RequestId::accept)
+            .unwrap_or_else(RequestId::generate)
+    }
+
+    /// 1..=128 characters of `[A-Za-z0-9._:-]`.
+    pub fn accept(text: &str) -> Option<RequestId> {
+        let plain = !text.is_empty()
+            && text.len() <= MAX_LEN
+            && text
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"._:-".contains(&byte));
+        plain.then(|| RequestId(text.to_string()))
+    }
+
+    /// 32 hex digits: a per-process random key hashing a counter, so ids are
+    /// unique within a process and unguessable across processes.
+    pub fn generate() -> RequestId {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let state = RandomState::new();
+        let half = |salt: u64| {
+            let mut hasher = state.build_hasher();
+            hasher.write_u64(n);
+            hasher.write_u64(salt);
+            hasher.finish()
+        };
+        RequestId(format!("{:016x}{:016x}", half(1), half(2)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_ids_are_kept_and_others_replaced() {
+        assert_eq!(
+            RequestId::accept("req-42.a:b_c").unwrap().as_str(),
+            "req-42.a:b_c"
+        );
+        assert!(RequestId::accept("").is_none());
+        assert!(RequestId::accept("has space").is_none());
+        assert!(RequestId::accept("new\nline").is_none());
+        assert!(RequestId::accept(&"x".repeat(129)).is_none());
+        let (a, b) = (RequestId::generate(), RequestId::generate());
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 32);
+        assert!(RequestId::accept(a.as_str()).is_some());
+    }
+}

@@ -1,0 +1,98 @@
+//! A `Store` that times every operation of the store it wraps into
+//! `assistant_store_operation_seconds`, so store latency is visible for the
+//! memory and Postgres stores alike without either knowing about metrics.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actors::conversation::{Message, PendingAction, SessionRecord};
+use actors::ids::{SessionId, ToolCallId};
+use actors::store::{SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult};
+use futures_util::future::{BoxFuture, FutureExt};
+
+use super::Metrics;
+
+pub struct TimedStore {
+    inner: SharedStore,
+    metrics: Arc<Metrics>,
+}
+
+impl TimedStore {
+    pub fn wrap(inner: SharedStore, metrics: Arc<Metrics>) -> SharedStore {
+        Arc::new(TimedStore { inner, metrics })
+    }
+
+    fn timed<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        future: BoxFuture<'static, StoreResult<T>>,
+    ) -> BoxFuture<'static, StoreResult<T>> {
+        let metrics = self.metrics.clone();
+        let started = Instant::now();
+        async move {
+            let result = future.await;
+            metrics.observe_store(operation, started.elapsed(), result.is_ok());
+            result
+        }
+        .boxed()
+    }
+}
+
+impl Store for TimedStore {
+    fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>> {
+        self.timed("load", self.inner.load(id))
+    }
+
+    fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>> {
+        self.timed("save_session", self.inner.save_session(record))
+    }
+
+    fn save_messages(
+        &self,
+        record: &SessionRecord,
+        messages: &[Message],
+    ) -> BoxFuture<'static, StoreResult<()>> {
+        self.timed("save_messages", self.inner.save_messages(record, messages))
+    }
+
+    fn accept_result(
+        &self,
+        record: &SessionRecord,
+        call_id: &ToolCallId,
+        next: Option<&PendingAction>,
+        message: &Message,
+    ) -> BoxFuture<'static, StoreResult<bool>> {
+        self.timed(
+            "accept_result",
+            self.inner.accept_result(record, call_id, next, message),
+        )
+    }
+
+    fn list(
+        &self,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
+        self.timed("list", self.inner.list(limit, offset))
+    }
+
+    fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
+        self.timed("delete", self.inner.delete(id))
+    }
+
+    fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>> {
+        self.timed("purge_expired", self.inner.purge_expired(ttl))
+    }
+
+    fn ping(&self) -> BoxFuture<'static, StoreResult<()>> {
+        self.timed("ping", self.inner.ping())
+    }
+
+    fn count(&self) -> BoxFuture<'static, StoreResult<u64>> {
+        self.timed("count", self.inner.count())
+    }
+
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+}

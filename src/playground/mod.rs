@@ -1,0 +1,56 @@
+//! The playground at `GET /`: a static page (HTML, CSS, JS) embedded in the
+//! binary, so it needs no files and no build step at run time. It talks to
+//! the server like any host would: Socket.IO `/assistant` for turns, the
+//! session routes for browsing.
+//!
+//! `assets/socket.io.min.js` is the official browser bundle, copied verbatim
+//! from the npm package `socket.io-client` (`dist/socket.io.min.js`, version
+//! in its header; MIT). To update it: `npm install socket.io-client` in
+//! `tests/clients` and copy the file again.
+
+use actix_web::http::header::{CacheControl, CacheDirective, ContentType};
+use actix_web::{web, HttpResponse};
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+const SOCKET_IO_JS: &str = include_str!("assets/socket.io.min.js");
+
+/// The playground's routes, part of the route table (`routes::configure`).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/").get(index))
+        .service(web::resource("/playground/app.js").get(app_js))
+        .service(web::resource("/playground/style.css").get(style_css))
+        .service(web::resource("/playground/socket.io.min.js").get(socket_io_js));
+}
+
+#[utoipa::path(get, path = "/", tag = "docs",
+    responses((status = 200, description = "The playground (HTML)", content_type = "text/html", body = String)))]
+pub async fn index() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(ContentType::html())
+        .insert_header(CacheControl(vec![CacheDirective::NoCache]))
+        .body(INDEX_HTML)
+}
+
+fn javascript(body: &'static str) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/javascript; charset=utf-8")
+        .insert_header(CacheControl(vec![CacheDirective::NoCache]))
+        .body(body)
+}
+
+async fn app_js() -> HttpResponse {
+    javascript(APP_JS)
+}
+
+async fn socket_io_js() -> HttpResponse {
+    javascript(SOCKET_IO_JS)
+}
+
+async fn style_css() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/css; charset=utf-8")
+        .insert_header(CacheControl(vec![CacheDirective::NoCache]))
+        .body(STYLE_CSS)
+}

@@ -1,0 +1,83 @@
+//! The playground at `GET /`, end to end in headless Debian chromium driven by
+//! playwright-core (`tests/clients/browser/playground.mjs`): a 422 shown
+//! inline, streaming, host actions answered both ways, a silent decision,
+//! steering and cancel, the session tree. The screenshot is kept at
+//! `target/test-artifacts/playground.png`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::helpers::spawn_app;
+use crate::socketio_helpers::ensure_clients_installed;
+
+#[actix_web::test]
+async fn the_playground_and_its_vendored_bundle_are_served_from_the_binary() {
+    let app = spawn_app().await;
+    let (status, html) = app.get_text("/").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("assistant-runtime playground"), "{html}");
+    assert!(html.contains("/playground/socket.io.min.js"));
+    for (path, expected) in [
+        ("/playground/app.js", "assistant_message"),
+        ("/playground/style.css", "grid-template-columns"),
+        ("/playground/socket.io.min.js", "Socket.IO v4"),
+    ] {
+        let (status, body) = app.get_text(path).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(body.contains(expected), "{path}");
+    }
+}
+
+#[actix_web::test]
+async fn a_developer_uses_the_playground_in_chromium() {
+    let app = spawn_app().await;
+    let artifacts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("artifact folder");
+    let screenshot = artifacts.join("playground.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let url = format!("{}/", app.address);
+    let shot = screenshot.clone();
+    let output = actix_web::rt::task::spawn_blocking(move || {
+        ensure_clients_installed();
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/browser/playground.mjs");
+        Command::new("node")
+            .arg(script)
+            .arg(url)
+            .arg(shot)
+            .output()
+            .expect("run node")
+    })
+    .await
+    .expect("browser thread");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|error| panic!("no JSON ({error}):\n{stdout}\n{stderr}"));
+    assert_eq!(result["error"], Value::Null, "{result:#}");
+    let names: Vec<&str> = result["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .inspect(|step| assert_eq!(step["ok"], true, "{step}"))
+        .filter_map(|step| step["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "connects",
+            "shows a 422 path inline",
+            "streams thinking and text",
+            "answers a host action with success",
+            "answers a host action with failure",
+            "runs a silent decision",
+            "steers and cancels a live turn",
+            "browses sessions and a tree",
+        ]
+    );
+    assert_eq!(result["console_errors"], serde_json::json!([]), "{result}");
+    let png = std::fs::read(&screenshot).expect("the screenshot was saved");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+}
