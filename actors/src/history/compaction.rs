@@ -391,7 +391,7 @@ mod tests {
     fn folded_reference_attachments_become_their_labels() {
         let mut user = message("u0", None, Role::User, "see the file");
         user.attachments = vec![crate::contract::Attachment::parse(
-            &serde_json::json!({"kind": "document", "purpose": "reference",
+            &serde_json::json!({"kind": "text", "purpose": "reference",
                                 "text": "SECRET BODY", "name": "report.txt"}),
             "attachments[0]",
         )
