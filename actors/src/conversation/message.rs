@@ -201,6 +201,9 @@ pub struct Usage {
     /// Model calls made for the turn but not by it (`summarization`,
     /// `working_memory`), by name; not included in the counts above.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    // The type refers to itself: without `no_recursion` utoipa's schema
+    // collection recurses until the stack overflows.
+    #[cfg_attr(feature = "openapi", schema(no_recursion))]
     pub auxiliary: std::collections::BTreeMap<String, Usage>,
 }
 
