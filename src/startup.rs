@@ -1,6 +1,9 @@
 //! Build, then run: `Application::build(settings)` wires the runtime and binds
 //! the listener (port 0 allowed, for tests); `run_until_stopped` serves.
 
+use crate::access::cors::CorsPolicy;
+use crate::access::limits::Limits;
+use crate::access::Access;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,19 +132,35 @@ impl Application {
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
+        let access = Arc::new(Access::new(&settings.access).map_err(StartupError)?);
+        let cors = Arc::new(CorsPolicy::new(&settings.access.cors).map_err(StartupError)?);
+        let limits = Limits::new(
+            settings.turns_per_minute,
+            settings.live_sessions_per_principal,
+        );
         let socket_io = SocketIo::new(SocketIoConfig {
             ping_interval: settings.ping_interval,
             ping_timeout: settings.ping_timeout,
             max_payload: settings.max_payload,
-            cors_origins: settings.cors_origins.clone(),
+            handshake_headers: access.handshake_headers(),
+            origin_policy: Some(cors.socket_policy()),
+            cors_credentials: cors.credentials(),
+            ..SocketIoConfig::default()
         })
-        .namespace(NAMESPACE, AssistantNamespace::new(runtime.clone()));
+        .namespace(
+            NAMESPACE,
+            AssistantNamespace::new(runtime.clone(), access.clone(), limits.clone()),
+        );
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
+        let access = web::Data::from(access);
+        let limits = web::Data::from(limits);
         let make_app = move || {
             App::new()
                 .app_data(runtime.clone())
                 .app_data(models.clone())
+                .app_data(access.clone())
+                .app_data(limits.clone())
                 .app_data(web::PayloadConfig::new(max_body))
                 .wrap(crate::errors::json_error_pages(max_body))
                 .app_data(
@@ -153,7 +172,13 @@ impl Application {
                     }),
                 )
                 .configure(|cfg| socket_io.configure(cfg))
-                .configure(crate::routes::configure)
+                // Socket.IO answers CORS itself (same policy); everything
+                // else goes through actix-cors.
+                .service(
+                    web::scope("")
+                        .wrap(cors.middleware())
+                        .configure(crate::routes::configure),
+                )
                 .default_service(web::to(|| async {
                     HttpResponse::NotFound()
                         .json(serde_json::json!({"error": "no such route", "type": "not_found"}))
@@ -366,6 +391,7 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
             thinking_budget: settings.thinking_budget,
             budget: settings.budget,
             idle_timeout: settings.session_idle,
+            request_models: settings.request_models.clone(),
         },
     };
     Runtime::new(deps)

@@ -1,11 +1,13 @@
 //! `POST /api/chat` (a non-streaming turn) and its cancel route.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::events::{EventSink, FinalResponse, TurnEvent};
 use actors::session::{Runtime, SessionError};
 use serde_json::json;
 
+use crate::access::limits::Limits;
+use crate::access::{require_json, Authenticated};
 use crate::errors::{parse_json, ApiError};
 
 /// Turn errors that are the runtime's or the provider's failure (500); a
@@ -13,9 +15,13 @@ use crate::errors::{parse_json, ApiError};
 const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
 
 pub async fn post_chat(
+    req: HttpRequest,
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
+    limits: web::Data<Limits>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    require_json(&req, None)?;
     let value = parse_json(&body)?;
     let request = ChatRequest::parse(&value)?;
     if request.message_type == MessageType::Steering {
@@ -25,8 +31,9 @@ pub async fn post_chat(
         }
         .into());
     }
+    let _live = limits.into_inner().admit(&caller, &request.session_id)?;
     let (sink, mut events) = EventSink::new(false);
-    runtime.send_message(request, sink).await?;
+    runtime.send_message(&caller, request, sink).await?;
     while let Some(event) = events.recv().await {
         if let TurnEvent::FinalResponse(final_response) = event {
             return Ok(final_reply(*final_response));
@@ -61,10 +68,13 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
 }
 
 pub async fn cancel(
+    req: HttpRequest,
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    require_json(&req, None)?;
     let session_id = super::sessions::session_id(&path)?;
-    let cancel_requested = runtime.cancel(&session_id).await?;
+    let cancel_requested = runtime.cancel(&caller, &session_id).await?;
     Ok(HttpResponse::Ok().json(json!({"cancel_requested": cancel_requested})))
 }

@@ -4,6 +4,7 @@ use actix_web::{web, HttpResponse};
 use actors::session::Runtime;
 use serde_json::json;
 
+use crate::access::Authenticated;
 use crate::startup::ModelsInfo;
 
 pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) -> HttpResponse {
@@ -30,11 +31,12 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
     }
 }
 
-pub async fn models(models: web::Data<ModelsInfo>) -> HttpResponse {
+/// Any authenticated caller may read the model list and the tools.
+pub async fn models(_caller: Authenticated, models: web::Data<ModelsInfo>) -> HttpResponse {
     HttpResponse::Ok().json(models.as_ref())
 }
 
-pub async fn debug_tools(runtime: web::Data<Runtime>) -> HttpResponse {
+pub async fn debug_tools(_caller: Authenticated, runtime: web::Data<Runtime>) -> HttpResponse {
     HttpResponse::Ok().json(runtime.tools().describe())
 }
 

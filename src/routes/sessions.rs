@@ -1,12 +1,13 @@
 //! The session routes: list, inspect, path, tree, repair, delete.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::ValidationError;
 use actors::ids::{is_valid_id, MessageId, SessionId};
 use actors::session::Runtime;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::{require_json, Authenticated};
 use crate::errors::ApiError;
 
 /// The most sessions one page returns.
@@ -43,19 +44,21 @@ fn page_number(raw: Option<&str>, name: &str, default: u32) -> Result<u32, ApiEr
 }
 
 pub async fn list(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     page: web::Query<Page>,
 ) -> Result<HttpResponse, ApiError> {
     let limit = page_number(page.limit.as_deref(), "limit", 50)?.min(MAX_PAGE);
     let offset = page_number(page.offset.as_deref(), "offset", 0)?;
-    Ok(HttpResponse::Ok().json(runtime.list(limit, offset).await?))
+    Ok(HttpResponse::Ok().json(runtime.list(&caller, limit, offset).await?))
 }
 
 pub async fn info(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(runtime.session(&session_id(&path)?).await?))
+    Ok(HttpResponse::Ok().json(runtime.session(&caller, &session_id(&path)?).await?))
 }
 
 #[derive(Deserialize)]
@@ -64,6 +67,7 @@ pub struct Leaf {
 }
 
 pub async fn messages(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
     leaf: web::Query<Leaf>,
@@ -73,29 +77,38 @@ pub async fn messages(
         .clone()
         .filter(|id| !id.is_empty())
         .map(MessageId::new);
-    Ok(HttpResponse::Ok().json(runtime.messages(&session_id(&path)?, leaf_id).await?))
+    Ok(HttpResponse::Ok().json(
+        runtime
+            .messages(&caller, &session_id(&path)?, leaf_id)
+            .await?,
+    ))
 }
 
 pub async fn tree(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(runtime.tree(&session_id(&path)?).await?))
+    Ok(HttpResponse::Ok().json(runtime.tree(&caller, &session_id(&path)?).await?))
 }
 
 pub async fn repair(
+    req: HttpRequest,
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(runtime.repair(&session_id(&path)?).await?))
+    require_json(&req, None)?;
+    Ok(HttpResponse::Ok().json(runtime.repair(&caller, &session_id(&path)?).await?))
 }
 
 pub async fn delete(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = session_id(&path)?;
-    if !runtime.delete(&id).await? {
+    if !runtime.delete(&caller, &id).await? {
         return Err(actors::session::SessionError::NotFound(id.to_string()).into());
     }
     Ok(HttpResponse::Ok().json(json!({"deleted": true, "session_id": id})))

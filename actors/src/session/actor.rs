@@ -14,6 +14,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use super::caller::Caller;
 use super::error::SessionError;
 use super::messages::*;
 use super::recovery::recover;
@@ -234,12 +235,38 @@ impl SessionActor {
         }
     }
 
-    fn require_stored(&self) -> Result<(), SessionError> {
+    /// Whether `caller` may read or change this session. One that is not
+    /// stored is `NotFound` to an admin and `Forbidden` to anyone else, so a
+    /// refusal never tells whether someone else's session exists.
+    fn authorize_read(&self, caller: &Caller) -> Result<(), SessionError> {
         self.ready()?;
-        if self.stored {
+        if !self.stored {
+            return Err(if caller.admin {
+                SessionError::NotFound(self.id.to_string())
+            } else {
+                SessionError::forbidden(&self.id)
+            });
+        }
+        self.check_owner(caller)
+    }
+
+    /// Whether `caller` may write to this session (a message or a join). A
+    /// session that is not stored yet is created by this write, so it becomes
+    /// the caller's: the owner is fixed by the first write and never changes.
+    fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
+        self.ready()?;
+        if !self.stored {
+            self.record.owner_id = Some(caller.principal.to_string());
+            return Ok(());
+        }
+        self.check_owner(caller)
+    }
+
+    fn check_owner(&self, caller: &Caller) -> Result<(), SessionError> {
+        if caller.may_touch(self.record.owner_id.as_deref()) {
             Ok(())
         } else {
-            Err(SessionError::NotFound(self.id.to_string()))
+            Err(SessionError::forbidden(&self.id))
         }
     }
 
@@ -459,6 +486,9 @@ impl Handler<SendMessage> for SessionActor {
             });
         };
         let (reply, answer) = oneshot::channel();
+        if let Err(error) = self.authorize_write(&message.caller) {
+            return Box::pin(async move { Err(error) });
+        }
         self.accept(request, sink, reply, ctx);
         Box::pin(async move {
             answer
@@ -473,7 +503,7 @@ impl Handler<JoinSession> for SessionActor {
 
     fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        if let Err(error) = self.ready() {
+        if let Err(error) = self.authorize_write(&join.caller) {
             return Box::pin(async move { Err(error) });
         }
         if join.host_context.is_none() && self.stored {
@@ -559,17 +589,29 @@ impl SessionActor {
 }
 
 impl Handler<CancelTurn> for SessionActor {
-    type Result = bool;
+    type Result = Result<bool, SessionError>;
 
-    fn handle(&mut self, _: CancelTurn, _ctx: &mut Context<Self>) -> bool {
+    fn handle(&mut self, cancel: CancelTurn, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
+        match self.authorize_read(&cancel.caller) {
+            Ok(()) => {}
+            // An admin cancelling nothing is told so, as before ownership.
+            Err(SessionError::NotFound(_)) => {
+                self.stop_if_absent(ctx);
+                return Ok(false);
+            }
+            Err(error) => {
+                self.stop_if_absent(ctx);
+                return Err(error);
+            }
+        }
         match &mut self.phase {
             Phase::Running(live) => {
                 live.cancel.cancel();
                 live.cancelling = true;
-                true
+                Ok(true)
             }
-            _ => false,
+            _ => Ok(false),
         }
     }
 }
@@ -577,8 +619,8 @@ impl Handler<CancelTurn> for SessionActor {
 impl Handler<GetInfo> for SessionActor {
     type Result = Result<SessionInfo, SessionError>;
 
-    fn handle(&mut self, _: GetInfo, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.require_stored().map(|()| self.info());
+    fn handle(&mut self, get: GetInfo, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self.authorize_read(&get.caller).map(|()| self.info());
         self.stop_if_absent(ctx);
         found
     }
@@ -588,7 +630,7 @@ impl Handler<GetPath> for SessionActor {
     type Result = Result<Vec<StoredMessage>, SessionError>;
 
     fn handle(&mut self, request: GetPath, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.require_stored().and_then(|()| {
+        let found = self.authorize_read(&request.caller).and_then(|()| {
             let leaf = request.leaf_id.or_else(|| self.record.active_leaf.clone());
             if let Some(leaf) = &leaf {
                 if !self.tree.contains(leaf) {
@@ -612,8 +654,10 @@ impl Handler<GetPath> for SessionActor {
 impl Handler<GetTree> for SessionActor {
     type Result = Result<Vec<StoredMessage>, SessionError>;
 
-    fn handle(&mut self, _: GetTree, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.require_stored().map(|()| self.tree.all().to_vec());
+    fn handle(&mut self, get: GetTree, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self
+            .authorize_read(&get.caller)
+            .map(|()| self.tree.all().to_vec());
         self.stop_if_absent(ctx);
         found
     }
@@ -622,9 +666,9 @@ impl Handler<GetTree> for SessionActor {
 impl Handler<RepairSession> for SessionActor {
     type Result = ResponseFuture<Result<SessionInfo, SessionError>>;
 
-    fn handle(&mut self, _: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, repair: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        if let Err(error) = self.require_stored() {
+        if let Err(error) = self.authorize_read(&repair.caller) {
             self.stop_if_absent(ctx);
             return Box::pin(async move { Err(error) });
         }
@@ -669,9 +713,15 @@ impl Handler<RepairSession> for SessionActor {
 impl Handler<DeleteSession> for SessionActor {
     type Result = ResponseFuture<Result<bool, SessionError>>;
 
-    fn handle(&mut self, _: DeleteSession, ctx: &mut Context<Self>) -> Self::Result {
-        if let Err(error) = self.ready() {
-            return Box::pin(async move { Err(error) });
+    fn handle(&mut self, delete: DeleteSession, ctx: &mut Context<Self>) -> Self::Result {
+        match self.authorize_read(&delete.caller) {
+            // An admin deleting a session this actor did not load still asks
+            // the store (another process may have written it), as before.
+            Ok(()) | Err(SessionError::NotFound(_)) => {}
+            Err(error) => {
+                self.stop_if_absent(ctx);
+                return Box::pin(async move { Err(error) });
+            }
         }
         if let Phase::Running(live) = &self.phase {
             live.cancel.cancel();

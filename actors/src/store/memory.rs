@@ -29,6 +29,8 @@ pub struct MemoryStore {
 struct StoredSession {
     record: Box<[u8]>,
     created_at: u64,
+    /// `owner_id`, read by the owner filter of a list without decoding.
+    owner: Option<Box<str>>,
     pending_call: Option<Box<str>>,
     messages: Vec<StoredMessage>,
     /// The last write, for the TTL purge.
@@ -117,7 +119,12 @@ impl MemoryStore {
         Ok(true)
     }
 
-    fn summaries(&self, limit: u32, offset: u32) -> StoreResult<Vec<SessionSummary>> {
+    fn summaries(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+        offset: u32,
+    ) -> StoreResult<Vec<SessionSummary>> {
         let mut index: Vec<(u64, SessionId)> = Vec::new();
         for shard in &self.shards {
             let shard = shard
@@ -126,6 +133,7 @@ impl MemoryStore {
             index.extend(
                 shard
                     .iter()
+                    .filter(|(_, stored)| owner.is_none() || stored.owner.as_deref() == owner)
                     .map(|(id, stored)| (stored.created_at, id.clone())),
             );
         }
@@ -154,6 +162,7 @@ impl MemoryStore {
 /// A session change, serialised and ready to swap in.
 struct Encoded {
     record: Box<[u8]>,
+    owner: Option<Box<str>>,
     pending_call: Option<Box<str>>,
     messages: Vec<StoredMessage>,
 }
@@ -162,6 +171,7 @@ impl Encoded {
     fn new(record: &SessionRecord, messages: &[Message]) -> StoreResult<Encoded> {
         Ok(Encoded {
             record: encode(record)?,
+            owner: record.owner_id.as_deref().map(Box::from),
             pending_call: record
                 .pending_action
                 .as_ref()
@@ -182,11 +192,13 @@ impl Encoded {
         let stored = shard.entry(id.clone()).or_insert_with(|| StoredSession {
             record: Box::default(),
             created_at,
+            owner: None,
             pending_call: None,
             messages: Vec::new(),
             updated_at: Instant::now(),
         });
         stored.record = self.record;
+        stored.owner = self.owner;
         stored.updated_at = Instant::now();
         stored.pending_call = self.pending_call;
         for message in self.messages {
@@ -231,10 +243,11 @@ impl Store for MemoryStore {
 
     fn list(
         &self,
+        owner: Option<&str>,
         limit: u32,
         offset: u32,
     ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
-        future::ready(self.summaries(limit, offset)).boxed()
+        future::ready(self.summaries(owner, limit, offset)).boxed()
     }
 
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
