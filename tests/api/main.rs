@@ -1,5 +1,6 @@
 //! Black-box tests, one binary: a module per feature, sharing the harnesses.
 
+mod access;
 mod agui;
 mod assistant_socket;
 mod decisions;
