@@ -71,22 +71,24 @@ impl CorsPolicy {
         !self.any_origin
     }
 
-    /// The actix-cors middleware of the HTTP routes and AG-UI.
+    /// The actix-cors middleware of the HTTP routes and AG-UI. A request
+    /// from a refused origin is answered 400 before any handler runs, so
+    /// even a request the browser sends without a preflight does nothing.
     pub fn middleware(self: &Arc<Self>) -> Cors {
-        let policy = self.clone();
         let cors = Cors::default()
-            .allowed_origin_fn(move |origin, _request| {
-                origin.to_str().is_ok_and(|origin| policy.allows(origin))
-            })
             .allowed_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_any_header()
             .expose_headers([header::RETRY_AFTER])
-            .max_age(PREFLIGHT_MAX_AGE_SECS);
-        if self.credentials() {
-            cors.supports_credentials()
-        } else {
-            cors
+            .max_age(PREFLIGHT_MAX_AGE_SECS)
+            .block_on_origin_mismatch(true);
+        if self.any_origin {
+            return cors.allow_any_origin().send_wildcard();
         }
+        let policy = self.clone();
+        cors.allowed_origin_fn(move |origin, _request| {
+            origin.to_str().is_ok_and(|origin| policy.allows(origin))
+        })
+        .supports_credentials()
     }
 
     /// The same decision for the Socket.IO transport.

@@ -3,6 +3,7 @@
 mod access;
 mod agui;
 mod assistant_socket;
+mod cors;
 mod decisions;
 mod fake_provider;
 mod helpers;

@@ -102,13 +102,13 @@ pub enum Client {
     Node,
 }
 
-fn clients_dir() -> PathBuf {
+pub fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
 }
 
 /// Runs `tests/clients/install.sh` once per test binary (it is idempotent and
 /// quick when both clients are already installed).
-fn ensure_clients_installed() {
+pub fn ensure_clients_installed() {
     static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
     let installed = INSTALLED.get_or_init(|| {
         let output = Command::new("bash")

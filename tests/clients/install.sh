@@ -16,3 +16,6 @@ fi
 
 # The AG-UI client (tests/api/agui.rs) has its own package.
 bash "$here/agui/install.sh"
+
+# Headless Chromium, playwright-core and the page bundle (tests/api/cors.rs).
+bash "$here/browser/install.sh"
