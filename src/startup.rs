@@ -107,11 +107,19 @@ impl std::error::Error for StartupError {}
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
-        let store: SharedStore = match &settings.database_url {
-            None => Arc::new(MemoryStore::new()),
-            Some(url) => Arc::new(open_postgres(&settings, url).await?),
-        };
-        Application::build_with_store(settings, store).await
+        match &settings.database_url {
+            None => {
+                let memory = Arc::new(match settings.max_memory_sessions {
+                    0 => MemoryStore::new(),
+                    max => MemoryStore::bounded(max),
+                });
+                Application::build_inner(settings, memory.clone(), Some(memory)).await
+            }
+            Some(url) => {
+                let store = Arc::new(open_postgres(&settings, url).await?);
+                Application::build_inner(settings, store, None).await
+            }
+        }
     }
 
     /// `build` with a store made by the caller (tests wrap one to inject faults).
@@ -119,10 +127,23 @@ impl Application {
         settings: Settings,
         store: SharedStore,
     ) -> Result<Application, StartupError> {
+        Application::build_inner(settings, store, None).await
+    }
+
+    async fn build_inner(
+        settings: Settings,
+        store: SharedStore,
+        memory: Option<Arc<MemoryStore>>,
+    ) -> Result<Application, StartupError> {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
         let runtime = build_runtime(&settings, store);
+        if let Some(memory) = memory {
+            // The bounded memory store never evicts a session whose actor is live.
+            let live = runtime.liveness();
+            memory.set_evictable(move |id| !live(id));
+        }
         let models = ModelsInfo::from_settings(&settings);
         if settings.model_fallback {
             log::warn!(

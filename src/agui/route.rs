@@ -8,12 +8,11 @@ use std::collections::{HashSet, VecDeque};
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::ChatRequest;
-use actors::events::{EventSink, TurnEvent};
+use actors::events::{EventSink, EventStream, TurnEvent};
 use actors::ids::{is_valid_id, SessionId};
 use actors::session::{Runtime, SessionError};
 use futures_util::stream;
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::events::{sse_frame, EventMapper};
 use super::input::RunInput;
@@ -158,7 +157,7 @@ struct RunStream {
     _live: LiveGuard,
     mapper: EventMapper,
     /// The events of the turn being streamed.
-    events: UnboundedReceiver<TurnEvent>,
+    events: EventStream,
     /// Steps after this turn (a new user message after host results).
     remaining: VecDeque<ChatRequest>,
     /// AG-UI events ready to be written.
@@ -173,9 +172,16 @@ impl RunStream {
     async fn advance(&mut self) {
         let Some(event) = self.events.recv().await else {
             self.queue.extend(self.mapper.end_turn());
-            let error = self
-                .mapper
-                .run_error("the turn ended without a final response", "internal");
+            let error = if self.events.overflowed() {
+                // The client read too slowly; the turn ran on and is saved.
+                self.mapper.run_error(
+                    "this client fell too far behind the stream; read the outcome from GET /api/sessions/{id}/messages",
+                    "slow_reader",
+                )
+            } else {
+                self.mapper
+                    .run_error("the turn ended without a final response", "internal")
+            };
             self.finish(error);
             return;
         };

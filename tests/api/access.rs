@@ -652,3 +652,38 @@ async fn a_principal_over_its_turn_rate_gets_429_with_retry_after() {
         StatusCode::OK
     );
 }
+
+#[actix_web::test]
+async fn a_flood_of_new_sessions_evicts_the_oldest_idle_ones_from_memory() {
+    // A bound of 64: one session per shard of the memory store.
+    let app = spawn_app_with(&[("ASSISTANT__MAX_MEMORY_SESSIONS", "64")]).await;
+    let flood = |from: usize, to: usize| {
+        let app = &app;
+        async move {
+            for n in from..to {
+                let (status, body) = app.say(&format!("flood-{n}"), "m1", "hi", None).await;
+                assert_eq!(status, StatusCode::OK, "{body}");
+            }
+        }
+    };
+    flood(0, 150).await;
+    // Sessions whose actor is still in memory are never evicted; wait (a
+    // bound, not a timing under test) until every actor has hibernated.
+    for _ in 0..100 {
+        let (_, health) = app.get("/health").await;
+        if health["components"]["sessions"]["live"] == 0 {
+            break;
+        }
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    flood(150, 300).await;
+    let (status, list) = app.get("/api/sessions?limit=500").await;
+    assert_eq!(status, StatusCode::OK);
+    let n_held = list.as_array().map_or(0, Vec::len);
+    assert!(n_held < 300, "{n_held} sessions held: nothing was evicted");
+    // The oldest one is gone: its next read says so.
+    let (status, body) = app.get("/api/sessions/flood-0").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _) = app.get("/api/sessions/flood-299").await;
+    assert_eq!(status, StatusCode::OK, "the newest stays");
+}

@@ -43,6 +43,10 @@ use crate::turn::{
 const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
 /// How long a session waiting for a host result keeps its (unstored) screenshot.
 const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
+/// Steering messages a live turn may have waiting; more is a 409 until the
+/// turn takes them (at its next model request), so a client cannot queue
+/// without end.
+const MAX_QUEUED_STEERING: usize = 32;
 /// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
 
@@ -87,7 +91,7 @@ struct LiveTurn {
     cancel: CancelHandle,
     /// Set once cancellation was requested, so a second cancel is a no-op.
     cancelling: bool,
-    steering: mpsc::UnboundedSender<SteeringNote>,
+    steering: mpsc::Sender<SteeringNote>,
     sink: EventSink,
     output_mode: OutputMode,
     model: String,
@@ -967,13 +971,23 @@ impl SessionActor {
                     text: request.content.clone(),
                     attachments: reference_attachments(&request),
                 };
-                if live.steering.send(note).is_ok() {
-                    self.take_screenshot(&request);
-                    let _ = reply.send(Ok(TurnAccepted {
-                        accepted_as: AcceptedAs::Steering,
-                        message_id: None,
-                    }));
-                    return;
+                match live.steering.try_send(note) {
+                    Ok(()) => {
+                        self.take_screenshot(&request);
+                        let _ = reply.send(Ok(TurnAccepted {
+                            accepted_as: AcceptedAs::Steering,
+                            message_id: None,
+                        }));
+                        return;
+                    }
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let _ = reply.send(Err(SessionError::Conflict(format!(
+                            "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
+                        ))));
+                        return;
+                    }
+                    // The turn is ending: the message becomes a turn of its own.
+                    Err(mpsc::error::TrySendError::Closed(_)) => {}
                 }
             }
         }
@@ -1245,7 +1259,7 @@ impl SessionActor {
             screenshot: self.screenshot.clone(),
         };
         let (cancel, token) = CancelHandle::new();
-        let (steering_tx, steering_rx) = mpsc::unbounded_channel();
+        let (steering_tx, steering_rx) = mpsc::channel(MAX_QUEUED_STEERING);
         self.next_turn_id += 1;
         let turn_id = self.next_turn_id;
         let message_id = assistant.id.clone();

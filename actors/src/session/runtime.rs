@@ -151,6 +151,17 @@ impl Runtime {
         });
     }
 
+    /// Whether a session's actor is in memory now, for a store that must not
+    /// evict live sessions. Holds the registry weakly.
+    pub fn liveness(&self) -> impl Fn(&SessionId) -> bool + Send + Sync + 'static {
+        let registry = Arc::downgrade(&self.registry);
+        move |id| {
+            registry
+                .upgrade()
+                .is_some_and(|registry| registry.get(id).is_some())
+        }
+    }
+
     pub fn deps(&self) -> &SessionDeps {
         &self.deps
     }

@@ -65,7 +65,7 @@ pub struct TurnInput {
     pub assistant: Message,
     pub sink: EventSink,
     pub cancel: CancelToken,
-    pub steering: mpsc::UnboundedReceiver<SteeringNote>,
+    pub steering: mpsc::Receiver<SteeringNote>,
 }
 
 /// How the turn ended.
@@ -89,7 +89,7 @@ pub struct TurnOutput {
     pub end: TurnEnd,
     /// Handed back so the actor can collect steering that arrived after the
     /// turn's last look (it is promoted to a turn of its own).
-    pub steering: mpsc::UnboundedReceiver<SteeringNote>,
+    pub steering: mpsc::Receiver<SteeringNote>,
 }
 
 /// Runs the loop until it ends; never panics on model output.
@@ -198,10 +198,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
 
 /// Moves the steering notes waiting in the channel into the assistant message,
 /// where the next request's transcript shows them; true if there were any.
-fn take_steering(
-    steering: &mut mpsc::UnboundedReceiver<SteeringNote>,
-    assistant: &mut Message,
-) -> bool {
+fn take_steering(steering: &mut mpsc::Receiver<SteeringNote>, assistant: &mut Message) -> bool {
     let mut taken = false;
     while let Ok(note) = steering.try_recv() {
         assistant.segments.push(Segment::Note {
