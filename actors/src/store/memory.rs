@@ -20,6 +20,9 @@ use crate::ids::{SessionId, ToolCallId};
 /// Enough shards that two busy workers rarely meet on one lock.
 const N_SHARDS: usize = 64;
 
+/// Decides whether a session may be evicted.
+type Evictable = Box<dyn Fn(&SessionId) -> bool + Send + Sync>;
+
 pub struct MemoryStore {
     shards: Vec<Mutex<HashMap<SessionId, StoredSession>>>,
     hasher: std::collections::hash_map::RandomState,
@@ -29,7 +32,7 @@ pub struct MemoryStore {
     /// Whether a session may be evicted: not while its actor is in memory
     /// (it would go on writing only its changes into a session that lost
     /// the rest). Set once the runtime exists.
-    evictable: OnceLock<Box<dyn Fn(&SessionId) -> bool + Send + Sync>>,
+    evictable: OnceLock<Evictable>,
     n_evicted: AtomicU64,
 }
 
