@@ -687,3 +687,77 @@ async fn a_flood_of_new_sessions_evicts_the_oldest_idle_ones_from_memory() {
     let (status, _) = app.get("/api/sessions/flood-299").await;
     assert_eq!(status, StatusCode::OK, "the newest stays");
 }
+
+/// Test-only key pairs (generated with openssl for this test; never used
+/// elsewhere): an Ed25519 key (EdDSA) and a P-256 key (ES256), and the JWKS
+/// file holding their public halves.
+const ED25519_PRIVATE_PEM: &str = "-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEIItFCxTeiJ+XH5qre8p8N7n9OHPh8F2LPbyzHhi9msnC
+-----END PRIVATE KEY-----
+";
+const P256_PRIVATE_PEM: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgzMjbVY29oZIWLKF+
+DF3lnkPRLVNPikbgGFBGUC9+UR+hRANCAAR4YLlMSNc0hz1LtpCH/tIaR2BIcVZO
+x5R88j7Di36ckoHuxXO6iINcPGzunBBpOnFFIPyp17MWdiJuu1dZ8Krh
+-----END PRIVATE KEY-----
+";
+
+fn jwks() -> Value {
+    json!({"keys": [
+        {"kty": "OKP", "crv": "Ed25519", "kid": "ed-1", "x": "yC2DZiZ-osFfOTE2zaaeO2SkmJBsbruNJhOK8A8nb2E"},
+        {"kty": "EC", "crv": "P-256", "kid": "ec-1",
+         "x": "eGC5TEjXNIc9S7aQh_7SGkdgSHFWTseUfPI-w4t-nJI", "y": "ge7Fc7qIg1w8bO6cEGk6cUUg_KnXsxZ2Im67V1nwquE"}
+    ]})
+}
+
+#[actix_web::test]
+async fn jwt_mode_verifies_eddsa_and_es256_tokens_against_a_jwks_file() {
+    use jsonwebtoken::Algorithm;
+    let path = std::env::temp_dir().join(format!("jwks-{}.json", std::process::id()));
+    std::fs::write(&path, jwks().to_string()).expect("write the JWKS");
+    let path_text = path.to_string_lossy().to_string();
+    let app = spawn_app_with(&[
+        ("ACCESS__MODE", "jwt"),
+        ("ACCESS__JWT_PUBLIC_KEYS_PATH", &path_text),
+        ("ACCESS__JWT_ISSUER", ISSUER),
+        ("ACCESS__JWT_AUDIENCE", AUDIENCE),
+    ])
+    .await;
+    let signed = |algorithm: Algorithm, kid: &str, key: EncodingKey, sub: &str| {
+        let mut header = Header::new(algorithm);
+        header.kid = Some(kid.to_string());
+        encode(&header, &claims(sub, &[]), &key).expect("signs")
+    };
+    let ed = EncodingKey::from_ed_pem(ED25519_PRIVATE_PEM.as_bytes()).expect("ed key");
+    let ec = EncodingKey::from_ec_pem(P256_PRIVATE_PEM.as_bytes()).expect("ec key");
+    for (label, token, want) in [
+        (
+            "EdDSA",
+            signed(Algorithm::EdDSA, "ed-1", ed.clone(), "carol"),
+            StatusCode::OK,
+        ),
+        (
+            "ES256",
+            signed(Algorithm::ES256, "ec-1", ec, "carol"),
+            StatusCode::OK,
+        ),
+        (
+            "EdDSA under the EC key's kid",
+            signed(Algorithm::EdDSA, "ec-1", ed, "carol"),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "HS256 with the public key as a secret",
+            token(
+                claims("mallory", &["admin"]),
+                "yC2DZiZ-osFfOTE2zaaeO2SkmJBsbruNJhOK8A8nb2E",
+            ),
+            StatusCode::UNAUTHORIZED,
+        ),
+    ] {
+        let caller = as_caller(&app, &[("Authorization".into(), format!("Bearer {token}"))]);
+        let (status, body) = caller.get("/api/sessions").await;
+        assert_eq!(status, want, "{label}: {body}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
