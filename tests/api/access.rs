@@ -761,3 +761,48 @@ async fn jwt_mode_verifies_eddsa_and_es256_tokens_against_a_jwks_file() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+#[actix_web::test]
+async fn a_principal_over_its_live_sessions_gets_429_until_one_ends() {
+    let app = spawn_app_with(&[
+        ("ACCESS__MODE", "header"),
+        ("ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL", "1"),
+    ])
+    .await;
+    let alice = as_caller(&app, &ProxyHeaders.headers(Who::Alice));
+    let slow_body = json!({"id": "m1", "session_id": "live-a", "content": "slow 100\nsay one two three four five six seven eight"});
+    let slow = alice.post_chat(&slow_body);
+    let second = async {
+        // Once live-a's turn runs (a bound on polling, not a timing under test),
+        // a second session of alice's is over the cap.
+        for _ in 0..500 {
+            let (_, info) = alice.get("/api/sessions/live-a").await;
+            if info["turn_running"] == true {
+                break;
+            }
+            actix_web::rt::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let refused = alice.say("live-b", "m1", "hi", None).await;
+        // Bob is not limited by alice's sessions.
+        let bob = as_caller(&app, &ProxyHeaders.headers(Who::Bob))
+            .say("live-bob", "m1", "hi", None)
+            .await;
+        (refused, bob)
+    };
+    let ((status, first), ((refused_status, refused), (bob_status, _))) =
+        futures_util::join!(slow, second);
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(refused_status, StatusCode::TOO_MANY_REQUESTS, "{refused}");
+    assert_eq!(refused["type"], "rate_limited");
+    assert_eq!(bob_status, StatusCode::OK);
+    assert_eq!(
+        alice.get("/api/sessions/live-b").await.0,
+        StatusCode::FORBIDDEN,
+        "the refused message created nothing"
+    );
+    // With live-a's turn over, live-b may start.
+    assert_eq!(
+        alice.say("live-b", "m1", "hi", None).await.0,
+        StatusCode::OK
+    );
+}
