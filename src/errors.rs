@@ -108,9 +108,15 @@ pub fn socket_error(error: &SessionError) -> Value {
             "error"
         }
     };
-    json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
-           "retry_allowed": matches!(error, SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::RateLimited { .. }),
-           "retry_after": match error { SessionError::RateLimited { retry_after_secs, .. } => json!(retry_after_secs), _ => Value::Null }})
+    let mut payload = json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
+           "retry_allowed": matches!(error, SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::RateLimited { .. })});
+    if let SessionError::RateLimited {
+        retry_after_secs, ..
+    } = error
+    {
+        payload["retry_after"] = json!(retry_after_secs);
+    }
+    payload
 }
 
 /// Parses a JSON body, naming `body` when it is not JSON.
