@@ -147,7 +147,29 @@ pub fn json_error_pages<B: actix_web::body::MessageBody + 'static>(
             ));
         }
         let status = response.status();
+        let refused_origin = (status == StatusCode::BAD_REQUEST)
+            .then(|| {
+                response
+                    .request()
+                    .headers()
+                    .get(actix_web::http::header::ORIGIN)
+            })
+            .flatten()
+            .filter(|_| {
+                !response
+                    .headers()
+                    .contains_key(actix_web::http::header::ACCESS_CONTROL_ALLOW_ORIGIN)
+            })
+            .map(|origin| String::from_utf8_lossy(origin.as_bytes()).into_owned());
         let body = match status {
+            // actix-cors refused the request's origin before any handler ran.
+            StatusCode::BAD_REQUEST if refused_origin.is_some() => json!({
+                "error": format!(
+                    "origin {:?} is not allowed (ACCESS__CORS_ORIGINS, ACCESS__CORS_ORIGIN_REGEX)",
+                    refused_origin.unwrap_or_default()
+                ),
+                "type": "origin_refused",
+            }),
             StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(max_body).body(),
             StatusCode::METHOD_NOT_ALLOWED => {
                 json!({"error": "method not allowed on this route", "type": "method_not_allowed"})

@@ -200,6 +200,9 @@ async fn preflights_answer_every_route_from_the_one_setting() {
         .headers()
         .get("access-control-allow-origin")
         .is_none());
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.expect("a JSON error");
+    assert_eq!(body["type"], "origin_refused", "{body}");
     assert!(stored_sessions(&app).await.is_empty());
 }
 
