@@ -86,6 +86,25 @@ impl ModelsInfo {
     }
 }
 
+/// `trusted_local` makes every caller an admin: say so loudly when the
+/// server listens beyond loopback without a token.
+fn warn_if_exposed(settings: &Settings) {
+    let open = matches!(
+        settings.access.mode,
+        crate::access::config::AccessMode::TrustedLocal { token: None }
+    );
+    let loopback = matches!(
+        settings.host.as_str(),
+        "127.0.0.1" | "localhost" | "::1" | "[::1]"
+    );
+    if open && !loopback {
+        log::warn!(
+            "ACCESS__MODE=trusted_local without ACCESS__LOCAL_TOKEN on {}: every caller is an admin; set ACCESS__LOCAL_TOKEN or ACCESS__MODE=header/jwt",
+            settings.host
+        );
+    }
+}
+
 /// Pending connections the kernel may queue before the server accepts them.
 const LISTEN_BACKLOG: u32 = 4096;
 
@@ -154,6 +173,7 @@ impl Application {
         runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
         let access = Arc::new(Access::new(&settings.access).map_err(StartupError)?);
+        warn_if_exposed(&settings);
         let cors = Arc::new(CorsPolicy::new(&settings.access.cors).map_err(StartupError)?);
         let limits = Limits::new(
             settings.turns_per_minute,
