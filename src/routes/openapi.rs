@@ -9,8 +9,11 @@ pub async fn openapi() -> HttpResponse {
 
 fn error_responses() -> Value {
     json!({
+        "401": {"description": "unauthorized: no acceptable credentials (docs/access.md)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        "403": {"description": "forbidden: not the caller's session (also for an absent one, to a non-admin)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
         "409": {"description": "session_error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
         "422": {"description": "validation", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        "429": {"description": "rate_limited (POST; with Retry-After)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
         "503": {"description": "database unreachable", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     })
 }
