@@ -3,19 +3,24 @@
 //! the requesting socket, in order. It parses, forwards to the `Runtime`, and
 //! relays what comes back; a disconnect never stops a turn.
 //!
+//! Who the client is is settled once, at connect (docs/access.md); every
+//! event then acts as that caller.
+//!
 //! Each client event gets a request id (the socket's events carry no headers),
 //! logged with the event and echoed as `request_id` in its ack and in the
 //! `assistant:status` and `assistant:error` events it causes, so a host can
 //! match its logs to ours. Deltas and `final_response` stay exactly the
 //! shapes HTTP answers (the transports must not drift).
 
-use actors::contract::{CancelRequest, ChatRequest, JoinRequest};
-use actors::events::EventSink;
 use std::sync::Arc;
 
-use actors::session::{Runtime, SessionError};
+use actors::contract::{CancelRequest, ChatRequest, JoinRequest};
+use actors::events::EventSink;
+use actors::session::{Caller, Runtime, SessionError};
 use serde_json::{json, Value};
 
+use crate::access::limits::Limits;
+use crate::access::Access;
 use crate::errors::socket_error;
 use crate::observability::{Metrics, RequestId, Transport, TurnObserver};
 use crate::socketio::{AckSender, DisconnectReason, NamespaceHandler, SocketRef};
@@ -25,11 +30,23 @@ pub const NAMESPACE: &str = "/assistant";
 pub struct AssistantNamespace {
     runtime: Runtime,
     metrics: Arc<Metrics>,
+    access: Arc<Access>,
+    limits: Arc<Limits>,
 }
 
 impl AssistantNamespace {
-    pub fn new(runtime: Runtime, metrics: Arc<Metrics>) -> AssistantNamespace {
-        AssistantNamespace { runtime, metrics }
+    pub fn new(
+        runtime: Runtime,
+        metrics: Arc<Metrics>,
+        access: Arc<Access>,
+        limits: Arc<Limits>,
+    ) -> AssistantNamespace {
+        AssistantNamespace {
+            runtime,
+            metrics,
+            access,
+            limits,
+        }
     }
 }
 
@@ -37,13 +54,24 @@ impl AssistantNamespace {
 struct EventContext {
     runtime: Runtime,
     metrics: Arc<Metrics>,
+    limits: Arc<Limits>,
+    caller: Caller,
     socket: SocketRef,
     ack: Option<AckSender>,
     request_id: RequestId,
 }
 
 impl NamespaceHandler for AssistantNamespace {
-    fn on_connect(&self, _socket: SocketRef, _auth: Option<Value>) -> Result<(), Value> {
+    /// A refused client gets CONNECT_ERROR `{"message", "type":
+    /// "unauthorized"}` and no socket.
+    fn on_connect(&self, socket: SocketRef, auth: Option<Value>) -> Result<(), Value> {
+        let caller = self
+            .access
+            .socket_caller(|name| socket.handshake_header(name).cloned(), auth.as_ref())
+            .map_err(
+                |why| json!({"message": format!("unauthorized: {why}"), "type": "unauthorized"}),
+            )?;
+        socket.set_data(caller);
         self.metrics.socket_connected();
         Ok(())
     }
@@ -58,15 +86,23 @@ impl NamespaceHandler for AssistantNamespace {
         log::info!(
             "socket {} {event} session={} request_id={request_id}",
             socket.id(),
-            payload
-                .get("session_id")
-                .or_else(|| payload.get("sessionId"))
-                .and_then(Value::as_str)
-                .unwrap_or("-"),
+            sent_session_id(&payload).unwrap_or("-"),
         );
+        // on_connect always attaches a caller; a socket without one is refused.
+        let Some(caller) = socket.data::<Caller>().cloned() else {
+            let error = SessionError::Forbidden("the connection is not authenticated".into());
+            let payload = socket_error(&error);
+            socket.emit("assistant:error", payload.clone());
+            if let Some(ack) = ack {
+                ack.send(vec![json!({"ok": false, "error": payload})]);
+            }
+            return;
+        };
         let context = EventContext {
             runtime: self.runtime.clone(),
             metrics: self.metrics.clone(),
+            limits: self.limits.clone(),
+            caller,
             socket,
             ack,
             request_id,
@@ -126,8 +162,8 @@ impl EventContext {
     }
 }
 
-/// The `session_id` a message that failed validation said it was for, if it
-/// said one as a string: the client's own words, echoed so that a client with
+/// The `session_id` a message said it was for, if it said one as a string:
+/// the client's own words, echoed on a validation error so that a client with
 /// several sessions on one socket can tell which one the error is about.
 fn sent_session_id(payload: &Value) -> Option<&str> {
     ["session_id", "sessionId"]
@@ -141,9 +177,17 @@ async fn send_message(mut context: EventContext, payload: Value) {
         Err(error) => return context.reply_error(&error.into(), sent_session_id(&payload)),
     };
     let session_id = request.session_id.to_string();
+    let _live = match context.limits.admit(&context.caller, &request.session_id) {
+        Ok(live) => live,
+        Err(error) => return context.reply_error(&error, Some(&session_id)),
+    };
     let (sink, mut events) = EventSink::new(true);
     let mut observer = TurnObserver::start(Transport::SocketIo);
-    let accepted = match context.runtime.send_message(request, sink).await {
+    let accepted = match context
+        .runtime
+        .send_message(&context.caller, request, sink)
+        .await
+    {
         Ok(accepted) => accepted,
         Err(error) => return context.reply_error(&error, Some(&session_id)),
     };
@@ -170,16 +214,14 @@ async fn join(mut context: EventContext, payload: Value) {
         Ok(join) => join,
         Err(error) => return context.reply_error(&error.into(), None),
     };
+    let session_id = join.session_id.to_string();
     match context
         .runtime
-        .join(&join.session_id, join.host_context)
+        .join(&context.caller, &join.session_id, join.host_context)
         .await
     {
-        Ok(()) => context.ack(json!({"ok": true, "session_id": join.session_id})),
-        Err(error) => {
-            let session_id = join.session_id.to_string();
-            context.reply_error(&error, Some(&session_id))
-        }
+        Ok(()) => context.ack(json!({"ok": true, "session_id": session_id})),
+        Err(error) => context.reply_error(&error, Some(&session_id)),
     }
 }
 
@@ -188,13 +230,15 @@ async fn cancel(mut context: EventContext, payload: Value) {
         Ok(cancel) => cancel,
         Err(error) => return context.reply_error(&error.into(), None),
     };
-    match context.runtime.cancel(&cancel.session_id).await {
+    let session_id = cancel.session_id.to_string();
+    match context
+        .runtime
+        .cancel(&context.caller, &cancel.session_id)
+        .await
+    {
         Ok(cancel_requested) => {
             context.ack(json!({"ok": true, "cancel_requested": cancel_requested}))
         }
-        Err(error) => {
-            let session_id = cancel.session_id.to_string();
-            context.reply_error(&error, Some(&session_id))
-        }
+        Err(error) => context.reply_error(&error, Some(&session_id)),
     }
 }

@@ -14,6 +14,11 @@ pub enum ApiError {
     Session(SessionError),
     /// The body is larger than the server accepts.
     TooLarge(usize),
+    /// No acceptable credentials: why, for the developer (401).
+    Unauthorized(String),
+    /// A POST whose `Content-Type` is not JSON (415): a form or `text/plain`
+    /// request a browser sends cross-site without a preflight must not run a turn.
+    UnsupportedMediaType(String),
 }
 
 impl std::fmt::Display for ApiError {
@@ -23,6 +28,8 @@ impl std::fmt::Display for ApiError {
             ApiError::TooLarge(limit) => {
                 write!(f, "body: larger than the {limit} bytes this server accepts")
             }
+            ApiError::Unauthorized(why) => write!(f, "unauthorized: {why}"),
+            ApiError::UnsupportedMediaType(why) => write!(f, "Content-Type: {why}"),
         }
     }
 }
@@ -54,6 +61,8 @@ impl ApiError {
         match self {
             ApiError::Session(error) => error.kind(),
             ApiError::TooLarge(_) => "payload_too_large",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
         }
     }
 
@@ -72,11 +81,15 @@ impl ResponseError for ApiError {
             ApiError::Session(SessionError::Validation(_)) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Session(SessionError::Conflict(_)) => StatusCode::CONFLICT,
             ApiError::Session(SessionError::NotFound(_)) => StatusCode::NOT_FOUND,
+            ApiError::Session(SessionError::Forbidden(_)) => StatusCode::FORBIDDEN,
+            ApiError::Session(SessionError::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Session(SessionError::Unavailable(_) | SessionError::Restarting(_)) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Session(SessionError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
     }
 
@@ -86,7 +99,17 @@ impl ResponseError for ApiError {
         {
             log::warn!("request failed: {cause}");
         }
-        HttpResponse::build(self.status_code()).json(self.body())
+        let mut response = HttpResponse::build(self.status_code());
+        if let ApiError::Session(SessionError::RateLimited {
+            retry_after_secs, ..
+        }) = self
+        {
+            response.insert_header(("Retry-After", retry_after_secs.to_string()));
+        }
+        if let ApiError::Unauthorized(_) = self {
+            response.insert_header(("WWW-Authenticate", "Bearer"));
+        }
+        response.json(self.body())
     }
 }
 
@@ -95,12 +118,21 @@ pub fn socket_error(error: &SessionError) -> Value {
     let kind = match error {
         SessionError::Validation(_) => "validation",
         SessionError::Conflict(_) | SessionError::NotFound(_) => "session_error",
+        SessionError::Forbidden(_) => "forbidden",
+        SessionError::RateLimited { .. } => "rate_limited",
         SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::Internal(_) => {
             "error"
         }
     };
-    json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
-           "retry_allowed": matches!(error, SessionError::Unavailable(_) | SessionError::Restarting(_))})
+    let mut payload = json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
+           "retry_allowed": matches!(error, SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::RateLimited { .. })});
+    if let SessionError::RateLimited {
+        retry_after_secs, ..
+    } = error
+    {
+        payload["retry_after"] = json!(retry_after_secs);
+    }
+    payload
 }
 
 /// Parses a JSON body, naming `body` when it is not JSON.
@@ -131,7 +163,29 @@ pub fn json_error_pages<B: actix_web::body::MessageBody + 'static>(
             ));
         }
         let status = response.status();
+        let refused_origin = (status == StatusCode::BAD_REQUEST)
+            .then(|| {
+                response
+                    .request()
+                    .headers()
+                    .get(actix_web::http::header::ORIGIN)
+            })
+            .flatten()
+            .filter(|_| {
+                !response
+                    .headers()
+                    .contains_key(actix_web::http::header::ACCESS_CONTROL_ALLOW_ORIGIN)
+            })
+            .map(|origin| String::from_utf8_lossy(origin.as_bytes()).into_owned());
         let body = match status {
+            // actix-cors refused the request's origin before any handler ran.
+            StatusCode::BAD_REQUEST if refused_origin.is_some() => json!({
+                "error": format!(
+                    "origin {:?} is not allowed (ACCESS__CORS_ORIGINS, ACCESS__CORS_ORIGIN_REGEX)",
+                    refused_origin.unwrap_or_default()
+                ),
+                "type": "origin_refused",
+            }),
             StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(max_body).body(),
             StatusCode::METHOD_NOT_ALLOWED => {
                 json!({"error": "method not allowed on this route", "type": "method_not_allowed"})
@@ -141,8 +195,15 @@ pub fn json_error_pages<B: actix_web::body::MessageBody + 'static>(
                 json!({"error": other.canonical_reason().unwrap_or("request failed"), "type": if other.is_client_error() { "validation" } else { "internal" }})
             }
         };
-        let (request, _) = response.into_parts();
-        let replaced = HttpResponse::build(status).json(body);
+        let (request, original) = response.into_parts();
+        let mut replaced = HttpResponse::build(status).json(body);
+        // Keep the CORS answer, so a browser page can read the error.
+        for (name, value) in original.headers() {
+            if name.as_str().starts_with("access-control-") || name == actix_web::http::header::VARY
+            {
+                replaced.headers_mut().insert(name.clone(), value.clone());
+            }
+        }
         Ok(ErrorHandlerResponse::Response(
             actix_web::dev::ServiceResponse::new(request, replaced).map_into_right_body(),
         ))

@@ -4,6 +4,7 @@
 //!
 //! Layout:
 //! - `settings`: layered configuration, validated at startup.
+//! - `access`: who the caller is (`ACCESS__MODE`), CORS, per-principal limits.
 //! - `startup`: builds the runtime and the HTTP server (`Application`).
 //! - `routes`: the HTTP routes.
 //! - `socketio`: the Socket.IO v5 / Engine.IO v4 transport (polling, websocket,
@@ -17,6 +18,7 @@
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
+pub mod access;
 pub mod agui;
 pub mod api_docs;
 pub mod assistant_socket;

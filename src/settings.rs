@@ -16,6 +16,8 @@ use actors::tools::HostToolConfig;
 use actors::turn::Budget;
 use serde_json::Value;
 
+use crate::access::config::{AccessSettings, ACCESS_KEYS};
+
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
 const OWNED_PREFIXES: [&str; 8] = [
     "SERVER__",
@@ -59,10 +61,13 @@ const KNOWN_KEYS: &[&str] = &[
     "HISTORY__PROTECT_RECENT_TOOL_RESULTS",
     "HISTORY__MESSAGE_TRUNCATION_LIMIT",
     "HISTORY__MAX_MEMORY_ENTRIES",
+    "ASSISTANT__REQUEST_MODELS",
+    "ASSISTANT__TURNS_PER_MINUTE",
+    "ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL",
+    "ASSISTANT__MAX_MEMORY_SESSIONS",
     "DATABASE__URL",
     "DATABASE__REQUIRED",
     "DATABASE__POOL_SIZE",
-    "ACCESS__CORS_ORIGINS",
     "SOCKETIO__PING_INTERVAL_MS",
     "SOCKETIO__PING_TIMEOUT_MS",
     "SOCKETIO__MAX_PAYLOAD",
@@ -93,7 +98,17 @@ pub struct Settings {
     pub database_url: Option<String>,
     pub database_required: bool,
     pub database_pool_size: usize,
-    pub cors_origins: Vec<String>,
+    /// `ACCESS__*`: identity mode and CORS.
+    pub access: AccessSettings,
+    /// Models a request's `config.default_model` may name besides the
+    /// configured default (`ASSISTANT__REQUEST_MODELS`).
+    pub request_models: Vec<ModelId>,
+    /// Turns one principal may start per minute; 0: no cap.
+    pub turns_per_minute: u32,
+    /// Sessions one principal may have running a turn at once; 0: no cap.
+    pub live_sessions_per_principal: u32,
+    /// Sessions the in-memory store holds at most; 0: no bound.
+    pub max_memory_sessions: usize,
     pub ping_interval: Duration,
     pub ping_timeout: Duration,
     pub max_payload: usize,
@@ -166,7 +181,8 @@ impl Settings {
     pub fn from_map(values: &BTreeMap<String, String>) -> Result<Settings, SettingsError> {
         for key in values.keys() {
             let owned = OWNED_PREFIXES.iter().any(|prefix| key.starts_with(prefix));
-            if owned && !KNOWN_KEYS.contains(&key.as_str()) {
+            let known = KNOWN_KEYS.contains(&key.as_str()) || ACCESS_KEYS.contains(&key.as_str());
+            if owned && !known {
                 return Err(bad(
                     key,
                     "unknown setting (check the spelling; see README, Configuration)",
@@ -282,14 +298,23 @@ impl Settings {
                 .map(str::to_string),
             database_required: boolean(get("DATABASE__REQUIRED"), "DATABASE__REQUIRED")?,
             database_pool_size: positive(get("DATABASE__POOL_SIZE"), "DATABASE__POOL_SIZE", 16)?,
-            cors_origins: get("ACCESS__CORS_ORIGINS")
-                .map(|text| {
-                    text.split(',')
-                        .map(|origin| origin.trim().to_string())
-                        .filter(|origin| !origin.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            access: AccessSettings::from_map(values)?,
+            request_models: request_models(get("ASSISTANT__REQUEST_MODELS"))?,
+            turns_per_minute: number(
+                get("ASSISTANT__TURNS_PER_MINUTE"),
+                "ASSISTANT__TURNS_PER_MINUTE",
+                60,
+            )?,
+            live_sessions_per_principal: number(
+                get("ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL"),
+                "ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL",
+                8,
+            )?,
+            max_memory_sessions: number(
+                get("ASSISTANT__MAX_MEMORY_SESSIONS"),
+                "ASSISTANT__MAX_MEMORY_SESSIONS",
+                100_000,
+            )?,
             ping_interval: Duration::from_millis(positive(
                 get("SOCKETIO__PING_INTERVAL_MS"),
                 "SOCKETIO__PING_INTERVAL_MS",
@@ -447,6 +472,20 @@ fn base_url(value: Option<&str>, key: &str) -> Result<Option<String>, SettingsEr
         ));
     }
     Ok(Some(text.to_string()))
+}
+
+/// `ASSISTANT__REQUEST_MODELS`: comma-separated `provider:name` ids.
+fn request_models(value: Option<&str>) -> Result<Vec<ModelId>, SettingsError> {
+    let key = "ASSISTANT__REQUEST_MODELS";
+    value
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(|id| {
+            ModelId::parse(id).ok_or_else(|| bad(key, format!("{id:?}: expected provider:name")))
+        })
+        .collect()
 }
 
 /// `LLM__PRIMARY_MODEL`: `provider:name` with a provider the runtime has.

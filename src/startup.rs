@@ -1,6 +1,9 @@
 //! Build, then run: `Application::build(settings)` wires the runtime and binds
 //! the listener (port 0 allowed, for tests); `run_until_stopped` serves.
 
+use crate::access::cors::CorsPolicy;
+use crate::access::limits::Limits;
+use crate::access::Access;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,6 +89,25 @@ impl ModelsInfo {
     }
 }
 
+/// `trusted_local` makes every caller an admin: say so loudly when the
+/// server listens beyond loopback without a token.
+fn warn_if_exposed(settings: &Settings) {
+    let open = matches!(
+        settings.access.mode,
+        crate::access::config::AccessMode::TrustedLocal { token: None }
+    );
+    let loopback = matches!(
+        settings.host.as_str(),
+        "127.0.0.1" | "localhost" | "::1" | "[::1]"
+    );
+    if open && !loopback {
+        log::warn!(
+            "ACCESS__MODE=trusted_local without ACCESS__LOCAL_TOKEN on {}: every caller is an admin; set ACCESS__LOCAL_TOKEN or ACCESS__MODE=header/jwt",
+            settings.host
+        );
+    }
+}
+
 /// Pending connections the kernel may queue before the server accepts them.
 const LISTEN_BACKLOG: u32 = 4096;
 
@@ -107,11 +129,19 @@ impl std::error::Error for StartupError {}
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
-        let store: SharedStore = match &settings.database_url {
-            None => Arc::new(MemoryStore::new()),
-            Some(url) => Arc::new(open_postgres(&settings, url).await?),
-        };
-        Application::build_with_store(settings, store).await
+        match &settings.database_url {
+            None => {
+                let memory = Arc::new(match settings.max_memory_sessions {
+                    0 => MemoryStore::new(),
+                    max => MemoryStore::bounded(max),
+                });
+                Application::build_inner(settings, memory.clone(), Some(memory)).await
+            }
+            Some(url) => {
+                let store = Arc::new(open_postgres(&settings, url).await?);
+                Application::build_inner(settings, store, None).await
+            }
+        }
     }
 
     /// `build` with a store made by the caller (tests wrap one to inject faults).
@@ -119,12 +149,25 @@ impl Application {
         settings: Settings,
         store: SharedStore,
     ) -> Result<Application, StartupError> {
+        Application::build_inner(settings, store, None).await
+    }
+
+    async fn build_inner(
+        settings: Settings,
+        store: SharedStore,
+        memory: Option<Arc<MemoryStore>>,
+    ) -> Result<Application, StartupError> {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
         let metrics = Arc::new(Metrics::default());
         let store = TimedStore::wrap(store, metrics.clone());
         let runtime = build_runtime(&settings, store);
+        if let Some(memory) = memory {
+            // The bounded memory store never evicts a session whose actor is live.
+            let live = runtime.liveness();
+            memory.set_evictable(move |id| !live(id));
+        }
         let models = ModelsInfo::from_settings(&settings);
         if settings.model_fallback {
             log::warn!(
@@ -137,24 +180,43 @@ impl Application {
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
+        let access = Arc::new(Access::new(&settings.access).map_err(StartupError)?);
+        warn_if_exposed(&settings);
+        let cors = Arc::new(CorsPolicy::new(&settings.access.cors).map_err(StartupError)?);
+        let limits = Limits::new(
+            settings.turns_per_minute,
+            settings.live_sessions_per_principal,
+        );
         let socket_io = SocketIo::new(SocketIoConfig {
             ping_interval: settings.ping_interval,
             ping_timeout: settings.ping_timeout,
             max_payload: settings.max_payload,
-            cors_origins: settings.cors_origins.clone(),
+            handshake_headers: access.handshake_headers(),
+            origin_policy: Some(cors.socket_policy()),
+            cors_credentials: cors.credentials(),
+            ..SocketIoConfig::default()
         })
         .namespace(
             NAMESPACE,
-            AssistantNamespace::new(runtime.clone(), metrics.clone()),
+            AssistantNamespace::new(
+                runtime.clone(),
+                metrics.clone(),
+                access.clone(),
+                limits.clone(),
+            ),
         );
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
         let metrics = web::Data::from(metrics);
+        let access = web::Data::from(access);
+        let limits = web::Data::from(limits);
         let make_app = move || {
             App::new()
                 .app_data(runtime.clone())
                 .app_data(models.clone())
                 .app_data(metrics.clone())
+                .app_data(access.clone())
+                .app_data(limits.clone())
                 .app_data(web::PayloadConfig::new(max_body))
                 .wrap(crate::errors::json_error_pages(max_body))
                 // Outermost: it logs the final status, error pages included.
@@ -168,7 +230,13 @@ impl Application {
                     }),
                 )
                 .configure(|cfg| socket_io.configure(cfg))
-                .configure(crate::routes::configure)
+                // Socket.IO answers CORS itself (same policy); everything
+                // else goes through actix-cors.
+                .service(
+                    web::scope("")
+                        .wrap(cors.middleware())
+                        .configure(crate::routes::configure),
+                )
                 .default_service(web::to(|| async {
                     HttpResponse::NotFound()
                         .json(serde_json::json!({"error": "no such route", "type": "not_found"}))
@@ -382,6 +450,7 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
             budget: settings.budget,
             idle_timeout: settings.session_idle,
             history: settings.history.clone(),
+            request_models: settings.request_models.clone(),
         },
     };
     Runtime::new(deps)

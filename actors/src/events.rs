@@ -2,6 +2,9 @@
 //! turn each `TurnEvent` into an SSE frame, a Socket.IO event (`assistant:` +
 //! `name()`), or the body of an HTTP reply. The core never names a transport.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -209,26 +212,103 @@ impl TurnEvent {
     }
 }
 
+/// Events one receiver may have waiting. A reader this far behind (an SSE
+/// client that stopped reading) is cut off rather than buffered without end.
+pub const EVENT_QUEUE_CAPACITY: usize = 4096;
+
 /// Where a turn's events go. Sending never blocks the turn: a receiver that
-/// went away (an HTTP client that hung up) just stops receiving.
+/// went away (an HTTP client that hung up) just stops receiving, and one that
+/// fell `EVENT_QUEUE_CAPACITY` events behind is cut off: it gets no further
+/// event of this turn, and its stream ends (with `EventStream::overflowed`
+/// set) when the turn does. The turn itself runs on and is saved; the client
+/// reads the outcome from the session routes.
 #[derive(Clone, Debug)]
 pub struct EventSink {
-    tx: mpsc::UnboundedSender<TurnEvent>,
+    tx: mpsc::Sender<TurnEvent>,
+    overflowed: Arc<AtomicBool>,
     /// Whether the receiver shows deltas as they come (`final_response.streamed`).
     pub streamed: bool,
 }
 
+/// The receiving end of an `EventSink`.
+#[derive(Debug)]
+pub struct EventStream {
+    rx: mpsc::Receiver<TurnEvent>,
+    overflowed: Arc<AtomicBool>,
+}
+
+impl EventStream {
+    pub async fn recv(&mut self) -> Option<TurnEvent> {
+        self.rx.recv().await
+    }
+
+    /// Whether events were dropped because this reader fell too far behind.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Acquire)
+    }
+}
+
 impl EventSink {
-    pub fn new(streamed: bool) -> (EventSink, mpsc::UnboundedReceiver<TurnEvent>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (EventSink { tx, streamed }, rx)
+    pub fn new(streamed: bool) -> (EventSink, EventStream) {
+        EventSink::with_capacity(streamed, EVENT_QUEUE_CAPACITY)
+    }
+
+    pub fn with_capacity(streamed: bool, capacity: usize) -> (EventSink, EventStream) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let overflowed = Arc::new(AtomicBool::new(false));
+        (
+            EventSink {
+                tx,
+                overflowed: overflowed.clone(),
+                streamed,
+            },
+            EventStream { rx, overflowed },
+        )
     }
 
     pub fn send(&self, event: TurnEvent) {
-        let _receiver_gone = self.tx.send(event);
+        if self.overflowed.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(event) {
+            self.overflowed.store(true, Ordering::Release);
+            log::info!(
+                "a turn's reader fell {EVENT_QUEUE_CAPACITY} events behind; it gets no more events of this turn"
+            );
+        }
     }
 
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
+    }
+}
+
+#[cfg(test)]
+mod queue_tests {
+    use super::*;
+
+    fn status() -> TurnEvent {
+        TurnEvent::Status(StatusEvent {
+            status: TurnStatus::Started,
+            session_id: "s".into(),
+        })
+    }
+
+    #[test]
+    fn a_reader_too_far_behind_is_cut_off_and_told() {
+        let (sink, mut stream) = EventSink::with_capacity(true, 2);
+        for _ in 0..5 {
+            sink.send(status());
+        }
+        drop(sink);
+        let mut n_received = 0;
+        while futures_util::FutureExt::now_or_never(stream.recv())
+            .flatten()
+            .is_some()
+        {
+            n_received += 1;
+        }
+        assert_eq!(n_received, 2);
+        assert!(stream.overflowed());
     }
 }

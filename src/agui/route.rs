@@ -6,20 +6,22 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::ChatRequest;
-use actors::events::{EventSink, TurnEvent};
+use actors::events::{EventSink, EventStream, TurnEvent};
 use actors::ids::{is_valid_id, SessionId};
 use actors::session::{Runtime, SessionError};
 use futures_util::stream;
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::events::{sse_frame, EventMapper};
 use super::input::RunInput;
+use crate::access::limits::{Limits, LiveGuard};
+use crate::access::{require_json, Authenticated, AGUI_CONTENT_TYPE};
 use crate::errors::{parse_json, ApiError};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
+use actors::session::Caller;
 
 #[utoipa::path(post, path = "/api/agui", tag = "agui",
     request_body(content = Object, description = "AG-UI RunAgentInput (threadId is the session id)"),
@@ -29,15 +31,18 @@ use crate::observability::{Metrics, Transport, TurnObserver};
         (status = 422, description = "validation, naming AG-UI fields", body = crate::errors::ErrorBody),
         (status = 503, description = "Database unreachable", body = crate::errors::ErrorBody)))]
 pub async fn post_agui(
-    http: actix_web::HttpRequest,
+    req: HttpRequest,
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
+    limits: web::Data<Limits>,
     metrics: web::Data<Metrics>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    require_json(&req, Some(AGUI_CONTENT_TYPE))?;
     let value = parse_json(&body)?;
     let input = RunInput::parse(&value)?;
-    note_session(&http, &input.thread_id);
-    let (pending, has_context) = session_view(&runtime, &input.thread_id).await?;
+    note_session(&req, &input.thread_id);
+    let (pending, has_context) = session_view(&runtime, &caller, &input.thread_id).await?;
     let mut requests: VecDeque<ChatRequest> = input.requests(&pending, has_context)?.into();
     let answered: HashSet<String> = requests
         .iter()
@@ -50,9 +55,13 @@ pub async fn post_agui(
         .iter()
         .filter(|request| request.continuation.is_some())
         .count();
+    let Some(session_id) = requests.front().map(|request| request.session_id.clone()) else {
+        return Err(SessionError::Internal("an AG-UI run with no step".into()).into());
+    };
+    let live = limits.into_inner().admit(&caller, &session_id)?;
     for _ in 1..n_continuations {
         if let Some(request) = requests.pop_front() {
-            hand_over(&runtime, request).await?;
+            hand_over(&runtime, &caller, request).await?;
         }
     }
     let Some(first) = requests.pop_front() else {
@@ -63,7 +72,7 @@ pub async fn post_agui(
     let session_id = first.session_id.clone();
     let (sink, events) = EventSink::new(true);
     let observer = TurnObserver::start(Transport::Agui);
-    let accepted = runtime.send_message(first, sink).await?;
+    let accepted = runtime.send_message(&caller, first, sink).await?;
     let assistant_id = accepted
         .message_id
         .map(|id| id.to_string())
@@ -73,6 +82,8 @@ pub async fn post_agui(
         runtime: runtime.get_ref().clone(),
         metrics: metrics.into_inner(),
         observer,
+        caller: caller.clone(),
+        _live: live,
         queue: VecDeque::from([mapper.run_started()]),
         mapper,
         events,
@@ -80,6 +91,7 @@ pub async fn post_agui(
         done: false,
         cancel_on_drop: CancelOnDrop {
             runtime: runtime.get_ref().clone(),
+            caller,
             session_id,
             armed: true,
         },
@@ -104,12 +116,16 @@ pub async fn post_agui(
 
 /// The session's pending call and its queue, in the order they must be
 /// answered, and whether it holds a host context.
-async fn session_view(runtime: &Runtime, thread_id: &str) -> Result<(Vec<String>, bool), ApiError> {
+async fn session_view(
+    runtime: &Runtime,
+    caller: &Caller,
+    thread_id: &str,
+) -> Result<(Vec<String>, bool), ApiError> {
     if !is_valid_id(thread_id) {
         // `requests` names the bad threadId.
         return Ok((Vec::new(), false));
     }
-    match runtime.session(&SessionId::new(thread_id)).await {
+    match runtime.session(caller, &SessionId::new(thread_id)).await {
         Ok(info) => {
             let pending = info
                 .pending_action
@@ -122,15 +138,23 @@ async fn session_view(runtime: &Runtime, thread_id: &str) -> Result<(Vec<String>
             Ok((pending, info.host_context.is_some()))
         }
         Err(SessionError::NotFound(_)) => Ok((Vec::new(), false)),
+        // A thread that is not stored yet is refused to a non-admin (so a
+        // refusal never tells whether someone else's exists); the run itself
+        // creates it, and the actor refuses it then if it is someone else's.
+        Err(SessionError::Forbidden(_)) => Ok((Vec::new(), false)),
         Err(error) => Err(error.into()),
     }
 }
 
 /// Sends a result that only hands over the next queued call, and waits for
 /// that hand-over to finish before the next step is sent.
-async fn hand_over(runtime: &Runtime, request: ChatRequest) -> Result<(), ApiError> {
+async fn hand_over(
+    runtime: &Runtime,
+    caller: &Caller,
+    request: ChatRequest,
+) -> Result<(), ApiError> {
     let (sink, mut events) = EventSink::new(false);
-    runtime.send_message(request, sink).await?;
+    runtime.send_message(caller, request, sink).await?;
     while let Some(event) = events.recv().await {
         if event.is_completed_status() {
             break;
@@ -145,9 +169,12 @@ struct RunStream {
     metrics: std::sync::Arc<Metrics>,
     /// Times the turn being streamed.
     observer: TurnObserver,
+    caller: Caller,
+    /// Keeps the session live for the caller's limit until the run ends.
+    _live: LiveGuard,
     mapper: EventMapper,
     /// The events of the turn being streamed.
-    events: UnboundedReceiver<TurnEvent>,
+    events: EventStream,
     /// Steps after this turn (a new user message after host results).
     remaining: VecDeque<ChatRequest>,
     /// AG-UI events ready to be written.
@@ -162,9 +189,16 @@ impl RunStream {
     async fn advance(&mut self) {
         let Some(event) = self.events.recv().await else {
             self.queue.extend(self.mapper.end_turn());
-            let error = self
-                .mapper
-                .run_error("the turn ended without a final response", "internal");
+            let error = if self.events.overflowed() {
+                // The client read too slowly; the turn ran on and is saved.
+                self.mapper.run_error(
+                    "this client fell too far behind the stream; read the outcome from GET /api/sessions/{id}/messages",
+                    "slow_reader",
+                )
+            } else {
+                self.mapper
+                    .run_error("the turn ended without a final response", "internal")
+            };
             self.finish(error);
             return;
         };
@@ -186,7 +220,7 @@ impl RunStream {
         let resumed = next.continuation.is_some();
         let (sink, events) = EventSink::new(true);
         self.observer = TurnObserver::start(Transport::Agui);
-        match self.runtime.send_message(next, sink).await {
+        match self.runtime.send_message(&self.caller, next, sink).await {
             Ok(accepted) => {
                 let assistant_id = accepted
                     .message_id
@@ -213,6 +247,7 @@ impl RunStream {
 /// ended: the client went away, so nobody reads the rest.
 struct CancelOnDrop {
     runtime: Runtime,
+    caller: Caller,
     session_id: SessionId,
     armed: bool,
 }
@@ -223,11 +258,12 @@ impl Drop for CancelOnDrop {
             return;
         }
         let runtime = self.runtime.clone();
+        let caller = self.caller.clone();
         let session_id = self.session_id.clone();
         log::info!("session {session_id}: AG-UI client went away; cancelling its turn");
         // Bodies are dropped on the worker that served them, inside its local set.
         actix_web::rt::spawn(async move {
-            let _ = runtime.cancel(&session_id).await;
+            let _ = runtime.cancel(&caller, &session_id).await;
         });
     }
 }

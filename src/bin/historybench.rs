@@ -19,7 +19,7 @@ use actors::model::echo::EchoModel;
 use actors::model::openai::OpenAiModel;
 use actors::model::{ModelClient, ModelId, ModelRequest, ModelStream, SharedModelClient};
 use actors::prompt::system::system_prompt;
-use actors::session::{Runtime, SessionConfig, SessionDeps};
+use actors::session::{Caller, Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
 use actors::tools::ToolRegistry;
 use serde_json::json;
@@ -123,6 +123,7 @@ async fn run(options: Options) {
             thinking_budget: None,
             budget: Default::default(),
             idle_timeout: std::time::Duration::from_secs(600),
+            request_models: Vec::new(),
             history: HistoryConfig {
                 compaction_enabled: options.compaction,
                 token_budget: options.budget,
@@ -140,7 +141,10 @@ async fn run(options: Options) {
             Err(problem) => panic!("a valid body: {problem:?}"),
         };
         let (sink, mut events) = EventSink::new(false);
-        if let Err(problem) = runtime.send_message(request, sink).await {
+        if let Err(problem) = runtime
+            .send_message(&Caller::operator(), request, sink)
+            .await
+        {
             panic!("turn {turn}: {problem:?}");
         }
         while let Some(event) = events.recv().await {

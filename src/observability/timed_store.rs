@@ -70,10 +70,11 @@ impl Store for TimedStore {
 
     fn list(
         &self,
+        owner: Option<&str>,
         limit: u32,
         offset: u32,
     ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
-        self.timed("list", self.inner.list(limit, offset))
+        self.timed("list", self.inner.list(owner, limit, offset))
     }
 
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {

@@ -6,6 +6,8 @@ use actors::events::{EventSink, FinalResponse, TurnEvent};
 use actors::session::{Runtime, SessionError};
 use serde_json::json;
 
+use crate::access::limits::Limits;
+use crate::access::{require_json, Authenticated};
 use crate::errors::{parse_json, ApiError, ErrorBody};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
@@ -25,10 +27,13 @@ const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn post_chat(
     http: HttpRequest,
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
+    limits: web::Data<Limits>,
     metrics: web::Data<Metrics>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    require_json(&http, None)?;
     let value = parse_json(&body)?;
     let session_id = value.get("session_id").or_else(|| value.get("sessionId"));
     if let Some(session_id) = session_id.and_then(|id| id.as_str()) {
@@ -42,9 +47,10 @@ pub async fn post_chat(
         }
         .into());
     }
+    let _live = limits.into_inner().admit(&caller, &request.session_id)?;
     let (sink, mut events) = EventSink::new(false);
     let mut observer = TurnObserver::start(Transport::Http);
-    runtime.send_message(request, sink).await?;
+    runtime.send_message(&caller, request, sink).await?;
     while let Some(event) = events.recv().await {
         observer.observe(&metrics, &event);
         if let TurnEvent::FinalResponse(final_response) = event {
@@ -92,10 +98,13 @@ pub struct CancelReply {
         (status = 422, description = "Bad session id", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn cancel(
+    req: HttpRequest,
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    require_json(&req, None)?;
     let session_id = super::sessions::session_id(&path)?;
-    let cancel_requested = runtime.cancel(&session_id).await?;
+    let cancel_requested = runtime.cancel(&caller, &session_id).await?;
     Ok(HttpResponse::Ok().json(CancelReply { cancel_requested }))
 }

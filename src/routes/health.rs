@@ -6,6 +6,7 @@ use actors::session::Runtime;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::access::Authenticated;
 use crate::observability::metrics::Snapshot;
 use crate::observability::Metrics;
 use crate::startup::ModelsInfo;
@@ -155,13 +156,14 @@ pub async fn metrics(runtime: web::Data<Runtime>, metrics: web::Data<Metrics>) -
 
 #[utoipa::path(get, path = "/api/models", tag = "operations",
     responses((status = 200, description = "Configured providers and the default model", body = ModelsInfo)))]
-pub async fn models(models: web::Data<ModelsInfo>) -> HttpResponse {
+/// Any authenticated caller may read the model list and the tools.
+pub async fn models(_caller: Authenticated, models: web::Data<ModelsInfo>) -> HttpResponse {
     HttpResponse::Ok().json(models.as_ref())
 }
 
 #[utoipa::path(get, path = "/api/debug/tools", tag = "operations",
     responses((status = 200, description = "The tool registry: backend tools, configured host tools, page scopes", body = Object)))]
-pub async fn debug_tools(runtime: web::Data<Runtime>) -> HttpResponse {
+pub async fn debug_tools(_caller: Authenticated, runtime: web::Data<Runtime>) -> HttpResponse {
     HttpResponse::Ok().json(runtime.tools().describe())
 }
 

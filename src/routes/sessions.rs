@@ -1,11 +1,12 @@
 //! The session routes: list, inspect, path, tree, repair, delete.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::ValidationError;
 use actors::ids::{is_valid_id, MessageId, SessionId};
 use actors::session::Runtime;
 use serde::Deserialize;
 
+use crate::access::{require_json, Authenticated};
 use crate::errors::{ApiError, ErrorBody};
 use actors::session::SessionInfo;
 use actors::store::SessionSummary;
@@ -50,12 +51,13 @@ fn page_number(raw: Option<&str>, name: &str, default: u32) -> Result<u32, ApiEr
         (status = 422, description = "Bad limit or offset", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn list(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     page: web::Query<Page>,
 ) -> Result<HttpResponse, ApiError> {
     let limit = page_number(page.limit.as_deref(), "limit", 50)?.min(MAX_PAGE);
     let offset = page_number(page.offset.as_deref(), "offset", 0)?;
-    Ok(HttpResponse::Ok().json(runtime.list(limit, offset).await?))
+    Ok(HttpResponse::Ok().json(runtime.list(&caller, limit, offset).await?))
 }
 
 #[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
@@ -64,10 +66,11 @@ pub async fn list(
         (status = 422, description = "Bad session id", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn info(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(runtime.session(&session_id(&path)?).await?))
+    Ok(HttpResponse::Ok().json(runtime.session(&caller, &session_id(&path)?).await?))
 }
 
 #[derive(Deserialize)]
@@ -83,6 +86,7 @@ pub struct Leaf {
         (status = 422, description = "Bad session id", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn messages(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
     leaf: web::Query<Leaf>,
@@ -92,7 +96,11 @@ pub async fn messages(
         .clone()
         .filter(|id| !id.is_empty())
         .map(MessageId::new);
-    Ok(HttpResponse::Ok().json(runtime.messages(&session_id(&path)?, leaf_id).await?))
+    Ok(HttpResponse::Ok().json(
+        runtime
+            .messages(&caller, &session_id(&path)?, leaf_id)
+            .await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/api/sessions/{session_id}/tree", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
@@ -101,10 +109,11 @@ pub async fn messages(
         (status = 422, description = "Bad session id", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn tree(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(runtime.tree(&session_id(&path)?).await?))
+    Ok(HttpResponse::Ok().json(runtime.tree(&caller, &session_id(&path)?).await?))
 }
 
 #[utoipa::path(post, path = "/api/sessions/{session_id}/repair", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
@@ -113,10 +122,13 @@ pub async fn tree(
         (status = 422, description = "Bad session id", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn repair(
+    req: HttpRequest,
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(runtime.repair(&session_id(&path)?).await?))
+    require_json(&req, None)?;
+    Ok(HttpResponse::Ok().json(runtime.repair(&caller, &session_id(&path)?).await?))
 }
 
 /// `DELETE /api/sessions/{id}`'s answer.
@@ -132,12 +144,13 @@ pub struct Deleted {
         (status = 422, description = "Bad session id", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn delete(
+    Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
     metrics: web::Data<crate::observability::Metrics>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = session_id(&path)?;
-    if !runtime.delete(&id).await? {
+    if !runtime.delete(&caller, &id).await? {
         return Err(actors::session::SessionError::NotFound(id.to_string()).into());
     }
     metrics.session_deleted(id.as_ref());

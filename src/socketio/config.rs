@@ -20,7 +20,7 @@ const MIN_QUEUE_LIMIT_BYTES: usize = 1024 * 1024;
 
 /// Configuration of [`super::SocketIo`]. Build with struct update syntax over
 /// `Default` so that fields added later do not break callers.
-#[derive(Debug, Clone)]
+#[derive(Clone, Debug)]
 pub struct SocketIoConfig {
     /// How often the server pings each client (Engine.IO v4: the server pings).
     pub ping_interval: Duration,
@@ -32,6 +32,25 @@ pub struct SocketIoConfig {
     /// allow `localhost` / `127.0.0.1` / `[::1]` origins on any port, and
     /// requests without `Origin` (non-browser clients) are always allowed.
     pub cors_origins: Vec<String>,
+    /// Headers of the opening request kept for the namespace handlers'
+    /// `on_connect` (credentials a proxy set). Only these are kept, so an idle
+    /// connection costs nothing for headers it does not need.
+    pub handshake_headers: Vec<actix_web::http::header::HeaderName>,
+    /// Replaces the origin check when set (one CORS policy for HTTP and
+    /// Socket.IO); `cors_origins` is then unused.
+    pub origin_policy: Option<OriginPolicy>,
+    /// Whether allowed origins may send credentials (`false` for a `*` policy).
+    pub cors_credentials: bool,
+}
+
+/// Whether a browser `Origin` may talk to the server, decided by the application.
+#[derive(Clone)]
+pub struct OriginPolicy(pub std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for OriginPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OriginPolicy")
+    }
 }
 
 impl Default for SocketIoConfig {
@@ -41,6 +60,9 @@ impl Default for SocketIoConfig {
             ping_timeout: DEFAULT_PING_TIMEOUT,
             max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
             cors_origins: Vec::new(),
+            handshake_headers: Vec::new(),
+            origin_policy: None,
+            cors_credentials: true,
         }
     }
 }
@@ -55,6 +77,9 @@ impl SocketIoConfig {
 
     /// Whether a browser page from `origin` may talk to us.
     pub(crate) fn origin_allowed(&self, origin: &str) -> bool {
+        if let Some(policy) = &self.origin_policy {
+            return (policy.0)(origin);
+        }
         if !self.cors_origins.is_empty() {
             return self.cors_origins.iter().any(|allowed| allowed == origin);
         }

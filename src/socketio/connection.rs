@@ -74,6 +74,8 @@ pub(crate) struct Connection {
     shared: Arc<Shared>,
     link: Arc<ConnectionLink>,
     transport: Transport,
+    /// The kept headers of the opening request, for `on_connect`.
+    handshake: Option<super::namespace::HandshakeHeaders>,
     /// Sockets connected to namespaces; rarely more than one, so a `Vec`.
     sockets: Vec<Attached>,
     /// The next ping, or (while `awaiting_pong`) the deadline for its pong.
@@ -188,11 +190,21 @@ impl Connection {
             shared,
             link,
             transport,
+            handshake: None,
             sockets: Vec::new(),
             ping_timer: None,
             awaiting_pong: false,
             close_reason: None,
         }
+    }
+
+    /// Keeps the headers of the opening request for the namespace handlers.
+    pub(crate) fn with_handshake(
+        mut self,
+        handshake: Option<super::namespace::HandshakeHeaders>,
+    ) -> Connection {
+        self.handshake = handshake;
+        self
     }
 
     pub(crate) fn polling() -> Transport {
@@ -394,6 +406,7 @@ impl Connection {
             Arc::from(namespace),
             ctx.address(),
             self.link.clone(),
+            self.handshake.clone(),
         );
         match handler.on_connect(socket.clone(), auth) {
             Ok(()) => {

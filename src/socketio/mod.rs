@@ -60,8 +60,8 @@ use actix_web::web::{self, Payload};
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
 
-pub use config::SocketIoConfig;
-pub use namespace::{AckSender, DisconnectReason, NamespaceHandler, SocketRef};
+pub use config::{OriginPolicy, SocketIoConfig};
+pub use namespace::{AckSender, DisconnectReason, HandshakeHeaders, NamespaceHandler, SocketRef};
 pub use websocket::{serve_upgrade, AppService};
 
 use connection::Connection;
@@ -221,14 +221,36 @@ fn check_origin(
     }
 }
 
-fn with_cors(mut response: HttpResponse, cors_origin: Option<HeaderValue>) -> HttpResponse {
+/// The headers of an opening request the config keeps for `on_connect`.
+pub(crate) fn kept_headers(
+    req: &HttpRequest,
+    config: &SocketIoConfig,
+) -> Option<namespace::HandshakeHeaders> {
+    if config.handshake_headers.is_empty() {
+        return None;
+    }
+    let kept: Vec<_> = config
+        .handshake_headers
+        .iter()
+        .filter_map(|name| Some((name.clone(), req.headers().get(name)?.clone())))
+        .collect();
+    Some(kept.into())
+}
+
+fn with_cors(
+    mut response: HttpResponse,
+    cors_origin: Option<HeaderValue>,
+    config: &SocketIoConfig,
+) -> HttpResponse {
     if let Some(origin) = cors_origin {
         let headers = response.headers_mut();
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
-            HeaderValue::from_static("true"),
-        );
+        if config.cors_credentials {
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            );
+        }
         headers.insert(header::VARY, HeaderValue::from_static("Origin"));
     }
     response
@@ -238,7 +260,7 @@ fn with_cors(mut response: HttpResponse, cors_origin: Option<HeaderValue>) -> Ht
 /// browser can read the error JSON.
 fn error_with_cors(req: &HttpRequest, shared: &Shared, error: EngineError) -> HttpResponse {
     let cors_origin = check_origin(req, &shared.config).ok().flatten();
-    with_cors(error.response(), cors_origin)
+    with_cors(error.response(), cors_origin, &shared.config)
 }
 
 async fn handle_get(req: HttpRequest, payload: Payload, shared: web::Data<Shared>) -> HttpResponse {
@@ -248,7 +270,7 @@ async fn handle_get(req: HttpRequest, payload: Payload, shared: web::Data<Shared
         Err(error) => return error_with_cors(&req, &shared, error),
     };
     let response = match (checked.transport, checked.sid.as_deref()) {
-        (TransportName::Polling, None) => polling::handshake(&shared),
+        (TransportName::Polling, None) => polling::handshake(&req, &shared),
         (TransportName::Polling, Some(sid)) => match shared.lookup(sid) {
             Some(addr) => polling::poll(addr).await,
             None => EngineError::SessionIdUnknown.response(),
@@ -262,7 +284,7 @@ async fn handle_get(req: HttpRequest, payload: Payload, shared: web::Data<Shared
     if checked.transport == TransportName::WebSocket {
         return response;
     }
-    with_cors(response, checked.cors_origin)
+    with_cors(response, checked.cors_origin, &shared.config)
 }
 
 async fn handle_post(
@@ -283,7 +305,7 @@ async fn handle_post(
         (TransportName::Polling, None) => EngineError::BadHandshakeMethod.response(),
         (TransportName::WebSocket, _) => EngineError::BadRequest.response(),
     };
-    with_cors(response, checked.cors_origin)
+    with_cors(response, checked.cors_origin, &shared.config)
 }
 
 async fn handle_preflight(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
@@ -301,5 +323,5 @@ async fn handle_preflight(req: HttpRequest, shared: web::Data<Shared>) -> HttpRe
         .cloned()
         .unwrap_or_else(|| HeaderValue::from_static("content-type"));
     response.insert_header((header::ACCESS_CONTROL_ALLOW_HEADERS, requested_headers));
-    with_cors(response.finish(), cors_origin)
+    with_cors(response.finish(), cors_origin, &shared.config)
 }

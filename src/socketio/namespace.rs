@@ -3,9 +3,12 @@
 //! [`DisconnectReason`]. Handles only queue packets on the connection actor;
 //! they never touch a transport themselves.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use actix_web::http::header::{HeaderName, HeaderValue};
 
 use actix::Addr;
 use serde_json::Value;
@@ -84,6 +87,9 @@ pub struct SocketRef {
     inner: Arc<SocketInner>,
 }
 
+/// The headers of a connection's opening request that the config asked to keep.
+pub type HandshakeHeaders = Arc<[(HeaderName, HeaderValue)]>;
+
 /// Shared by all clones of one `SocketRef`.
 struct SocketInner {
     /// The Socket.IO socket id sent in the CONNECT reply (not the Engine.IO sid).
@@ -96,6 +102,10 @@ struct SocketInner {
     /// Cleared when the socket leaves the namespace, so stale handles stop
     /// emitting even though the connection itself may live on.
     connected: AtomicBool,
+    /// `SocketIoConfig::handshake_headers` of the opening request.
+    handshake: Option<HandshakeHeaders>,
+    /// What the handler attached at connect (e.g. who the client is).
+    data: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl SocketRef {
@@ -104,6 +114,7 @@ impl SocketRef {
         namespace: Arc<str>,
         connection: Addr<Connection>,
         link: Arc<ConnectionLink>,
+        handshake: Option<HandshakeHeaders>,
     ) -> SocketRef {
         SocketRef {
             inner: Arc::new(SocketInner {
@@ -112,8 +123,30 @@ impl SocketRef {
                 connection,
                 link,
                 connected: AtomicBool::new(true),
+                handshake,
+                data: OnceLock::new(),
             }),
         }
+    }
+
+    /// A header of the connection's opening request, if the config kept it.
+    pub fn handshake_header(&self, name: &HeaderName) -> Option<&HeaderValue> {
+        self.inner
+            .handshake
+            .as_deref()?
+            .iter()
+            .find(|(kept, _)| kept == name)
+            .map(|(_, value)| value)
+    }
+
+    /// Attaches the handler's data to the socket, once (later calls are ignored).
+    pub fn set_data<T: Any + Send + Sync>(&self, data: T) {
+        let _ = self.inner.data.set(Box::new(data));
+    }
+
+    /// The data attached by `set_data`, if it is a `T`.
+    pub fn data<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.inner.data.get()?.downcast_ref()
     }
 
     /// The socket id (as the client sees it in `socket.id`).

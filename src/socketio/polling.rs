@@ -21,11 +21,13 @@ const UPGRADES: &[&str] = &["websocket"];
 
 /// `GET ?transport=polling` without sid: opens a session. The open packet is
 /// the whole first response, as the reference server sends it.
-pub(crate) fn handshake(shared: &Arc<Shared>) -> HttpResponse {
+pub(crate) fn handshake(req: &HttpRequest, shared: &Arc<Shared>) -> HttpResponse {
     let config = &shared.config;
     let sid: Arc<str> = Arc::from(sid::new_id());
     let link = Arc::new(ConnectionLink::new(config.queue_limit_bytes()));
-    let addr = Connection::new(sid.clone(), shared.clone(), link, Connection::polling()).start();
+    let addr = Connection::new(sid.clone(), shared.clone(), link, Connection::polling())
+        .with_handshake(super::kept_headers(req, config))
+        .start();
     shared.register(sid.clone(), addr);
     text(open_packet(
         &sid,

@@ -120,6 +120,7 @@ pub(crate) fn open(req: &HttpRequest, payload: Payload, shared: &Arc<Shared>) ->
         link.clone(),
         Transport::WebSocket(writer),
     )
+    .with_handshake(super::kept_headers(req, config))
     .start();
     shared.register(sid, addr.clone());
     let reader = FrameReader::new(addr, pong_tx, link, config.max_payload);

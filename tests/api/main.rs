@@ -1,8 +1,10 @@
 //! Black-box tests, one binary: a module per feature, sharing the harnesses.
 
+mod access;
 mod agui;
 mod assistant_socket;
 mod cli;
+mod cors;
 mod decisions;
 mod fake_provider;
 mod helpers;

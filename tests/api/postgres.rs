@@ -899,3 +899,68 @@ async fn a_silent_decision_survives_a_restart_and_its_receipt_stays_silent() {
     assert!(receipt["content"].is_null(), "{receipt}");
     assert_eq!(receipt["usage"]["requests"], 1, "{receipt}");
 }
+
+#[actix_web::test]
+async fn owners_are_stored_and_lists_are_filtered_by_owner_in_postgres() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[
+        ("DATABASE_URL", db.url.as_str()),
+        ("ACCESS__MODE", "header"),
+    ])
+    .await;
+    let as_principal = |principal: &str, roles: &str| {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            "X-Assistant-Principal",
+            principal.parse().expect("header value"),
+        );
+        headers.insert("X-Assistant-Roles", roles.parse().expect("header value"));
+        TestApp {
+            address: app.address.clone(),
+            port: app.port,
+            client: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .expect("client"),
+        }
+    };
+    let alice = as_principal("alice", "");
+    let bob = as_principal("bob", "");
+    let admin = as_principal("root", "admin");
+    assert_eq!(alice.say("pg-alice", "m1", "hi", None).await.0, 200);
+    assert_eq!(bob.say("pg-bob", "m1", "hi", None).await.0, 200);
+    let ids = |list: Value| -> Vec<String> {
+        let mut ids: Vec<String> = list
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|row| {
+                format!(
+                    "{}:{}",
+                    row["session_id"].as_str().unwrap_or(""),
+                    row["owner_id"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(alice.get("/api/sessions").await.1),
+        vec!["pg-alice:alice"]
+    );
+    assert_eq!(ids(bob.get("/api/sessions").await.1), vec!["pg-bob:bob"]);
+    assert_eq!(
+        ids(admin.get("/api/sessions").await.1),
+        vec!["pg-alice:alice", "pg-bob:bob"]
+    );
+    assert_eq!(bob.get("/api/sessions/pg-alice").await.0, 403);
+    let owner: Option<String> = db
+        .client()
+        .await
+        .query_one("SELECT owner_id FROM sessions WHERE id = 'pg-alice'", &[])
+        .await
+        .expect("the row")
+        .get(0);
+    assert_eq!(owner.as_deref(), Some("alice"));
+}

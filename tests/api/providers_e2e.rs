@@ -74,6 +74,11 @@ async fn spawn_on(fake: &FakeProvider, provider: Provider, extra: &[(&str, &str)
         ("ANTHROPIC_BASE_URL", anthropic_url.as_str()),
         ("ANTHROPIC_API_KEY", "ak-test"),
         ("LLM__RETRY_BACKOFF_MS", "10"),
+        // Requests here pick either provider by `config.default_model`.
+        (
+            "ASSISTANT__REQUEST_MODELS",
+            "openai:gpt-test,anthropic:claude-test,builtin:echo,openai:gpt-4o-mini,anthropic:claude-sonnet-4-5",
+        ),
     ];
     settings.extend_from_slice(extra);
     spawn_app_with(&settings).await
@@ -213,7 +218,11 @@ async fn models_route_lists_configured_providers_and_the_default_model() {
 
 #[actix_web::test]
 async fn health_is_503_and_turns_fail_as_provider_auth_when_the_default_provider_has_no_key() {
-    let app = spawn_app_with(&[("LLM__PRIMARY_MODEL", "anthropic:claude-test")]).await;
+    let app = spawn_app_with(&[
+        ("LLM__PRIMARY_MODEL", "anthropic:claude-test"),
+        ("ASSISTANT__REQUEST_MODELS", "builtin:echo,openai:gpt-4o"),
+    ])
+    .await;
     let (status, health) = app.get("/health").await;
     assert_eq!(status, 503);
     assert_eq!(health["healthy"], false);
@@ -827,6 +836,7 @@ async fn refused_connection_and_a_stall_after_output_end_the_turn_cleanly() {
         ("OPENAI_BASE_URL", &closed_url),
         ("OPENAI_API_KEY", "sk-test"),
         ("LLM__RETRY_BACKOFF_MS", "10"),
+        ("ASSISTANT__REQUEST_MODELS", "builtin:echo"),
     ])
     .await;
     let events = socket_turn(

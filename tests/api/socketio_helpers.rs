@@ -102,7 +102,7 @@ pub enum Client {
     Node,
 }
 
-fn clients_dir() -> PathBuf {
+pub fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
 }
 

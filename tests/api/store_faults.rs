@@ -101,10 +101,11 @@ impl Store for FlakyStore {
 
     fn list(
         &self,
+        owner: Option<&str>,
         limit: u32,
         offset: u32,
     ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
-        self.inner.list(limit, offset)
+        self.inner.list(owner, limit, offset)
     }
 
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {

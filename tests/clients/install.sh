@@ -17,5 +17,6 @@ fi
 # The AG-UI client (tests/api/agui.rs) has its own package.
 bash "$here/agui/install.sh"
 
-# The playground test (tests/api/playground.rs): chromium + playwright-core.
+# Headless Chromium and playwright-core (tests/api/playground.rs), and the
+# page bundle of the stock clients (tests/api/cors.rs).
 bash "$here/browser/install.sh"

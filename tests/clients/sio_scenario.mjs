@@ -50,10 +50,14 @@ function substitute(value) {
 
 const deadline = setTimeout(() => { result.error = "timed out"; finish(); }, 6 * WAIT_MS);
 
+// Optional credentials: `auth` goes in the CONNECT packet, `headers` on
+// every HTTP request of the connection (as an authenticating proxy would set).
 const socket = io(url + NAMESPACE, {
   transports: mode === "websocket" ? ["websocket"] : ["polling", "websocket"],
   reconnection: false,
   timeout: WAIT_MS,
+  ...(scenario.auth ? { auth: scenario.auth } : {}),
+  ...(scenario.headers ? { extraHeaders: scenario.headers } : {}),
 });
 
 socket.onAny((event, ...args) => {

@@ -14,6 +14,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use super::caller::Caller;
 use super::error::SessionError;
 use super::messages::*;
 use super::recovery::recover;
@@ -42,6 +43,10 @@ use crate::turn::{
 const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
 /// How long a session waiting for a host result keeps its (unstored) screenshot.
 const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
+/// Steering messages a live turn may have waiting; more is a 409 until the
+/// turn takes them (at its next model request), so a client cannot queue
+/// without end.
+const MAX_QUEUED_STEERING: usize = 32;
 /// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
 
@@ -86,7 +91,7 @@ struct LiveTurn {
     cancel: CancelHandle,
     /// Set once cancellation was requested, so a second cancel is a no-op.
     cancelling: bool,
-    steering: mpsc::UnboundedSender<SteeringNote>,
+    steering: mpsc::Sender<SteeringNote>,
     sink: EventSink,
     output_mode: OutputMode,
     model: String,
@@ -234,12 +239,38 @@ impl SessionActor {
         }
     }
 
-    fn require_stored(&self) -> Result<(), SessionError> {
+    /// Whether `caller` may read or change this session. One that is not
+    /// stored is `NotFound` to an admin and `Forbidden` to anyone else, so a
+    /// refusal never tells whether someone else's session exists.
+    fn authorize_read(&self, caller: &Caller) -> Result<(), SessionError> {
         self.ready()?;
-        if self.stored {
+        if !self.stored {
+            return Err(if caller.admin {
+                SessionError::NotFound(self.id.to_string())
+            } else {
+                SessionError::forbidden(&self.id)
+            });
+        }
+        self.check_owner(caller)
+    }
+
+    /// Whether `caller` may write to this session (a message or a join). A
+    /// session that is not stored yet is created by this write, so it becomes
+    /// the caller's: the owner is fixed by the first write and never changes.
+    fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
+        self.ready()?;
+        if !self.stored {
+            self.record.owner_id = Some(caller.principal.to_string());
+            return Ok(());
+        }
+        self.check_owner(caller)
+    }
+
+    fn check_owner(&self, caller: &Caller) -> Result<(), SessionError> {
+        if caller.may_touch(self.record.owner_id.as_deref()) {
             Ok(())
         } else {
-            Err(SessionError::NotFound(self.id.to_string()))
+            Err(SessionError::forbidden(&self.id))
         }
     }
 
@@ -479,6 +510,9 @@ impl Handler<SendMessage> for SessionActor {
             });
         };
         let (reply, answer) = oneshot::channel();
+        if let Err(error) = self.authorize_write(&message.caller) {
+            return Box::pin(async move { Err(error) });
+        }
         self.accept(request, sink, reply, ctx);
         Box::pin(async move {
             answer
@@ -493,7 +527,7 @@ impl Handler<JoinSession> for SessionActor {
 
     fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        if let Err(error) = self.ready() {
+        if let Err(error) = self.authorize_write(&join.caller) {
             return Box::pin(async move { Err(error) });
         }
         if join.host_context.is_none() && self.stored {
@@ -580,17 +614,29 @@ impl SessionActor {
 }
 
 impl Handler<CancelTurn> for SessionActor {
-    type Result = bool;
+    type Result = Result<bool, SessionError>;
 
-    fn handle(&mut self, _: CancelTurn, _ctx: &mut Context<Self>) -> bool {
+    fn handle(&mut self, cancel: CancelTurn, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
+        match self.authorize_read(&cancel.caller) {
+            Ok(()) => {}
+            // An admin cancelling nothing is told so, as before ownership.
+            Err(SessionError::NotFound(_)) => {
+                self.stop_if_absent(ctx);
+                return Ok(false);
+            }
+            Err(error) => {
+                self.stop_if_absent(ctx);
+                return Err(error);
+            }
+        }
         match &mut self.phase {
             Phase::Running(live) => {
                 live.cancel.cancel();
                 live.cancelling = true;
-                true
+                Ok(true)
             }
-            _ => false,
+            _ => Ok(false),
         }
     }
 }
@@ -598,8 +644,8 @@ impl Handler<CancelTurn> for SessionActor {
 impl Handler<GetInfo> for SessionActor {
     type Result = Result<SessionInfo, SessionError>;
 
-    fn handle(&mut self, _: GetInfo, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.require_stored().map(|()| self.info());
+    fn handle(&mut self, get: GetInfo, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self.authorize_read(&get.caller).map(|()| self.info());
         self.stop_if_absent(ctx);
         found
     }
@@ -609,7 +655,7 @@ impl Handler<GetPath> for SessionActor {
     type Result = Result<Vec<StoredMessage>, SessionError>;
 
     fn handle(&mut self, request: GetPath, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.require_stored().and_then(|()| {
+        let found = self.authorize_read(&request.caller).and_then(|()| {
             let leaf = request.leaf_id.or_else(|| self.record.active_leaf.clone());
             if let Some(leaf) = &leaf {
                 if !self.tree.contains(leaf) {
@@ -633,8 +679,10 @@ impl Handler<GetPath> for SessionActor {
 impl Handler<GetTree> for SessionActor {
     type Result = Result<Vec<StoredMessage>, SessionError>;
 
-    fn handle(&mut self, _: GetTree, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.require_stored().map(|()| self.tree.all().to_vec());
+    fn handle(&mut self, get: GetTree, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self
+            .authorize_read(&get.caller)
+            .map(|()| self.tree.all().to_vec());
         self.stop_if_absent(ctx);
         found
     }
@@ -643,9 +691,9 @@ impl Handler<GetTree> for SessionActor {
 impl Handler<RepairSession> for SessionActor {
     type Result = ResponseFuture<Result<SessionInfo, SessionError>>;
 
-    fn handle(&mut self, _: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, repair: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        if let Err(error) = self.require_stored() {
+        if let Err(error) = self.authorize_read(&repair.caller) {
             self.stop_if_absent(ctx);
             return Box::pin(async move { Err(error) });
         }
@@ -690,9 +738,15 @@ impl Handler<RepairSession> for SessionActor {
 impl Handler<DeleteSession> for SessionActor {
     type Result = ResponseFuture<Result<bool, SessionError>>;
 
-    fn handle(&mut self, _: DeleteSession, ctx: &mut Context<Self>) -> Self::Result {
-        if let Err(error) = self.ready() {
-            return Box::pin(async move { Err(error) });
+    fn handle(&mut self, delete: DeleteSession, ctx: &mut Context<Self>) -> Self::Result {
+        match self.authorize_read(&delete.caller) {
+            // An admin deleting a session this actor did not load still asks
+            // the store (another process may have written it), as before.
+            Ok(()) | Err(SessionError::NotFound(_)) => {}
+            Err(error) => {
+                self.stop_if_absent(ctx);
+                return Box::pin(async move { Err(error) });
+            }
         }
         if let Phase::Running(live) = &self.phase {
             live.cancel.cancel();
@@ -962,13 +1016,23 @@ impl SessionActor {
                     text: request.content.clone(),
                     attachments: reference_attachments(&request),
                 };
-                if live.steering.send(note).is_ok() {
-                    self.take_screenshot(&request);
-                    let _ = reply.send(Ok(TurnAccepted {
-                        accepted_as: AcceptedAs::Steering,
-                        message_id: None,
-                    }));
-                    return;
+                match live.steering.try_send(note) {
+                    Ok(()) => {
+                        self.take_screenshot(&request);
+                        let _ = reply.send(Ok(TurnAccepted {
+                            accepted_as: AcceptedAs::Steering,
+                            message_id: None,
+                        }));
+                        return;
+                    }
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let _ = reply.send(Err(SessionError::Conflict(format!(
+                            "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
+                        ))));
+                        return;
+                    }
+                    // The turn is ending: the message becomes a turn of its own.
+                    Err(mpsc::error::TrySendError::Closed(_)) => {}
                 }
             }
         }
@@ -1248,7 +1312,7 @@ impl SessionActor {
             screenshot: self.screenshot.clone(),
         };
         let (cancel, token) = CancelHandle::new();
-        let (steering_tx, steering_rx) = mpsc::unbounded_channel();
+        let (steering_tx, steering_rx) = mpsc::channel(MAX_QUEUED_STEERING);
         self.next_turn_id += 1;
         let turn_id = self.next_turn_id;
         let message_id = assistant.id.clone();

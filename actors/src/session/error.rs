@@ -14,6 +14,16 @@ pub enum SessionError {
     Conflict(String),
     /// The session does not exist (404 on session routes).
     NotFound(String),
+    /// The caller may not touch this session (403 / `forbidden`). Also the
+    /// answer, for a caller who is not an admin, about a session that does
+    /// not exist, so the reply never tells whether someone else's does.
+    Forbidden(String),
+    /// The caller is over a per-principal limit (429 / `rate_limited`);
+    /// trying again after `retry_after_secs` may succeed.
+    RateLimited {
+        message: String,
+        retry_after_secs: u64,
+    },
     /// The store cannot be reached (503, `DatabaseError`).
     Unavailable(String),
     /// The session's actor stopped or is starting while the request was in
@@ -29,10 +39,16 @@ impl SessionError {
             SessionError::Validation(_) => "validation",
             SessionError::Conflict(_) => "session_error",
             SessionError::NotFound(_) => "not_found",
+            SessionError::Forbidden(_) => "forbidden",
+            SessionError::RateLimited { .. } => "rate_limited",
             SessionError::Unavailable(_) => "DatabaseError",
             SessionError::Restarting(_) => "unavailable",
             SessionError::Internal(_) => "internal",
         }
+    }
+
+    pub fn forbidden(id: &crate::ids::SessionId) -> SessionError {
+        SessionError::Forbidden(id.to_string())
     }
 
     pub fn validation(path: &str, message: impl Into<String>) -> SessionError {
@@ -51,6 +67,10 @@ impl fmt::Display for SessionError {
                 f.write_str(message)
             }
             SessionError::NotFound(id) => write!(f, "session {id:?} does not exist"),
+            SessionError::Forbidden(id) => {
+                write!(f, "session {id:?} is not yours to see or change")
+            }
+            SessionError::RateLimited { message, .. } => f.write_str(message),
             SessionError::Unavailable(_) => f.write_str("Database not reachable"),
             SessionError::Restarting(cause) => {
                 write!(

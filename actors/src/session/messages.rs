@@ -5,6 +5,7 @@ use actix::Message;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::caller::Caller;
 use super::error::SessionError;
 use crate::contract::{ChatRequest, HostContext};
 use crate::conversation::{Message as StoredMessage, PendingAction};
@@ -21,6 +22,7 @@ use crate::ids::MessageId;
 #[rtype(result = "Result<TurnAccepted, SessionError>")]
 pub struct SendMessage {
     pub slot: MessageSlot,
+    pub caller: Caller,
 }
 
 pub type MessageSlot = std::sync::Arc<std::sync::Mutex<Option<(ChatRequest, EventSink)>>>;
@@ -45,6 +47,7 @@ pub struct TurnAccepted {
 #[rtype(result = "Result<(), SessionError>")]
 pub struct JoinSession {
     pub host_context: Option<HostContext>,
+    pub caller: Caller,
 }
 
 /// Sent by the registry's sweeper: stop if idle past the configured timeout.
@@ -54,33 +57,44 @@ pub struct CheckIdle;
 
 /// Asks the live turn to stop; `true` if there was one.
 #[derive(Message)]
-#[rtype(result = "bool")]
-pub struct CancelTurn;
+#[rtype(result = "Result<bool, SessionError>")]
+pub struct CancelTurn {
+    pub caller: Caller,
+}
 
 #[derive(Message)]
 #[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct GetInfo;
+pub struct GetInfo {
+    pub caller: Caller,
+}
 
 /// The root-to-leaf path (the active leaf by default).
 #[derive(Message)]
 #[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
 pub struct GetPath {
     pub leaf_id: Option<MessageId>,
+    pub caller: Caller,
 }
 
 #[derive(Message)]
 #[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
-pub struct GetTree;
+pub struct GetTree {
+    pub caller: Caller,
+}
 
 /// Resolves the pending action and every call without a result as `unknown`.
 #[derive(Message)]
 #[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct RepairSession;
+pub struct RepairSession {
+    pub caller: Caller,
+}
 
 /// Cancels any live turn, deletes the stored session and stops the actor.
 #[derive(Message)]
 #[rtype(result = "Result<bool, SessionError>")]
-pub struct DeleteSession;
+pub struct DeleteSession {
+    pub caller: Caller,
+}
 
 /// What `GET /api/sessions/{id}` shows.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -10,6 +10,7 @@ use actix::{Addr, Handler, MailboxError};
 use serde::Serialize;
 
 use super::actor::SessionActor;
+use super::caller::Caller;
 use super::error::SessionError;
 use super::messages::*;
 use super::registry::SessionRegistry;
@@ -47,6 +48,10 @@ pub struct SessionConfig {
     pub idle_timeout: Duration,
     /// Compaction and working memory.
     pub history: crate::history::HistoryConfig,
+    /// Models a request may name besides `default_model`
+    /// (`ASSISTANT__REQUEST_MODELS`): any model a configured key reaches
+    /// costs money, so a caller may not pick one the operator did not list.
+    pub request_models: Vec<ModelId>,
 }
 
 /// What session actors need, shared by all of them.
@@ -84,6 +89,16 @@ impl SessionDeps {
             .models
             .client_for(&model_id)
             .map_err(|reason| SessionError::validation("config.default_model", reason))?;
+        let allowed =
+            model_id == self.config.default_model || self.config.request_models.contains(&model_id);
+        if !allowed {
+            return Err(SessionError::validation(
+                "config.default_model",
+                format!(
+                    "{model_id} is not a model requests may choose here; the operator lists them in ASSISTANT__REQUEST_MODELS"
+                ),
+            ));
+        }
         Ok((model_id, client))
     }
 }
@@ -138,6 +153,17 @@ impl Runtime {
         });
     }
 
+    /// Whether a session's actor is in memory now, for a store that must not
+    /// evict live sessions. Holds the registry weakly.
+    pub fn liveness(&self) -> impl Fn(&SessionId) -> bool + Send + Sync + 'static {
+        let registry = Arc::downgrade(&self.registry);
+        move |id| {
+            registry
+                .upgrade()
+                .is_some_and(|registry| registry.get(id).is_some())
+        }
+    }
+
     pub fn deps(&self) -> &SessionDeps {
         &self.deps
     }
@@ -184,6 +210,7 @@ impl Runtime {
     /// a fresh actor.
     pub async fn send_message(
         &self,
+        caller: &Caller,
         request: ChatRequest,
         sink: EventSink,
     ) -> Result<TurnAccepted, SessionError> {
@@ -191,7 +218,11 @@ impl Runtime {
         let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(&id, &self.deps);
-            match addr.send(SendMessage { slot: slot.clone() }).await {
+            let message = SendMessage {
+                slot: slot.clone(),
+                caller: caller.clone(),
+            };
+            match addr.send(message).await {
                 Ok(result) => return result,
                 Err(_) => {
                     self.registry.remove(&id, &addr);
@@ -209,52 +240,102 @@ impl Runtime {
 
     pub async fn join(
         &self,
+        caller: &Caller,
         id: &SessionId,
         host_context: Option<HostContext>,
     ) -> Result<(), SessionError> {
         self.ask(id, || JoinSession {
             host_context: host_context.clone(),
+            caller: caller.clone(),
         })
         .await?
     }
 
-    pub async fn cancel(&self, id: &SessionId) -> Result<bool, SessionError> {
-        // A live turn always has a live actor; no actor means nothing to cancel.
-        let Some(addr) = self.live(id) else {
-            return Ok(false);
+    pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
+        // A live turn always has a live actor: for an admin, no actor means
+        // nothing to cancel. Anyone else is checked against the stored owner.
+        let addr = match self.live(id) {
+            Some(addr) => addr,
+            None if caller.admin => return Ok(false),
+            None => {
+                return self
+                    .ask(id, || CancelTurn {
+                        caller: caller.clone(),
+                    })
+                    .await?
+            }
         };
-        addr.send(CancelTurn).await.or(Ok(false))
+        let cancel = CancelTurn {
+            caller: caller.clone(),
+        };
+        addr.send(cancel).await.unwrap_or(Ok(false))
     }
 
-    pub async fn session(&self, id: &SessionId) -> Result<SessionInfo, SessionError> {
-        self.ask(id, || GetInfo).await?
+    pub async fn session(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+    ) -> Result<SessionInfo, SessionError> {
+        self.ask(id, || GetInfo {
+            caller: caller.clone(),
+        })
+        .await?
     }
 
     pub async fn messages(
         &self,
+        caller: &Caller,
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
         self.ask(id, || GetPath {
             leaf_id: leaf_id.clone(),
+            caller: caller.clone(),
         })
         .await?
     }
 
-    pub async fn tree(&self, id: &SessionId) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask(id, || GetTree).await?
+    pub async fn tree(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+    ) -> Result<Vec<StoredMessage>, SessionError> {
+        self.ask(id, || GetTree {
+            caller: caller.clone(),
+        })
+        .await?
     }
 
-    pub async fn repair(&self, id: &SessionId) -> Result<SessionInfo, SessionError> {
-        self.ask(id, || RepairSession).await?
+    pub async fn repair(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+    ) -> Result<SessionInfo, SessionError> {
+        self.ask(id, || RepairSession {
+            caller: caller.clone(),
+        })
+        .await?
     }
 
-    pub async fn delete(&self, id: &SessionId) -> Result<bool, SessionError> {
-        self.ask(id, || DeleteSession).await?
+    pub async fn delete(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
+        self.ask(id, || DeleteSession {
+            caller: caller.clone(),
+        })
+        .await?
     }
 
-    pub async fn list(&self, limit: u32, offset: u32) -> Result<Vec<SessionSummary>, SessionError> {
-        Ok(self.deps.store.list(limit, offset).await?)
+    /// A page of the sessions `caller` may see: an admin's are all of them.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<SessionSummary>, SessionError> {
+        Ok(self
+            .deps
+            .store
+            .list(caller.list_filter(), limit, offset)
+            .await?)
     }
 
     pub async fn health(&self) -> RuntimeHealth {

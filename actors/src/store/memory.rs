@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures_util::future::{self, BoxFuture, FutureExt};
@@ -19,9 +20,20 @@ use crate::ids::{SessionId, ToolCallId};
 /// Enough shards that two busy workers rarely meet on one lock.
 const N_SHARDS: usize = 64;
 
+/// Decides whether a session may be evicted.
+type Evictable = Box<dyn Fn(&SessionId) -> bool + Send + Sync>;
+
 pub struct MemoryStore {
     shards: Vec<Mutex<HashMap<SessionId, StoredSession>>>,
     hasher: std::collections::hash_map::RandomState,
+    /// Sessions one shard holds at most (`None`: unbounded). The bound is per
+    /// shard so that making room looks at one shard only, under its lock.
+    shard_limit: Option<usize>,
+    /// Whether a session may be evicted: not while its actor is in memory
+    /// (it would go on writing only its changes into a session that lost
+    /// the rest). Set once the runtime exists.
+    evictable: OnceLock<Evictable>,
+    n_evicted: AtomicU64,
 }
 
 /// One session, serialised. The few fields the store itself must read
@@ -29,6 +41,8 @@ pub struct MemoryStore {
 struct StoredSession {
     record: Box<[u8]>,
     created_at: u64,
+    /// `owner_id`, read by the owner filter of a list without decoding.
+    owner: Option<Box<str>>,
     pending_call: Option<Box<str>>,
     messages: Vec<StoredMessage>,
     /// The last write, for the TTL purge.
@@ -62,6 +76,59 @@ impl MemoryStore {
         MemoryStore {
             shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: Default::default(),
+            shard_limit: None,
+            evictable: OnceLock::new(),
+            n_evicted: AtomicU64::new(0),
+        }
+    }
+
+    /// A store holding at most about `max_sessions` sessions (rounded up to
+    /// a multiple of the shard count). A new session over the bound evicts
+    /// the least recently written session of its shard whose actor is not
+    /// in memory; if every one is live, the shard grows past the bound
+    /// rather than lose a live session. A client learns of an eviction when
+    /// it next reads the session: it is gone (404, or 403 to a non-admin).
+    pub fn bounded(max_sessions: usize) -> MemoryStore {
+        MemoryStore {
+            shard_limit: Some(max_sessions.div_ceil(N_SHARDS).max(1)),
+            ..MemoryStore::new()
+        }
+    }
+
+    /// Tells the store which sessions it may evict (those without a live actor).
+    pub fn set_evictable(&self, evictable: impl Fn(&SessionId) -> bool + Send + Sync + 'static) {
+        let _ = self.evictable.set(Box::new(evictable));
+    }
+
+    /// Sessions evicted so far (for `/health`).
+    pub fn n_evicted(&self) -> u64 {
+        self.n_evicted.load(Ordering::Relaxed)
+    }
+
+    /// Makes room in a full shard before `id` is inserted into it.
+    fn make_room(&self, shard: &mut HashMap<SessionId, StoredSession>, id: &SessionId) {
+        let Some(limit) = self.shard_limit else {
+            return;
+        };
+        if shard.len() < limit || shard.contains_key(id) {
+            return;
+        }
+        let evictable = |candidate: &SessionId| {
+            self.evictable
+                .get()
+                .is_none_or(|evictable| evictable(candidate))
+        };
+        let oldest = shard
+            .iter()
+            .filter(|(candidate, _)| evictable(candidate))
+            .min_by_key(|(_, stored)| stored.updated_at)
+            .map(|(candidate, _)| candidate.clone());
+        if let Some(oldest) = oldest {
+            shard.remove(&oldest);
+            let n_evicted = self.n_evicted.fetch_add(1, Ordering::Relaxed) + 1;
+            log::info!(
+                "memory store full (ASSISTANT__MAX_MEMORY_SESSIONS): evicted session {oldest} ({n_evicted} so far)"
+            );
         }
     }
 
@@ -77,7 +144,9 @@ impl MemoryStore {
     /// Serialises outside the lock, then swaps the buffers in under it.
     fn upsert(&self, record: &SessionRecord, messages: &[Message]) -> StoreResult<()> {
         let encoded = Encoded::new(record, messages)?;
-        encoded.apply(&mut self.shard(&record.id), &record.id, record.created_at);
+        let mut shard = self.shard(&record.id);
+        self.make_room(&mut shard, &record.id);
+        encoded.apply(&mut shard, &record.id, record.created_at);
         Ok(())
     }
 
@@ -117,7 +186,12 @@ impl MemoryStore {
         Ok(true)
     }
 
-    fn summaries(&self, limit: u32, offset: u32) -> StoreResult<Vec<SessionSummary>> {
+    fn summaries(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+        offset: u32,
+    ) -> StoreResult<Vec<SessionSummary>> {
         let mut index: Vec<(u64, SessionId)> = Vec::new();
         for shard in &self.shards {
             let shard = shard
@@ -126,6 +200,7 @@ impl MemoryStore {
             index.extend(
                 shard
                     .iter()
+                    .filter(|(_, stored)| owner.is_none() || stored.owner.as_deref() == owner)
                     .map(|(id, stored)| (stored.created_at, id.clone())),
             );
         }
@@ -154,6 +229,7 @@ impl MemoryStore {
 /// A session change, serialised and ready to swap in.
 struct Encoded {
     record: Box<[u8]>,
+    owner: Option<Box<str>>,
     pending_call: Option<Box<str>>,
     messages: Vec<StoredMessage>,
 }
@@ -162,6 +238,7 @@ impl Encoded {
     fn new(record: &SessionRecord, messages: &[Message]) -> StoreResult<Encoded> {
         Ok(Encoded {
             record: encode(record)?,
+            owner: record.owner_id.as_deref().map(Box::from),
             pending_call: record
                 .pending_action
                 .as_ref()
@@ -182,11 +259,13 @@ impl Encoded {
         let stored = shard.entry(id.clone()).or_insert_with(|| StoredSession {
             record: Box::default(),
             created_at,
+            owner: None,
             pending_call: None,
             messages: Vec::new(),
             updated_at: Instant::now(),
         });
         stored.record = self.record;
+        stored.owner = self.owner;
         stored.updated_at = Instant::now();
         stored.pending_call = self.pending_call;
         for message in self.messages {
@@ -231,10 +310,11 @@ impl Store for MemoryStore {
 
     fn list(
         &self,
+        owner: Option<&str>,
         limit: u32,
         offset: u32,
     ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
-        future::ready(self.summaries(limit, offset)).boxed()
+        future::ready(self.summaries(owner, limit, offset)).boxed()
     }
 
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
@@ -299,5 +379,44 @@ mod purge_tests {
             store.load(&SessionId::new("a")).now_or_never(),
             Some(Ok(None))
         );
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    fn save(store: &MemoryStore, id: &str) {
+        let saved = store
+            .save_session(&SessionRecord::new(SessionId::new(id), 0))
+            .now_or_never();
+        assert_eq!(saved, Some(Ok(())));
+    }
+
+    fn exists(store: &MemoryStore, id: &str) -> bool {
+        matches!(
+            store.load(&SessionId::new(id)).now_or_never(),
+            Some(Ok(Some(_)))
+        )
+    }
+
+    #[test]
+    fn a_full_store_evicts_the_least_recently_written_idle_session() {
+        // One session per shard: every new session in a shard evicts its older one.
+        let store = MemoryStore::bounded(1);
+        store.set_evictable(|id| id.as_str() != "live");
+        save(&store, "live");
+        for n in 0..500 {
+            save(&store, &format!("s{n}"));
+        }
+        assert!(exists(&store, "live"), "a live session is never evicted");
+        assert!(exists(&store, "s499"), "the newest stays");
+        let n_total: usize = store
+            .shards
+            .iter()
+            .map(|shard| shard.lock().map(|shard| shard.len()).unwrap_or(0))
+            .sum();
+        assert!(n_total <= N_SHARDS + 1, "{n_total} sessions held");
+        assert!(store.n_evicted() >= 500 - N_SHARDS as u64);
     }
 }

@@ -85,8 +85,13 @@ pub trait Store: Send + Sync + 'static {
         message: &Message,
     ) -> BoxFuture<'static, StoreResult<bool>>;
 
-    fn list(&self, limit: u32, offset: u32)
-        -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>>;
+    /// A page of sessions, newest first; only `owner`'s when it is given.
+    fn list(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>>;
 
     /// Deletes the session and its messages; `Ok(false)` if there was none.
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>>;

@@ -574,10 +574,12 @@ impl Store for PgStore {
 
     fn list(
         &self,
+        owner: Option<&str>,
         limit: u32,
         offset: u32,
     ) -> BoxFuture<'static, StoreResult<Vec<SessionSummary>>> {
         let shared = self.shared.clone();
+        let owner = owner.map(str::to_string);
         self.run(async move {
             let client = shared.client().await?;
             let rows = async {
@@ -585,12 +587,14 @@ impl Store for PgStore {
                     .prepare_cached(
                         "SELECT s.id, s.owner_id, s.title, s.turn_number, s.created_at,
                                 (SELECT count(*) FROM messages m WHERE m.session_id = s.id)
-                         FROM sessions s ORDER BY s.created_at DESC, s.id
+                         FROM sessions s
+                         WHERE $3::text IS NULL OR s.owner_id = $3
+                         ORDER BY s.created_at DESC, s.id
                          LIMIT $1 OFFSET $2",
                     )
                     .await?;
                 client
-                    .query(&statement, &[&(limit as i64), &(offset as i64)])
+                    .query(&statement, &[&(limit as i64), &(offset as i64), &owner])
                     .await
             }
             .await;

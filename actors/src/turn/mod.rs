@@ -66,7 +66,7 @@ pub struct TurnInput {
     pub assistant: Message,
     pub sink: EventSink,
     pub cancel: CancelToken,
-    pub steering: mpsc::UnboundedReceiver<SteeringNote>,
+    pub steering: mpsc::Receiver<SteeringNote>,
 }
 
 /// How the turn ended.
@@ -90,7 +90,7 @@ pub struct TurnOutput {
     pub end: TurnEnd,
     /// Handed back so the actor can collect steering that arrived after the
     /// turn's last look (it is promoted to a turn of its own).
-    pub steering: mpsc::UnboundedReceiver<SteeringNote>,
+    pub steering: mpsc::Receiver<SteeringNote>,
 }
 
 /// Runs the loop until it ends; never panics on model output.
@@ -204,7 +204,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
 /// one arrived (its segment takes an index, so the stream announces it); true
 /// if there were any.
 fn take_steering(
-    steering: &mut mpsc::UnboundedReceiver<SteeringNote>,
+    steering: &mut mpsc::Receiver<SteeringNote>,
     assistant: &mut Message,
     sink: &EventSink,
     silent: bool,

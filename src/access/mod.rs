@@ -1,0 +1,259 @@
+//! Who the caller is, on every door: `ACCESS__MODE` (`trusted_local` with an
+//! optional token, `header` behind an authenticating proxy, `jwt`), the
+//! per-principal limits, the browser rules (CORS, JSON-only POSTs). Handlers
+//! take an [`Authenticated`] caller; the session actor decides what it may
+//! touch (`actors::session::Caller`). See `docs/access.md`.
+
+pub mod config;
+pub mod cors;
+pub mod jwt;
+pub mod limits;
+
+use std::future::{ready, Ready};
+
+use actix_web::dev::Payload;
+use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use actix_web::{web, FromRequest, HttpRequest};
+use actors::session::Caller;
+use serde_json::Value;
+use subtle::ConstantTimeEq;
+
+use self::config::{AccessMode, AccessSettings};
+use self::jwt::JwtVerifier;
+use crate::errors::ApiError;
+
+/// The role that administers: sees and changes every session.
+pub const ADMIN_ROLE: &str = "admin";
+
+/// The identity half of `ACCESS__*`, ready to check requests.
+pub struct Access {
+    mode: Mode,
+}
+
+enum Mode {
+    TrustedLocal {
+        token: Option<String>,
+    },
+    Header {
+        principal: HeaderName,
+        roles: HeaderName,
+    },
+    Jwt(JwtVerifier),
+}
+
+impl Access {
+    /// Builds the checker; a JWKS file that cannot be used is an error.
+    pub fn new(settings: &AccessSettings) -> Result<Access, String> {
+        let mode = match &settings.mode {
+            AccessMode::TrustedLocal { token } => Mode::TrustedLocal {
+                token: token.clone(),
+            },
+            AccessMode::Header {
+                principal_header,
+                roles_header,
+            } => Mode::Header {
+                principal: header_name(principal_header)?,
+                roles: header_name(roles_header)?,
+            },
+            AccessMode::Jwt(jwt) => Mode::Jwt(JwtVerifier::new(jwt)?),
+        };
+        Ok(Access { mode })
+    }
+
+    /// The caller of an HTTP request (routes and AG-UI), or why not.
+    pub fn http_caller(&self, headers: &HeaderMap) -> Result<Caller, String> {
+        match &self.mode {
+            Mode::TrustedLocal { token: None } => Ok(Caller::operator()),
+            Mode::TrustedLocal { token: Some(token) } => {
+                let offered =
+                    bearer(headers).ok_or("send Authorization: Bearer <ACCESS__LOCAL_TOKEN>")?;
+                check_token(token, offered)
+            }
+            Mode::Header { principal, roles } => from_headers(
+                headers.get(principal),
+                headers.get(roles),
+                principal.as_str(),
+            ),
+            Mode::Jwt(verifier) => {
+                let token = bearer(headers).ok_or("send Authorization: Bearer <JWT>")?;
+                verifier.verify(token)
+            }
+        }
+    }
+
+    /// The caller of a Socket.IO connection: the CONNECT packet's `auth`
+    /// (`{"token": ...}`) and the opening request's kept headers.
+    pub fn socket_caller(
+        &self,
+        header: impl Fn(&HeaderName) -> Option<HeaderValue>,
+        auth: Option<&Value>,
+    ) -> Result<Caller, String> {
+        let auth_token = auth
+            .and_then(|auth| auth.get("token"))
+            .and_then(Value::as_str);
+        match &self.mode {
+            Mode::TrustedLocal { token: None } => Ok(Caller::operator()),
+            Mode::TrustedLocal { token: Some(token) } => {
+                let offered = auth_token.ok_or("send auth.token = ACCESS__LOCAL_TOKEN")?;
+                check_token(token, offered)
+            }
+            Mode::Header { principal, roles } => from_headers(
+                header(principal).as_ref(),
+                header(roles).as_ref(),
+                principal.as_str(),
+            ),
+            Mode::Jwt(verifier) => {
+                let from_header = header(&header::AUTHORIZATION);
+                let token = match auth_token {
+                    Some(token) => token,
+                    None => from_header
+                        .as_ref()
+                        .and_then(bearer_value)
+                        .ok_or("send auth.token = <JWT>")?,
+                };
+                verifier.verify(token)
+            }
+        }
+    }
+
+    /// Headers of a Socket.IO opening request the socket check reads.
+    pub fn handshake_headers(&self) -> Vec<HeaderName> {
+        match &self.mode {
+            Mode::TrustedLocal { .. } => Vec::new(),
+            Mode::Header { principal, roles } => vec![principal.clone(), roles.clone()],
+            Mode::Jwt(_) => vec![header::AUTHORIZATION],
+        }
+    }
+}
+
+fn header_name(name: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("{name:?} is not a header name"))
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION).and_then(bearer_value)
+}
+
+fn bearer_value(value: &HeaderValue) -> Option<&str> {
+    let text = value.to_str().ok()?;
+    let (scheme, token) = text.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+/// Compares in constant time, so the reply's timing does not reveal how
+/// much of a guess was right (only the length can differ in time).
+fn check_token(expected: &str, offered: &str) -> Result<Caller, String> {
+    if bool::from(expected.as_bytes().ct_eq(offered.as_bytes())) {
+        Ok(Caller::operator())
+    } else {
+        Err("the token is not ACCESS__LOCAL_TOKEN".into())
+    }
+}
+
+/// `header` mode: the proxy's principal and comma-separated roles.
+fn from_headers(
+    principal: Option<&HeaderValue>,
+    roles: Option<&HeaderValue>,
+    principal_header: &str,
+) -> Result<Caller, String> {
+    let principal = principal
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .ok_or_else(|| format!("no {principal_header} header (set by the authenticating proxy)"))?;
+    let admin = roles
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|roles| roles.split(',').any(|role| role.trim() == ADMIN_ROLE));
+    Ok(Caller::new(principal, admin))
+}
+
+/// A handler argument: the request's authenticated caller. Without
+/// acceptable credentials the request ends here with 401, before the body
+/// is read or anything is stored.
+pub struct Authenticated(pub Caller);
+
+impl FromRequest for Authenticated {
+    type Error = ApiError;
+    type Future = Ready<Result<Authenticated, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
+        let Some(access) = req.app_data::<web::Data<Access>>() else {
+            return ready(Err(ApiError::Unauthorized(
+                "the server has no access configuration".into(),
+            )));
+        };
+        ready(
+            access
+                .http_caller(req.headers())
+                .map(Authenticated)
+                .map_err(ApiError::Unauthorized),
+        )
+    }
+}
+
+/// AG-UI's own media type, accepted on `POST /api/agui` besides JSON.
+pub const AGUI_CONTENT_TYPE: &str = "application/vnd.ag-ui.event+proto";
+
+/// `POST` bodies must say they are JSON: a page on another origin can send a
+/// form or `text/plain` without a preflight, and it must not run a turn
+/// (its reply is unreadable, but the turn would still run and cost).
+pub fn require_json(req: &HttpRequest, also: Option<&str>) -> Result<(), ApiError> {
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if essence == "application/json" || also == Some(essence.as_str()) {
+        return Ok(());
+    }
+    Err(ApiError::UnsupportedMediaType(format!(
+        "POST bodies must be sent as application/json, got {:?}",
+        content_type
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_case_insensitively() {
+        assert_eq!(
+            bearer_value(&HeaderValue::from_static("Bearer abc")),
+            Some("abc")
+        );
+        assert_eq!(
+            bearer_value(&HeaderValue::from_static("bearer abc")),
+            Some("abc")
+        );
+        assert_eq!(bearer_value(&HeaderValue::from_static("Basic abc")), None);
+    }
+
+    #[test]
+    fn the_local_token_must_match_exactly() {
+        assert!(check_token("secret", "secret").is_ok());
+        assert!(check_token("secret", "secre").is_err());
+        assert!(check_token("secret", "secret2").is_err());
+    }
+
+    #[test]
+    fn header_roles_make_an_admin() {
+        let caller = from_headers(
+            Some(&HeaderValue::from_static("alice")),
+            Some(&HeaderValue::from_static("viewer, admin")),
+            "X",
+        )
+        .expect("a principal");
+        assert!(caller.admin);
+        assert!(from_headers(None, None, "X").is_err());
+    }
+}
