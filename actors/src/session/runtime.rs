@@ -268,7 +268,17 @@ impl Runtime {
         let cancel = CancelTurn {
             caller: caller.clone(),
         };
-        addr.send(cancel).await.unwrap_or(Ok(false))
+        match addr.send(cancel).await {
+            Ok(answer) => answer,
+            // The actor stopped before it read the request, so nobody checked
+            // the caller: a fresh actor decides (and checks the owner).
+            Err(_) => {
+                self.ask(id, || CancelTurn {
+                    caller: caller.clone(),
+                })
+                .await?
+            }
+        }
     }
 
     pub async fn session(
