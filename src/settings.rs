@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use actors::model::ModelId;
+use actors::prompt::profile::Profile;
 use actors::tools::HostToolConfig;
 use actors::turn::Budget;
 use serde_json::Value;
@@ -39,6 +40,7 @@ const KNOWN_KEYS: &[&str] = &[
     "ASSISTANT__MAX_TURNS",
     "ASSISTANT__THINKING_BUDGET",
     "ASSISTANT__SYSTEM_PROMPT",
+    "ASSISTANT__PROFILE",
     "ASSISTANT__BUDGET__TOOL_CALLS",
     "ASSISTANT__BUDGET__INPUT_TOKENS",
     "ASSISTANT__BUDGET__OUTPUT_TOKENS",
@@ -73,6 +75,8 @@ pub struct Settings {
     pub max_turns: u32,
     pub thinking_budget: Option<u32>,
     pub system_prompt: Option<String>,
+    /// `ASSISTANT__PROFILE`, read at startup; `None` is the builtin profile.
+    pub profile: Option<Profile>,
     pub budget: Budget,
     pub session_idle: Duration,
     pub session_ttl_hours: Option<u64>,
@@ -228,6 +232,7 @@ impl Settings {
                 "ASSISTANT__THINKING_BUDGET",
             )?,
             system_prompt: get("ASSISTANT__SYSTEM_PROMPT").map(str::to_string),
+            profile: profile(get("ASSISTANT__PROFILE"), get("ASSISTANT__SYSTEM_PROMPT"))?,
             budget: Budget {
                 tool_calls: optional(
                     get("ASSISTANT__BUDGET__TOOL_CALLS"),
@@ -284,6 +289,39 @@ impl Settings {
                 1_000_000,
             )?,
         })
+    }
+}
+
+/// `ASSISTANT__PROFILE`: a directory of markdown parts, read now so a bad
+/// one stops startup. It and `ASSISTANT__SYSTEM_PROMPT` both say what the
+/// whole system prompt is, so setting both is refused rather than one
+/// silently winning.
+fn profile(
+    dir: Option<&str>,
+    system_prompt: Option<&str>,
+) -> Result<Option<Profile>, SettingsError> {
+    let key = "ASSISTANT__PROFILE";
+    let Some(dir) = dir else { return Ok(None) };
+    if system_prompt.is_some() {
+        return Err(bad(
+            key,
+            "set either ASSISTANT__PROFILE or ASSISTANT__SYSTEM_PROMPT, not both",
+        ));
+    }
+    Profile::load(Path::new(dir))
+        .map(Some)
+        .map_err(|message| bad(key, message))
+}
+
+impl Settings {
+    /// The profile the system prompt is composed from: `ASSISTANT__PROFILE`,
+    /// else `ASSISTANT__SYSTEM_PROMPT` as a one-part profile, else the builtin one.
+    pub fn effective_profile(&self) -> Profile {
+        match (&self.profile, &self.system_prompt) {
+            (Some(profile), _) => profile.clone(),
+            (None, Some(text)) => Profile::from_text("ASSISTANT__SYSTEM_PROMPT", text),
+            (None, None) => Profile::builtin(),
+        }
     }
 }
 

@@ -16,7 +16,6 @@ use actix_web::rt::net::TcpStream;
 use actix_web::{web, App, HttpResponse};
 use actors::model::catalog::StandardCatalog;
 use actors::model::providers::{ModelProviders, ProviderSettings};
-use actors::prompt::system::system_prompt;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
 use actors::store::postgres::{DatabaseError, PgStore};
@@ -361,7 +360,8 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
         tools,
         config: SessionConfig {
             default_model: settings.primary_model.clone(),
-            system_prompt: system_prompt(settings.system_prompt.as_deref()),
+            system_prompt: settings.effective_profile().compose(),
+            profile: settings.effective_profile(),
             max_turns: settings.max_turns,
             thinking_budget: settings.thinking_budget,
             budget: settings.budget,

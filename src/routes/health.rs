@@ -1,4 +1,5 @@
-//! `GET /health`, `GET /api/models` and `GET /api/debug/tools`.
+//! `GET /health`, `GET /api/models`, `GET /api/debug/tools` and
+//! `GET /api/debug/prompt`.
 
 use actix_web::{web, HttpResponse};
 use actors::session::Runtime;
@@ -36,6 +37,17 @@ pub async fn models(models: web::Data<ModelsInfo>) -> HttpResponse {
 
 pub async fn debug_tools(runtime: web::Data<Runtime>) -> HttpResponse {
     HttpResponse::Ok().json(runtime.tools().describe())
+}
+
+/// The composed system prompt and the profile parts it came from, in order.
+pub async fn debug_prompt(runtime: web::Data<Runtime>) -> HttpResponse {
+    let config = &runtime.deps().config;
+    HttpResponse::Ok().json(json!({
+        "profile": config.profile.source,
+        "parts": config.profile.parts().iter().map(|part| part.name.as_str()).collect::<Vec<_>>(),
+        "system_prompt": config.system_prompt,
+        "bytes": config.system_prompt.len(),
+    }))
 }
 
 /// One sentence for operators: why the model is unhealthy, or that the

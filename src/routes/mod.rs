@@ -27,5 +27,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/api/sessions/{session_id}/tree").get(sessions::tree))
         .service(web::resource("/api/sessions/{session_id}/repair").post(sessions::repair))
         .service(web::resource("/api/debug/tools").get(health::debug_tools))
+        .service(web::resource("/api/debug/prompt").get(health::debug_prompt))
         .service(web::resource("/api/models").get(health::models));
 }

@@ -48,6 +48,7 @@ pub fn document() -> Value {
             "/api/sessions/{session_id}/tree": {"get": {"summary": "Every message with parent_id", "parameters": [session_param()], "responses": with_errors(ok("messages"))}},
             "/api/sessions/{session_id}/repair": {"post": {"summary": "Resolve the pending action and calls without a result as unknown", "parameters": [session_param()], "responses": with_errors(ok("session"))}},
             "/api/debug/tools": {"get": {"summary": "The tool registry", "responses": ok("tools")}},
+            "/api/debug/prompt": {"get": {"summary": "The composed system prompt and its profile parts", "responses": ok("prompt")}},
             "/api/models": {"get": {"summary": "Configured providers and the default model", "responses": ok("models")}}
         },
         "components": {"schemas": {

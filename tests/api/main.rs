@@ -7,6 +7,8 @@ mod fake_provider;
 mod helpers;
 mod host_actions;
 mod postgres;
+mod process;
+mod profiles;
 mod prompt_prefix;
 mod providers;
 mod providers_e2e;
