@@ -10,12 +10,16 @@
 //!   upgrade, namespaces); it knows nothing of sessions or turns.
 //! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
 //! - `agui`: the AG-UI endpoint (`POST /api/agui`).
+//! - `mcp`: MCP servers' tools (rmcp client, stdio and streamable HTTP).
+//! - `embed`: `AssistantDefinition`, for Rust hosts building their own binary.
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
 pub mod agui;
 pub mod assistant_socket;
+pub mod embed;
 pub mod errors;
+pub mod mcp;
 pub mod routes;
 pub mod settings;
 pub mod socketio;

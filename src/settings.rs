@@ -12,10 +12,12 @@ use actors::model::ModelId;
 use actors::prompt::profile::Profile;
 use actors::tools::HostToolConfig;
 use actors::turn::Budget;
+
+use crate::mcp::McpServerConfig;
 use serde_json::Value;
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
-const OWNED_PREFIXES: [&str; 7] = [
+const OWNED_PREFIXES: [&str; 8] = [
     "SERVER__",
     "LLM__",
     "TOOLS__",
@@ -23,6 +25,7 @@ const OWNED_PREFIXES: [&str; 7] = [
     "DATABASE__",
     "ACCESS__",
     "SOCKETIO__",
+    "MCP__",
 ];
 
 const KNOWN_KEYS: &[&str] = &[
@@ -54,6 +57,7 @@ const KNOWN_KEYS: &[&str] = &[
     "SOCKETIO__PING_INTERVAL_MS",
     "SOCKETIO__PING_TIMEOUT_MS",
     "SOCKETIO__MAX_PAYLOAD",
+    "MCP__CALL_TIMEOUT_SECONDS",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -87,6 +91,10 @@ pub struct Settings {
     pub ping_interval: Duration,
     pub ping_timeout: Duration,
     pub max_payload: usize,
+    /// MCP servers from `MCP_CONFIG_PATH` (default `mcp_servers.json`).
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// `MCP__CALL_TIMEOUT_SECONDS`: the longest an MCP call (or connect) may take.
+    pub mcp_call_timeout: Duration,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -288,8 +296,33 @@ impl Settings {
                 "SOCKETIO__MAX_PAYLOAD",
                 1_000_000,
             )?,
+            mcp_servers: mcp_servers(get("MCP_CONFIG_PATH"))?,
+            mcp_call_timeout: Duration::from_secs(positive(
+                get("MCP__CALL_TIMEOUT_SECONDS"),
+                "MCP__CALL_TIMEOUT_SECONDS",
+                30,
+            )?),
         })
     }
+}
+
+/// `MCP_CONFIG_PATH`, default `mcp_servers.json` in the working directory.
+/// The default file may be missing (no servers); a path given explicitly must
+/// exist, so a typo is not silently "no tools".
+fn mcp_servers(path: Option<&str>) -> Result<Vec<McpServerConfig>, SettingsError> {
+    let key = "MCP_CONFIG_PATH";
+    let (path, explicit) = match path {
+        Some(path) => (path, true),
+        None => ("mcp_servers.json", false),
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && !explicit => {
+            return Ok(Vec::new())
+        }
+        Err(error) => return Err(bad(key, format!("cannot read {path}: {error}"))),
+    };
+    crate::mcp::config::parse(&text).map_err(|message| bad(key, format!("{path}: {message}")))
 }
 
 /// `ASSISTANT__PROFILE`: a directory of markdown parts, read now so a bad

@@ -25,6 +25,7 @@ use serde::Serialize;
 use tokio::net::TcpSocket;
 
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
+use crate::embed::Extensions;
 use crate::errors::ApiError;
 use crate::settings::Settings;
 use crate::socketio::{AppService, SocketIo, SocketIoConfig};
@@ -103,11 +104,19 @@ impl std::error::Error for StartupError {}
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        Application::build_extended(settings, Extensions::default()).await
+    }
+
+    /// `build` with a Rust host's additions (`embed::AssistantDefinition`).
+    pub async fn build_extended(
+        settings: Settings,
+        extensions: Extensions,
+    ) -> Result<Application, StartupError> {
         let store: SharedStore = match &settings.database_url {
             None => Arc::new(MemoryStore::new()),
             Some(url) => Arc::new(open_postgres(&settings, url).await?),
         };
-        Application::build_with_store(settings, store).await
+        Application::build_with_store_extended(settings, store, extensions).await
     }
 
     /// `build` with a store made by the caller (tests wrap one to inject faults).
@@ -115,10 +124,22 @@ impl Application {
         settings: Settings,
         store: SharedStore,
     ) -> Result<Application, StartupError> {
+        Application::build_with_store_extended(settings, store, Extensions::default()).await
+    }
+
+    async fn build_with_store_extended(
+        settings: Settings,
+        store: SharedStore,
+        mut extensions: Extensions,
+    ) -> Result<Application, StartupError> {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
-        let runtime = build_runtime(&settings, store);
+        // MCP servers connect before serving; one that fails is reported, not fatal.
+        let mcp = crate::mcp::connect_all(&settings.mcp_servers, settings.mcp_call_timeout).await;
+        extensions.tools.extend(mcp.tools);
+        extensions.mcp_servers = mcp.servers;
+        let runtime = build_runtime_with(&settings, store, &extensions);
         let models = ModelsInfo::from_settings(&settings);
         if settings.model_fallback {
             log::warn!(
@@ -348,11 +369,24 @@ fn spawn_session_purge(store: SharedStore, ttl: Duration) {
 }
 
 pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
+    build_runtime_with(settings, store, &Extensions::default())
+}
+
+/// `build_runtime` plus MCP tools and a Rust host's tools, deps, profile and limits.
+pub fn build_runtime_with(
+    settings: &Settings,
+    store: SharedStore,
+    extensions: &Extensions,
+) -> Runtime {
     let tools = ToolRegistry {
         host_tools: settings.host_tools.clone(),
         page_scopes: settings.page_scopes.clone(),
         invalidations: settings.invalidations.clone(),
+        custom_tools: extensions.tools.clone(),
+        mcp_servers: extensions.mcp_servers.clone(),
+        deps_factory: extensions.deps.clone(),
     };
+    let profile = extensions.profile(settings);
     let deps = SessionDeps {
         store,
         models: Arc::new(catalog(settings)),
@@ -360,11 +394,11 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
         tools,
         config: SessionConfig {
             default_model: settings.primary_model.clone(),
-            system_prompt: settings.effective_profile().compose(),
-            profile: settings.effective_profile(),
-            max_turns: settings.max_turns,
+            system_prompt: profile.compose(),
+            profile,
+            max_turns: extensions.max_turns(settings),
             thinking_budget: settings.thinking_budget,
-            budget: settings.budget,
+            budget: extensions.budget(settings),
             idle_timeout: settings.session_idle,
         },
     };

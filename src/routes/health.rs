@@ -22,6 +22,7 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
                 "detail": model_detail(&health.model_problem, models.fallback),
             },
             "sessions": {"live": health.live_sessions},
+            "mcp": mcp_component(runtime.tools().mcp_servers.as_slice()),
         },
     });
     if health.healthy {
@@ -48,6 +49,16 @@ pub async fn debug_prompt(runtime: web::Data<Runtime>) -> HttpResponse {
         "system_prompt": config.system_prompt,
         "bytes": config.system_prompt.len(),
     }))
+}
+
+/// MCP servers as connected at startup. A failed server leaves its tools
+/// out but every turn can still be answered, so it does not make `/health` 503.
+fn mcp_component(servers: &[serde_json::Value]) -> serde_json::Value {
+    let connected = |server: &&serde_json::Value| server["connected"] == true;
+    json!({
+        "healthy": servers.iter().all(|server| connected(&server)),
+        "servers": servers,
+    })
 }
 
 /// One sentence for operators: why the model is unhealthy, or that the

@@ -110,3 +110,27 @@ impl Drop for ServerProcess {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A binary of `examples/` (or an `[[example]]` of the test suite), built
+/// by `cargo test --all-targets`; built here with cargo if it is missing.
+pub fn example_binary(name: &str) -> PathBuf {
+    let test_binary = std::env::current_exe().expect("the test binary's path");
+    // target/debug/deps/api-<hash> → target/debug/examples/<name>
+    let examples = test_binary
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/debug")
+        .join("examples");
+    let binary = examples.join(name);
+    if !binary.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+        let status = Command::new(cargo)
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build --example {name} failed");
+    }
+    assert!(binary.exists(), "{} was not built", binary.display());
+    binary
+}

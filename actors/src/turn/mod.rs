@@ -32,7 +32,7 @@ use crate::model::{
     ChatItem, ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
     TokenUsage,
 };
-use crate::tools::{check_arguments, ToolKind, ToolSet};
+use crate::tools::{check_arguments, success_output, ToolContext, ToolKind, ToolSet};
 
 /// Text delivered into a live turn before the model's next request.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +55,8 @@ pub struct TurnPlan {
     pub invalidations: Arc<HashMap<String, Vec<String>>>,
     /// The turn's latest screenshot (data URI), for `look_at_screen`.
     pub screenshot: Option<String>,
+    /// What custom tools (`tools::Tool`) receive with each call.
+    pub tool_context: ToolContext,
 }
 
 pub struct TurnInput {
@@ -177,7 +179,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
                 .push(Segment::ToolGroup { tools: records });
             break TurnEnd::UsageLimit(reason);
         }
-        let (records, host_calls) = run_calls(&plan, response.calls, &sink, &mut overlay);
+        let (records, host_calls) = run_calls(&plan, response.calls, &sink, &mut overlay).await;
         assistant
             .segments
             .push(Segment::ToolGroup { tools: records });
@@ -466,7 +468,7 @@ fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) 
 }
 
 /// Runs backend calls, announces host calls, and turns bad calls into retries.
-fn run_calls(
+async fn run_calls(
     plan: &TurnPlan,
     calls: Vec<RawCall>,
     sink: &EventSink,
@@ -487,9 +489,10 @@ fn run_calls(
                 continue;
             }
         };
-        let category = match kind {
+        let category = match &kind {
             ToolKind::Backend(_) => ToolCategory::Backend,
-            _ => ToolCategory::Host,
+            ToolKind::Custom(tool) => tool.category(),
+            ToolKind::Host | ToolKind::Hold => ToolCategory::Host,
         };
         sink.send(TurnEvent::ToolCall(ToolCallEvent {
             tool_name: call.name.clone(),
@@ -520,6 +523,35 @@ fn run_calls(
                     call_id: record.id.to_string(),
                     duration_ms: started.elapsed().as_millis() as u64,
                     invalidates: plan.invalidations.get(&record.name).cloned(),
+                }));
+            }
+            ToolKind::Custom(tool) => {
+                let started = Instant::now();
+                let arguments = record.input.clone();
+                let (output, success) = match tool.call(arguments, plan.tool_context.clone()).await
+                {
+                    Ok(value) => (success_output(value), true),
+                    Err(error) => (error.to_output(), false),
+                };
+                record.outcome = Some(if success {
+                    CallOutcome::Success
+                } else {
+                    CallOutcome::Failed
+                });
+                if !success {
+                    record.status = Some(CallStatus::Failed);
+                }
+                record.output = Some(output.clone());
+                let invalidates = plan.invalidations.get(&record.name).cloned().or_else(|| {
+                    let own = tool.invalidates();
+                    (!own.is_empty()).then_some(own)
+                });
+                sink.send(TurnEvent::ToolResult(ToolResultEvent {
+                    tool_name: record.name.clone(),
+                    output,
+                    call_id: record.id.to_string(),
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    invalidates,
                 }));
             }
             ToolKind::Host | ToolKind::Hold => host_calls.push(record.id.clone()),
