@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use actors::prompt::profile::Profile;
-use actors::tools::{DepsFactory, SharedTool, Tool};
+use actors::tools::{is_valid_schema, BackendTool, DepsFactory, SharedTool, Tool};
 use actors::turn::Budget;
 use serde_json::Value;
 
@@ -165,9 +165,39 @@ impl AssistantDefinition {
         self.authenticate.as_ref()
     }
 
-    /// Builds the server (store, MCP servers, models) from `settings`.
+    /// Builds the server (store, MCP servers, models) from `settings`. A
+    /// tool with a bad or taken name, or a schema that does not compile, is
+    /// a startup error naming it.
     pub async fn build(self, settings: Settings) -> Result<Application, StartupError> {
+        self.check_tools().map_err(StartupError)?;
         Application::build_extended(settings, self.extensions).await
+    }
+
+    fn check_tools(&self) -> Result<(), String> {
+        let mut taken: Vec<&str> = BackendTool::ALL.iter().map(|tool| tool.name()).collect();
+        for tool in &self.extensions.tools {
+            let name = tool.name();
+            let valid = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid {
+                return Err(format!(
+                    "tool {name:?}: a name is 1..64 letters, digits, '_' or '-'"
+                ));
+            }
+            if taken.contains(&name) {
+                return Err(format!("tool {name:?}: another tool has this name"));
+            }
+            if !is_valid_schema(&tool.parameters()) {
+                return Err(format!(
+                    "tool {name:?}: its parameters schema does not compile"
+                ));
+            }
+            taken.push(name);
+        }
+        Ok(())
     }
 
     /// What a host's `main` does: logging, settings from `config/`, `.env`

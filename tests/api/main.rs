@@ -3,6 +3,7 @@
 mod agui;
 mod assistant_socket;
 mod decisions;
+mod embed;
 mod fake_provider;
 mod helpers;
 mod host_actions;

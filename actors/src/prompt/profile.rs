@@ -41,6 +41,22 @@ impl Profile {
         }
     }
 
+    /// A profile given in code (embedding API): `(name, text)` parts, kept
+    /// in the given order, each trimmed like a file's.
+    pub fn from_parts(source: &str, parts: &[(&str, &str)]) -> Profile {
+        Profile {
+            source: source.to_string(),
+            parts: parts
+                .iter()
+                .map(|(name, text)| ProfilePart {
+                    name: name.to_string(),
+                    text: normalise(text),
+                })
+                .filter(|part| !part.text.is_empty())
+                .collect(),
+        }
+    }
+
     /// A profile that is one given text (`ASSISTANT__SYSTEM_PROMPT`).
     pub fn from_text(source: &str, text: &str) -> Profile {
         Profile {
