@@ -312,3 +312,35 @@ async fn page_scopes_name_mcp_tools_and_silent_decisions_exclude_them() {
         "no MCP tool in a silent decision: {silent:?}"
     );
 }
+
+#[actix_web::test]
+async fn cancelling_a_turn_interrupts_a_running_mcp_call() {
+    let app = app_with_mcp(
+        json!({"tests": stdio_server()}),
+        &[("MCP__CALL_TIMEOUT_SECONDS", "120")],
+    )
+    .await;
+    let turn = app.say(
+        "mcp-cancel",
+        "m1",
+        "call tests_sleep {\"seconds\": 100}",
+        None,
+    );
+    let canceller = async {
+        for _ in 0..500 {
+            if app.session("mcp-cancel").await["turn_running"] == true {
+                break;
+            }
+            actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        app.post_json("/api/chat/mcp-cancel/cancel", &json!({}))
+            .await
+    };
+    let ((_, reply), (status, cancel)) = futures_util::join!(turn, canceller);
+    assert_eq!(status, 200, "{cancel}");
+    assert_eq!(cancel["cancel_requested"], true, "{cancel}");
+    let records = tool_records(&app, "mcp-cancel").await;
+    let record = records.last().expect("a record");
+    assert_eq!(record["name"], "tests_sleep", "{reply}");
+    assert_eq!(record["status"], "cancelled", "{record}");
+}

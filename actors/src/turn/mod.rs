@@ -179,10 +179,14 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
                 .push(Segment::ToolGroup { tools: records });
             break TurnEnd::UsageLimit(reason);
         }
-        let (records, host_calls) = run_calls(&plan, response.calls, &sink, &mut overlay).await;
+        let ran = run_calls(&plan, response.calls, &sink, &mut overlay, &mut cancel).await;
+        let (records, host_calls, cancelled) = ran;
         assistant
             .segments
             .push(Segment::ToolGroup { tools: records });
+        if cancelled {
+            break TurnEnd::Cancelled;
+        }
         if !host_calls.is_empty() {
             break TurnEnd::HostCalls(host_calls);
         }
@@ -468,15 +472,19 @@ fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) 
 }
 
 /// Runs backend calls, announces host calls, and turns bad calls into retries.
+/// A cancel during a custom tool's call (which may wait on a network or a
+/// process) interrupts it and every call after it; the flag says so.
 async fn run_calls(
     plan: &TurnPlan,
     calls: Vec<RawCall>,
     sink: &EventSink,
     overlay: &mut ScreenshotOverlay,
-) -> (Vec<ToolRecord>, Vec<ToolCallId>) {
+    cancel: &mut CancelToken,
+) -> (Vec<ToolRecord>, Vec<ToolCallId>, bool) {
     let mut records = Vec::with_capacity(calls.len());
     let mut host_calls = Vec::new();
-    for call in calls {
+    let mut calls = calls.into_iter();
+    while let Some(call) = calls.next() {
         let (arguments, kind) = match check_call(plan, &call) {
             Ok(checked) => checked,
             Err((arguments, reason)) => {
@@ -528,8 +536,18 @@ async fn run_calls(
             ToolKind::Custom(tool) => {
                 let started = Instant::now();
                 let arguments = record.input.clone();
-                let (output, success) = match tool.call(arguments, plan.tool_context.clone()).await
-                {
+                let result = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => None,
+                    result = tool.call(arguments, plan.tool_context.clone()) => Some(result),
+                };
+                let Some(result) = result else {
+                    record.interrupt(CallStatus::Cancelled);
+                    records.push(record);
+                    records.extend(calls.map(|call| interrupted_record(plan, call)));
+                    return (records, host_calls, true);
+                };
+                let (output, success) = match result {
                     Ok(value) => (success_output(value), true),
                     Err(error) => (error.to_output(), false),
                 };
@@ -558,7 +576,7 @@ async fn run_calls(
         }
         records.push(record);
     }
-    (records, host_calls)
+    (records, host_calls, false)
 }
 
 /// Silent decisions: hold wins, one valid action is pending, several fail the
