@@ -136,7 +136,15 @@ impl Application {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
         // MCP servers connect before serving; one that fails is reported, not fatal.
-        let mcp = crate::mcp::connect_all(&settings.mcp_servers, settings.mcp_call_timeout).await;
+        let reserved: Vec<String> = actors::tools::BackendTool::ALL
+            .iter()
+            .map(|tool| tool.name().to_string())
+            .chain(settings.host_tools.iter().map(|tool| tool.name.clone()))
+            .chain(extensions.tools.iter().map(|tool| tool.name().to_string()))
+            .collect();
+        let mcp =
+            crate::mcp::connect_all(&settings.mcp_servers, settings.mcp_call_timeout, &reserved)
+                .await;
         extensions.tools.extend(mcp.tools);
         extensions.mcp_servers = mcp.servers;
         let runtime = build_runtime_with(&settings, store, &extensions);

@@ -24,8 +24,13 @@ pub struct McpTools {
     pub servers: Vec<Value>,
 }
 
-/// Connects every server at once and lists its tools.
-pub async fn connect_all(configs: &[McpServerConfig], call_timeout: Duration) -> McpTools {
+/// Connects every server at once and lists its tools. A tool whose name is
+/// in `reserved` (built-in, configured host and a Rust host's tools) is skipped.
+pub async fn connect_all(
+    configs: &[McpServerConfig],
+    call_timeout: Duration,
+    reserved: &[String],
+) -> McpTools {
     let connected = futures_util::future::join_all(configs.iter().map(|config| async move {
         let server = Arc::new(McpServer::new(config.clone(), call_timeout));
         let listed = server.list_tools().await;
@@ -33,7 +38,7 @@ pub async fn connect_all(configs: &[McpServerConfig], call_timeout: Duration) ->
     }))
     .await;
     let mut result = McpTools::default();
-    let mut taken: Vec<String> = Vec::new();
+    let mut taken: Vec<String> = reserved.to_vec();
     for (server, listed) in connected {
         let name = server.config.name.clone();
         let transport = server.config.transport_name();

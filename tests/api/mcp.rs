@@ -239,7 +239,10 @@ async fn a_server_that_fails_at_startup_is_reported_and_the_others_work() {
             "broken": {"command": "/nonexistent/mcp-server"},
             "tests": stdio_server(),
         }),
-        &[],
+        &[(
+            "TOOLS__HOST_TOOLS",
+            r#"{"tests_pid": {"description": "The host's own.", "parameters": {"type": "object"}}}"#,
+        )],
     )
     .await;
     let (status, health) = app.get("/health").await;
@@ -257,6 +260,11 @@ async fn a_server_that_fails_at_startup_is_reported_and_the_others_work() {
         .contains("/nonexistent/mcp-server"));
     let (_, tools) = app.get("/api/debug/tools").await;
     assert_eq!(tools["mcp_servers"][0]["connected"], false);
+    // A configured host tool keeps its name; the MCP tool is skipped.
+    assert_eq!(
+        tools["mcp_servers"][1]["skipped_tools"][0]["name"], "tests_pid",
+        "{tools}"
+    );
     let record = call(
         &app,
         "mcp-partial",
