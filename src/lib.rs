@@ -15,6 +15,8 @@
 //! - `observability`: request ids, the access log, `/metrics`.
 //! - `playground`: the static page at `GET /`.
 //! - `api_docs`: Swagger UI at `GET /docs`.
+//! - `mcp`: MCP servers' tools (rmcp client, stdio and streamable HTTP).
+//! - `embed`: `AssistantDefinition`, for Rust hosts building their own binary.
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
@@ -23,7 +25,9 @@ pub mod agui;
 pub mod api_docs;
 pub mod assistant_socket;
 pub mod cli;
+pub mod embed;
 pub mod errors;
+pub mod mcp;
 pub mod observability;
 pub mod playground;
 pub mod routes;

@@ -12,14 +12,17 @@ use std::time::Duration;
 
 use actors::history::{HistoryConfig, WorkingMemoryConfig};
 use actors::model::ModelId;
+use actors::prompt::profile::Profile;
 use actors::tools::HostToolConfig;
 use actors::turn::Budget;
+
+use crate::mcp::McpServerConfig;
 use serde_json::Value;
 
 use crate::access::config::{AccessSettings, ACCESS_KEYS};
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
-const OWNED_PREFIXES: [&str; 8] = [
+const OWNED_PREFIXES: [&str; 9] = [
     "SERVER__",
     "HISTORY__",
     "LLM__",
@@ -28,6 +31,7 @@ const OWNED_PREFIXES: [&str; 8] = [
     "DATABASE__",
     "ACCESS__",
     "SOCKETIO__",
+    "MCP__",
 ];
 
 const KNOWN_KEYS: &[&str] = &[
@@ -48,6 +52,7 @@ const KNOWN_KEYS: &[&str] = &[
     "ASSISTANT__MAX_TURNS",
     "ASSISTANT__THINKING_BUDGET",
     "ASSISTANT__SYSTEM_PROMPT",
+    "ASSISTANT__PROFILE",
     "ASSISTANT__BUDGET__TOOL_CALLS",
     "ASSISTANT__BUDGET__INPUT_TOKENS",
     "ASSISTANT__BUDGET__OUTPUT_TOKENS",
@@ -71,6 +76,7 @@ const KNOWN_KEYS: &[&str] = &[
     "SOCKETIO__PING_INTERVAL_MS",
     "SOCKETIO__PING_TIMEOUT_MS",
     "SOCKETIO__MAX_PAYLOAD",
+    "MCP__CALL_TIMEOUT_SECONDS",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -92,6 +98,8 @@ pub struct Settings {
     pub max_turns: u32,
     pub thinking_budget: Option<u32>,
     pub system_prompt: Option<String>,
+    /// `ASSISTANT__PROFILE`, read at startup; `None` is the builtin profile.
+    pub profile: Option<Profile>,
     pub budget: Budget,
     pub session_idle: Duration,
     pub session_ttl_hours: Option<u64>,
@@ -114,6 +122,10 @@ pub struct Settings {
     pub max_payload: usize,
     /// Compaction and working memory (`HISTORY__*` and friends).
     pub history: HistoryConfig,
+    /// MCP servers from `MCP_CONFIG_PATH` (default `mcp_servers.json`).
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// `MCP__CALL_TIMEOUT_SECONDS`: the longest an MCP call (or connect) may take.
+    pub mcp_call_timeout: Duration,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -266,6 +278,7 @@ impl Settings {
                 "ASSISTANT__THINKING_BUDGET",
             )?,
             system_prompt: get("ASSISTANT__SYSTEM_PROMPT").map(str::to_string),
+            profile: profile(get("ASSISTANT__PROFILE"), get("ASSISTANT__SYSTEM_PROMPT"))?,
             budget: Budget {
                 tool_calls: optional(
                     get("ASSISTANT__BUDGET__TOOL_CALLS"),
@@ -331,6 +344,12 @@ impl Settings {
                 1_000_000,
             )?,
             history: history(&get)?,
+            mcp_servers: mcp_servers(get("MCP_CONFIG_PATH"))?,
+            mcp_call_timeout: Duration::from_secs(positive(
+                get("MCP__CALL_TIMEOUT_SECONDS"),
+                "MCP__CALL_TIMEOUT_SECONDS",
+                30,
+            )?),
         })
     }
 }
@@ -486,6 +505,58 @@ fn request_models(value: Option<&str>) -> Result<Vec<ModelId>, SettingsError> {
             ModelId::parse(id).ok_or_else(|| bad(key, format!("{id:?}: expected provider:name")))
         })
         .collect()
+}
+
+/// `MCP_CONFIG_PATH`, default `mcp_servers.json` in the working directory.
+/// The default file may be missing (no servers); a path given explicitly must
+/// exist, so a typo is not silently "no tools".
+fn mcp_servers(path: Option<&str>) -> Result<Vec<McpServerConfig>, SettingsError> {
+    let key = "MCP_CONFIG_PATH";
+    let (path, explicit) = match path {
+        Some(path) => (path, true),
+        None => ("mcp_servers.json", false),
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && !explicit => {
+            return Ok(Vec::new())
+        }
+        Err(error) => return Err(bad(key, format!("cannot read {path}: {error}"))),
+    };
+    crate::mcp::config::parse(&text).map_err(|message| bad(key, format!("{path}: {message}")))
+}
+
+/// `ASSISTANT__PROFILE`: a directory of markdown parts, read now so a bad
+/// one stops startup. It and `ASSISTANT__SYSTEM_PROMPT` both say what the
+/// whole system prompt is, so setting both is refused rather than one
+/// silently winning.
+fn profile(
+    dir: Option<&str>,
+    system_prompt: Option<&str>,
+) -> Result<Option<Profile>, SettingsError> {
+    let key = "ASSISTANT__PROFILE";
+    let Some(dir) = dir else { return Ok(None) };
+    if system_prompt.is_some() {
+        return Err(bad(
+            key,
+            "set either ASSISTANT__PROFILE or ASSISTANT__SYSTEM_PROMPT, not both",
+        ));
+    }
+    Profile::load(Path::new(dir))
+        .map(Some)
+        .map_err(|message| bad(key, message))
+}
+
+impl Settings {
+    /// The profile the system prompt is composed from: `ASSISTANT__PROFILE`,
+    /// else `ASSISTANT__SYSTEM_PROMPT` as a one-part profile, else the builtin one.
+    pub fn effective_profile(&self) -> Profile {
+        match (&self.profile, &self.system_prompt) {
+            (Some(profile), _) => profile.clone(),
+            (None, Some(text)) => Profile::from_text("ASSISTANT__SYSTEM_PROMPT", text),
+            (None, None) => Profile::builtin(),
+        }
+    }
 }
 
 /// `LLM__PRIMARY_MODEL`: `provider:name` with a provider the runtime has.

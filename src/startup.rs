@@ -19,7 +19,6 @@ use actix_web::rt::net::TcpStream;
 use actix_web::{web, App, HttpResponse};
 use actors::model::catalog::StandardCatalog;
 use actors::model::providers::{ModelProviders, ProviderSettings};
-use actors::prompt::system::system_prompt;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
 use actors::store::postgres::{DatabaseError, PgStore};
@@ -29,6 +28,7 @@ use serde::Serialize;
 use tokio::net::TcpSocket;
 
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
+use crate::embed::Extensions;
 use crate::errors::ApiError;
 use crate::observability::access_log::access_log;
 use crate::observability::timed_store::TimedStore;
@@ -129,17 +129,25 @@ impl std::error::Error for StartupError {}
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        Application::build_extended(settings, Extensions::default()).await
+    }
+
+    /// `build` with a Rust host's additions (`embed::AssistantDefinition`).
+    pub async fn build_extended(
+        settings: Settings,
+        extensions: Extensions,
+    ) -> Result<Application, StartupError> {
         match &settings.database_url {
             None => {
                 let memory = Arc::new(match settings.max_memory_sessions {
                     0 => MemoryStore::new(),
                     max => MemoryStore::bounded(max),
                 });
-                Application::build_inner(settings, memory.clone(), Some(memory)).await
+                Application::build_inner(settings, memory.clone(), Some(memory), extensions).await
             }
             Some(url) => {
                 let store = Arc::new(open_postgres(&settings, url).await?);
-                Application::build_inner(settings, store, None).await
+                Application::build_inner(settings, store, None, extensions).await
             }
         }
     }
@@ -149,20 +157,33 @@ impl Application {
         settings: Settings,
         store: SharedStore,
     ) -> Result<Application, StartupError> {
-        Application::build_inner(settings, store, None).await
+        Application::build_inner(settings, store, None, Extensions::default()).await
     }
 
     async fn build_inner(
         settings: Settings,
         store: SharedStore,
         memory: Option<Arc<MemoryStore>>,
+        mut extensions: Extensions,
     ) -> Result<Application, StartupError> {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
+        // MCP servers connect before serving; one that fails is reported, not fatal.
+        let reserved: Vec<String> = actors::tools::BackendTool::ALL
+            .iter()
+            .map(|tool| tool.name().to_string())
+            .chain(settings.host_tools.iter().map(|tool| tool.name.clone()))
+            .chain(extensions.tools.iter().map(|tool| tool.name().to_string()))
+            .collect();
+        let mcp =
+            crate::mcp::connect_all(&settings.mcp_servers, settings.mcp_call_timeout, &reserved)
+                .await;
+        extensions.tools.extend(mcp.tools);
+        extensions.mcp_servers = mcp.servers;
         let metrics = Arc::new(Metrics::default());
         let store = TimedStore::wrap(store, metrics.clone());
-        let runtime = build_runtime(&settings, store);
+        let runtime = build_runtime_with(&settings, store, &extensions);
         if let Some(memory) = memory {
             // The bounded memory store never evicts a session whose actor is live.
             let live = runtime.liveness();
@@ -432,11 +453,24 @@ fn spawn_session_purge(store: SharedStore, ttl: Duration) {
 }
 
 pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
+    build_runtime_with(settings, store, &Extensions::default())
+}
+
+/// `build_runtime` plus MCP tools and a Rust host's tools, deps, profile and limits.
+pub fn build_runtime_with(
+    settings: &Settings,
+    store: SharedStore,
+    extensions: &Extensions,
+) -> Runtime {
     let tools = ToolRegistry {
         host_tools: settings.host_tools.clone(),
         page_scopes: settings.page_scopes.clone(),
         invalidations: settings.invalidations.clone(),
+        custom_tools: extensions.tools.clone(),
+        mcp_servers: extensions.mcp_servers.clone(),
+        deps_factory: extensions.deps.clone(),
     };
+    let profile = extensions.profile(settings);
     let deps = SessionDeps {
         store,
         models: Arc::new(catalog(settings)),
@@ -444,10 +478,11 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
         tools,
         config: SessionConfig {
             default_model: settings.primary_model.clone(),
-            system_prompt: system_prompt(settings.system_prompt.as_deref()),
-            max_turns: settings.max_turns,
+            system_prompt: profile.compose(),
+            profile,
+            max_turns: extensions.max_turns(settings),
             thinking_budget: settings.thinking_budget,
-            budget: settings.budget,
+            budget: extensions.budget(settings),
             idle_timeout: settings.session_idle,
             history: settings.history.clone(),
             request_models: settings.request_models.clone(),

@@ -18,6 +18,7 @@ use actors::model::catalog::ModelCatalog;
 use actors::model::echo::EchoModel;
 use actors::model::openai::OpenAiModel;
 use actors::model::{ModelClient, ModelId, ModelRequest, ModelStream, SharedModelClient};
+use actors::prompt::profile::Profile;
 use actors::prompt::system::system_prompt;
 use actors::session::{Caller, Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
@@ -111,6 +112,9 @@ async fn run(options: Options) {
             host_tools: Vec::new(),
             page_scopes: HashMap::new(),
             invalidations: HashMap::new(),
+            custom_tools: Vec::new(),
+            mcp_servers: Vec::new(),
+            deps_factory: None,
         },
         invalidations: Arc::new(HashMap::new()),
         config: SessionConfig {
@@ -119,6 +123,7 @@ async fn run(options: Options) {
                 name: "echo".into(),
             },
             system_prompt: system_prompt(None),
+            profile: Profile::builtin(),
             max_turns: 10,
             thinking_budget: None,
             budget: Default::default(),

@@ -1,12 +1,14 @@
-//! `GET /health`, `/livez`, `/readyz`, `/metrics`, `GET /api/models` and
-//! `GET /api/debug/tools`.
+//! `GET /health`, `/livez`, `/readyz`, `/metrics`, `GET /api/models`,
+//! `GET /api/debug/tools` and `GET /api/debug/prompt`.
 
 use actix_web::{web, HttpResponse};
-use actors::session::Runtime;
+use actors::session::{Runtime, SessionError};
 use serde::Serialize;
+use serde_json::json;
 use utoipa::ToSchema;
 
 use crate::access::Authenticated;
+use crate::errors::ApiError;
 use crate::observability::metrics::Snapshot;
 use crate::observability::Metrics;
 use crate::startup::ModelsInfo;
@@ -46,6 +48,9 @@ pub struct HealthComponents {
     pub store: StoreHealth,
     pub model: ModelHealth,
     pub sessions: SessionsHealth,
+    /// MCP servers as connected at startup: `{"healthy", "servers"}`.
+    #[schema(value_type = Object)]
+    pub mcp: serde_json::Value,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -93,6 +98,7 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
             sessions: SessionsHealth {
                 live: health.live_sessions,
             },
+            mcp: mcp_component(runtime.tools().mcp_servers.as_slice()),
         },
     };
     if health.healthy {
@@ -165,6 +171,38 @@ pub async fn models(_caller: Authenticated, models: web::Data<ModelsInfo>) -> Ht
     responses((status = 200, description = "The tool registry: backend tools, configured host tools, page scopes", body = Object)))]
 pub async fn debug_tools(_caller: Authenticated, runtime: web::Data<Runtime>) -> HttpResponse {
     HttpResponse::Ok().json(runtime.tools().describe())
+}
+
+/// The composed system prompt and the profile parts it came from, in order.
+/// Admins only: the prompt is the operator's configuration.
+#[utoipa::path(get, path = "/api/debug/prompt", tag = "operations",
+    responses((status = 200, description = "The composed system prompt and its profile parts", body = Object),
+        (status = 401, description = "No acceptable credentials", body = crate::errors::ErrorBody),
+        (status = 403, description = "Not an admin", body = crate::errors::ErrorBody)))]
+pub async fn debug_prompt(
+    Authenticated(caller): Authenticated,
+    runtime: web::Data<Runtime>,
+) -> Result<HttpResponse, ApiError> {
+    if !caller.admin {
+        return Err(SessionError::Forbidden("the system prompt is for admins".into()).into());
+    }
+    let config = &runtime.deps().config;
+    Ok(HttpResponse::Ok().json(json!({
+        "profile": config.profile.source,
+        "parts": config.profile.parts().iter().map(|part| part.name.as_str()).collect::<Vec<_>>(),
+        "system_prompt": config.system_prompt,
+        "bytes": config.system_prompt.len(),
+    })))
+}
+
+/// MCP servers as connected at startup. A failed server leaves its tools
+/// out but every turn can still be answered, so it does not make `/health` 503.
+fn mcp_component(servers: &[serde_json::Value]) -> serde_json::Value {
+    let connected = |server: &&serde_json::Value| server["connected"] == true;
+    json!({
+        "healthy": servers.iter().all(|server| connected(&server)),
+        "servers": servers,
+    })
 }
 
 /// One sentence for operators: why the model is unhealthy, or that the

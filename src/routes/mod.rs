@@ -30,6 +30,7 @@ pub const ROUTE_TABLE: &[(&str, &str)] = &[
     ("get", "/api/sessions/{session_id}/tree"),
     ("post", "/api/sessions/{session_id}/repair"),
     ("get", "/api/debug/tools"),
+    ("get", "/api/debug/prompt"),
     ("get", "/api/models"),
 ];
 
@@ -55,6 +56,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/api/sessions/{session_id}/tree").get(sessions::tree))
         .service(web::resource("/api/sessions/{session_id}/repair").post(sessions::repair))
         .service(web::resource("/api/debug/tools").get(health::debug_tools))
+        .service(web::resource("/api/debug/prompt").get(health::debug_prompt))
         .service(web::resource("/api/models").get(health::models))
         .configure(crate::playground::configure)
         .configure(crate::api_docs::configure);

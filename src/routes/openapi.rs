@@ -37,6 +37,7 @@ use crate::routes::{chat, health, sessions};
         sessions::tree,
         sessions::repair,
         health::debug_tools,
+        health::debug_prompt,
         health::models,
     ),
     components(schemas(MessageBody, ErrorBody))

@@ -92,6 +92,8 @@ pub enum NoteOrigin {
 pub enum ToolCategory {
     Backend,
     Host,
+    /// A backend tool served by an MCP server (`<server>_<tool>`).
+    Mcp,
 }
 
 /// One tool call and, once known, its result.

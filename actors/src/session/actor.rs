@@ -1310,6 +1310,7 @@ impl SessionActor {
             output_mode,
             invalidations: self.deps.invalidations.clone(),
             screenshot: self.screenshot.clone(),
+            tool_context: self.deps.tools.tool_context(self.id.as_str()),
         };
         let (cancel, token) = CancelHandle::new();
         let (steering_tx, steering_rx) = mpsc::channel(MAX_QUEUED_STEERING);

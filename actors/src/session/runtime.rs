@@ -37,7 +37,10 @@ const IDLE_SWEEP_PERIOD: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
     pub default_model: ModelId,
+    /// The composed `profile`, computed once: the same bytes every turn.
     pub system_prompt: String,
+    /// What the system prompt was composed from (`GET /api/debug/prompt`).
+    pub profile: crate::prompt::profile::Profile,
     /// Model requests per turn (`ASSISTANT__MAX_TURNS`); requests may only lower it.
     pub max_turns: u32,
     /// Ceiling on thinking tokens and their default; `None` leaves thinking

@@ -1,12 +1,19 @@
-//! Tools: the backend tools the runtime runs itself, the host tools the host
+//! Tools: the backend tools the runtime runs itself (built in, or supplied
+//! at startup through `Tool`: a Rust host's own and MCP servers'), the host tools the host
 //! runs (configured ones and the actions a host context declares), and the
 //! per-turn `ToolSet` the model is offered. Arguments are checked against each
 //! tool's JSON schema before anything runs them.
 
 mod backend;
+mod custom;
 mod registry;
 mod schema;
 
 pub use backend::{BackendOutput, BackendTool};
-pub use registry::{HostToolConfig, OfferedTool, ToolKind, ToolRegistry, ToolSet, HOLD_TOOL};
+pub use custom::{
+    success_output, SharedTool, Tool, ToolContext, ToolError, ToolFuture, ToolResult,
+};
+pub use registry::{
+    DepsFactory, HostToolConfig, OfferedTool, ToolKind, ToolRegistry, ToolSet, HOLD_TOOL,
+};
 pub use schema::{check_arguments, is_valid_schema};

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::backend::BackendTool;
+use super::custom::{SharedTool, ToolContext};
 use crate::contract::{HostContext, OutputMode};
 use crate::conversation::ToolCategory;
 use crate::model::ToolSpec;
@@ -31,11 +32,33 @@ pub struct ToolRegistry {
     pub page_scopes: HashMap<String, Vec<String>>,
     /// Tool name → what its success invalidates on the host (echoed in tool_result).
     pub invalidations: HashMap<String, Vec<String>>,
+    /// Backend tools supplied at startup (a Rust host's own, MCP servers'),
+    /// offered after the built-in ones in this order.
+    pub custom_tools: Vec<SharedTool>,
+    /// What `GET /api/debug/tools` and `/health` say about MCP servers
+    /// (a JSON array, one object per configured server).
+    pub mcp_servers: Vec<Value>,
+    /// Makes the per-turn context custom tools receive (embedding API).
+    pub deps_factory: Option<DepsFactory>,
+}
+
+/// A turn's deps, as the host's factory made them (`ToolContext::deps`).
+pub type TurnDeps = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+/// Makes a turn's tool deps from its session id: called once per accepted turn.
+#[derive(Clone)]
+pub struct DepsFactory(pub std::sync::Arc<dyn Fn(&str) -> TurnDeps + Send + Sync>);
+
+impl std::fmt::Debug for DepsFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DepsFactory")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToolKind {
     Backend(BackendTool),
+    Custom(SharedTool),
     Host,
     Hold,
 }
@@ -50,8 +73,9 @@ pub struct OfferedTool {
 
 impl OfferedTool {
     pub fn category(&self) -> ToolCategory {
-        match self.kind {
+        match &self.kind {
             ToolKind::Backend(_) => ToolCategory::Backend,
+            ToolKind::Custom(tool) => tool.category(),
             ToolKind::Host | ToolKind::Hold => ToolCategory::Host,
         }
     }
@@ -119,6 +143,19 @@ impl ToolRegistry {
                 kind: ToolKind::Backend(backend),
             });
         }
+        for tool in &self.custom_tools {
+            if let Some(allowed) = scope {
+                if !allowed.iter().any(|name| name == tool.name()) {
+                    continue;
+                }
+            }
+            tools.push(OfferedTool {
+                name: tool.name().to_string(),
+                description: tool.description().to_string(),
+                parameters: tool.parameters(),
+                kind: ToolKind::Custom(tool.clone()),
+            });
+        }
         for host_tool in &self.host_tools {
             tools.push(OfferedTool {
                 name: host_tool.name.clone(),
@@ -127,7 +164,11 @@ impl ToolRegistry {
                 kind: ToolKind::Host,
             });
         }
-        let reserved: Vec<&str> = BackendTool::ALL.iter().map(|tool| tool.name()).collect();
+        let reserved: Vec<&str> = BackendTool::ALL
+            .iter()
+            .map(|tool| tool.name())
+            .chain(self.custom_tools.iter().map(|tool| tool.name()))
+            .collect();
         let configured: Vec<&str> = self
             .host_tools
             .iter()
@@ -146,10 +187,30 @@ impl ToolRegistry {
                 "description": tool.description(),
                 "parameters": tool.parameters(),
             })).collect::<Vec<_>>(),
+            "custom_tools": self.custom_tools.iter().map(|tool| json!({
+                "name": tool.name(),
+                "description": tool.description(),
+                "parameters": tool.parameters(),
+                "category": tool.category(),
+            })).collect::<Vec<_>>(),
+            "mcp_servers": self.mcp_servers,
             "host_tools": self.host_tools,
             "page_scopes": self.page_scopes,
             "invalidations": self.invalidations,
         })
+    }
+}
+
+impl ToolRegistry {
+    /// The context custom tools get in a turn of `session_id`.
+    pub fn tool_context(&self, session_id: &str) -> ToolContext {
+        ToolContext {
+            session_id: session_id.to_string(),
+            deps: self
+                .deps_factory
+                .as_ref()
+                .map(|factory| (factory.0)(session_id)),
+        }
     }
 }
 

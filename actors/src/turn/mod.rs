@@ -33,7 +33,7 @@ use crate::model::{
     ChatItem, ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
     TokenUsage,
 };
-use crate::tools::{check_arguments, ToolKind, ToolSet};
+use crate::tools::{check_arguments, success_output, ToolContext, ToolKind, ToolSet};
 
 /// Text delivered into a live turn before the model's next request.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,6 +56,8 @@ pub struct TurnPlan {
     pub invalidations: Arc<HashMap<String, Vec<String>>>,
     /// The turn's latest screenshot (data URI), for `look_at_screen`.
     pub screenshot: Option<String>,
+    /// What custom tools (`tools::Tool`) receive with each call.
+    pub tool_context: ToolContext,
 }
 
 pub struct TurnInput {
@@ -179,11 +181,22 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             break TurnEnd::UsageLimit(reason);
         }
         let group_index = assistant.segments.len();
-        let (records, host_calls) =
-            run_calls(&plan, response.calls, group_index, &sink, &mut overlay);
+        let ran = run_calls(
+            &plan,
+            response.calls,
+            group_index,
+            &sink,
+            &mut overlay,
+            &mut cancel,
+        )
+        .await;
+        let (records, host_calls, cancelled) = ran;
         assistant
             .segments
             .push(Segment::ToolGroup { tools: records });
+        if cancelled {
+            break TurnEnd::Cancelled;
+        }
         if !host_calls.is_empty() {
             break TurnEnd::HostCalls(host_calls);
         }
@@ -505,16 +518,20 @@ fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) 
 }
 
 /// Runs backend calls, announces host calls, and turns bad calls into retries.
-fn run_calls(
+/// A cancel during a custom tool's call (which may wait on a network or a
+/// process) interrupts it and every call after it; the flag says so.
+async fn run_calls(
     plan: &TurnPlan,
     calls: Vec<RawCall>,
     group_index: usize,
     sink: &EventSink,
     overlay: &mut ScreenshotOverlay,
-) -> (Vec<ToolRecord>, Vec<ToolCallId>) {
+    cancel: &mut CancelToken,
+) -> (Vec<ToolRecord>, Vec<ToolCallId>, bool) {
     let mut records = Vec::with_capacity(calls.len());
     let mut host_calls = Vec::new();
-    for call in calls {
+    let mut calls = calls.into_iter();
+    while let Some(call) = calls.next() {
         let (arguments, kind) = match check_call(plan, &call) {
             Ok(checked) => checked,
             Err((arguments, reason)) => {
@@ -528,9 +545,10 @@ fn run_calls(
                 continue;
             }
         };
-        let category = match kind {
+        let category = match &kind {
             ToolKind::Backend(_) => ToolCategory::Backend,
-            _ => ToolCategory::Host,
+            ToolKind::Custom(tool) => tool.category(),
+            ToolKind::Host | ToolKind::Hold => ToolCategory::Host,
         };
         sink.send(TurnEvent::ToolCall(ToolCallEvent {
             tool_name: call.name.clone(),
@@ -564,11 +582,50 @@ fn run_calls(
                     invalidates: plan.invalidations.get(&record.name).cloned(),
                 }));
             }
+            ToolKind::Custom(tool) => {
+                let started = Instant::now();
+                let arguments = record.input.clone();
+                let result = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => None,
+                    result = tool.call(arguments, plan.tool_context.clone()) => Some(result),
+                };
+                let Some(result) = result else {
+                    record.interrupt(CallStatus::Cancelled);
+                    records.push(record);
+                    records.extend(calls.map(|call| interrupted_record(plan, call)));
+                    return (records, host_calls, true);
+                };
+                let (output, success) = match result {
+                    Ok(value) => (success_output(value), true),
+                    Err(error) => (error.to_output(), false),
+                };
+                record.outcome = Some(if success {
+                    CallOutcome::Success
+                } else {
+                    CallOutcome::Failed
+                });
+                if !success {
+                    record.status = Some(CallStatus::Failed);
+                }
+                record.output = Some(output.clone());
+                let invalidates = plan.invalidations.get(&record.name).cloned().or_else(|| {
+                    let own = tool.invalidates();
+                    (!own.is_empty()).then_some(own)
+                });
+                sink.send(TurnEvent::ToolResult(ToolResultEvent {
+                    tool_name: record.name.clone(),
+                    output,
+                    call_id: record.id.to_string(),
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    invalidates,
+                }));
+            }
             ToolKind::Host | ToolKind::Hold => host_calls.push(record.id.clone()),
         }
         records.push(record);
     }
-    (records, host_calls)
+    (records, host_calls, false)
 }
 
 /// Silent decisions: hold wins, one valid action is pending, several fail the

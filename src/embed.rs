@@ -1,0 +1,216 @@
+//! The embedding API: a Rust host builds its own runtime binary from this
+//! crate and `actors`, without forking. `AssistantDefinition` takes the
+//! host's backend tools (`actors::tools::Tool`), a per-turn deps factory,
+//! the profile, usage limits (the stricter of these and the settings apply)
+//! and an `authenticate` hook, then builds the same `Application` the
+//! `assistant-runtime` binary serves. See `examples/embedded_host.rs`.
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::Arc;
+
+use actors::prompt::profile::Profile;
+use actors::tools::{is_valid_schema, BackendTool, DepsFactory, SharedTool, Tool};
+use actors::turn::Budget;
+use serde_json::Value;
+
+use crate::settings::Settings;
+use crate::startup::{Application, StartupError};
+
+/// What `build` adds to the settings' runtime. `Default` adds nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Extensions {
+    /// Backend tools offered after the built-in ones, in this order.
+    pub tools: Vec<SharedTool>,
+    /// Reports of MCP servers (filled by startup).
+    pub mcp_servers: Vec<Value>,
+    pub deps: Option<DepsFactory>,
+    /// Used when neither `ASSISTANT__PROFILE` nor `ASSISTANT__SYSTEM_PROMPT` is set.
+    pub profile: Option<Profile>,
+    pub max_turns: Option<u32>,
+    pub budget: Budget,
+}
+
+impl Extensions {
+    /// The profile the system prompt comes from: an operator's setting wins
+    /// over the host's default profile, which wins over the builtin one.
+    pub fn profile(&self, settings: &Settings) -> Profile {
+        match (&self.profile, &settings.profile, &settings.system_prompt) {
+            (Some(profile), None, None) => profile.clone(),
+            _ => settings.effective_profile(),
+        }
+    }
+
+    /// The stricter of the settings' and the host's limits.
+    pub fn max_turns(&self, settings: &Settings) -> u32 {
+        self.max_turns
+            .map_or(settings.max_turns, |own| own.min(settings.max_turns))
+    }
+
+    pub fn budget(&self, settings: &Settings) -> Budget {
+        fn stricter<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        let ours = self.budget;
+        let theirs = settings.budget;
+        Budget {
+            tool_calls: stricter(ours.tool_calls, theirs.tool_calls),
+            input_tokens: stricter(ours.input_tokens, theirs.input_tokens),
+            output_tokens: stricter(ours.output_tokens, theirs.output_tokens),
+            total_tokens: stricter(ours.total_tokens, theirs.total_tokens),
+        }
+    }
+}
+
+/// What a request presents to be identified: its HTTP headers (lower-case
+/// names), or a socket's `auth` payload.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Credentials {
+    pub headers: Vec<(String, String)>,
+    pub socket_auth: Option<Value>,
+}
+
+impl Credentials {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// Who a request acts for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub id: String,
+}
+
+/// Why a request was refused; its sentence goes back to the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub message: String,
+}
+
+/// Maps credentials to a principal or a refusal (`ACCESS__MODE=host`).
+pub type AuthenticateHook = Arc<dyn Fn(&Credentials) -> Result<Principal, Refusal> + Send + Sync>;
+
+/// A host's assistant: its tools, deps, profile, limits and authentication.
+#[derive(Default)]
+pub struct AssistantDefinition {
+    extensions: Extensions,
+    authenticate: Option<AuthenticateHook>,
+}
+
+impl AssistantDefinition {
+    pub fn new() -> AssistantDefinition {
+        AssistantDefinition::default()
+    }
+
+    /// Adds a backend tool. Its name must not be a built-in tool's.
+    pub fn tool(mut self, tool: impl Tool) -> AssistantDefinition {
+        self.extensions.tools.push(SharedTool::new(tool));
+        self
+    }
+
+    /// Makes the deps each accepted turn's tools receive (`ToolContext::deps`),
+    /// from the session id.
+    pub fn deps<T, F>(mut self, factory: F) -> AssistantDefinition
+    where
+        T: Any + Send + Sync,
+        F: Fn(&str) -> T + Send + Sync + 'static,
+    {
+        self.extensions.deps = Some(DepsFactory(Arc::new(move |session_id| {
+            Arc::new(factory(session_id)) as Arc<dyn Any + Send + Sync>
+        })));
+        self
+    }
+
+    /// The default profile (an operator's `ASSISTANT__PROFILE` still wins).
+    pub fn profile(mut self, profile: Profile) -> AssistantDefinition {
+        self.extensions.profile = Some(profile);
+        self
+    }
+
+    /// `profile` from a directory of markdown parts.
+    pub fn profile_dir(self, dir: impl AsRef<Path>) -> Result<AssistantDefinition, String> {
+        Ok(self.profile(Profile::load(dir.as_ref())?))
+    }
+
+    /// Model requests per turn; the stricter of this and `ASSISTANT__MAX_TURNS` applies.
+    pub fn max_turns(mut self, max_turns: u32) -> AssistantDefinition {
+        self.extensions.max_turns = Some(max_turns);
+        self
+    }
+
+    /// Per-turn ceilings; each is the stricter of this and `ASSISTANT__BUDGET__*`.
+    pub fn budget(mut self, budget: Budget) -> AssistantDefinition {
+        self.extensions.budget = budget;
+        self
+    }
+
+    /// The authenticate hook for `ACCESS__MODE=host`. Kept here for the
+    /// access-control layer to call; this runtime does not call it yet.
+    pub fn authenticate<F>(mut self, hook: F) -> AssistantDefinition
+    where
+        F: Fn(&Credentials) -> Result<Principal, Refusal> + Send + Sync + 'static,
+    {
+        self.authenticate = Some(Arc::new(hook));
+        self
+    }
+
+    pub fn authenticate_hook(&self) -> Option<&AuthenticateHook> {
+        self.authenticate.as_ref()
+    }
+
+    /// Builds the server (store, MCP servers, models) from `settings`. A
+    /// tool with a bad or taken name, or a schema that does not compile, is
+    /// a startup error naming it.
+    pub async fn build(self, settings: Settings) -> Result<Application, StartupError> {
+        self.check_tools().map_err(StartupError)?;
+        Application::build_extended(settings, self.extensions).await
+    }
+
+    fn check_tools(&self) -> Result<(), String> {
+        let mut taken: Vec<&str> = BackendTool::ALL.iter().map(|tool| tool.name()).collect();
+        for tool in &self.extensions.tools {
+            let name = tool.name();
+            let valid = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid {
+                return Err(format!(
+                    "tool {name:?}: a name is 1..64 letters, digits, '_' or '-'"
+                ));
+            }
+            if taken.contains(&name) {
+                return Err(format!("tool {name:?}: another tool has this name"));
+            }
+            if !is_valid_schema(&tool.parameters()) {
+                return Err(format!(
+                    "tool {name:?}: its parameters schema does not compile"
+                ));
+            }
+            taken.push(name);
+        }
+        Ok(())
+    }
+
+    /// What a host's `main` does: logging, settings from `config/`, `.env`
+    /// and the environment, then serve until stopped.
+    pub async fn serve(self) -> Result<(), StartupError> {
+        let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+            .try_init();
+        let settings =
+            Settings::load(Path::new("config")).map_err(|error| StartupError(error.to_string()))?;
+        let application = self.build(settings).await?;
+        application
+            .run_until_stopped()
+            .await
+            .map_err(|error| StartupError(format!("server stopped: {error}")))
+    }
+}

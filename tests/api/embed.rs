@@ -1,0 +1,224 @@
+//! The embedding API: `examples/embedded_host.rs` is built and run as its own
+//! process and driven over HTTP (its tool with per-turn deps, its profile);
+//! `AssistantDefinition` in process (limits are the stricter of both).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use actors::prompt::profile::Profile;
+use actors::tools::{Tool, ToolContext, ToolFuture};
+use actors::turn::Budget;
+use assistant_runtime::embed::{AssistantDefinition, Credentials, Extensions};
+use assistant_runtime::settings::Settings;
+use serde_json::{json, Value};
+
+use crate::helpers::TestApp;
+use crate::process::{example_binary, ServerProcess};
+
+/// Every tool record of the session's active path.
+async fn tool_records(app: &TestApp, session_id: &str) -> Vec<Value> {
+    let (status, messages) = app
+        .get(&format!("/api/sessions/{session_id}/messages"))
+        .await;
+    assert_eq!(status, 200, "{messages}");
+    messages
+        .as_array()
+        .or_else(|| messages["messages"].as_array())
+        .expect("messages")
+        .iter()
+        .flat_map(|message| message["segments"].as_array().cloned().unwrap_or_default())
+        .filter(|segment| segment["kind"] == "tool_group")
+        .flat_map(|segment| segment["tools"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[actix_web::test]
+async fn the_embedded_host_example_serves_its_tool_deps_and_profile() {
+    let binary = example_binary("embedded_host");
+    let server = ServerProcess::start(Path::new(&binary), &[]).await;
+    let app = &server.app;
+
+    let (status, tools) = app.get("/api/debug/tools").await;
+    assert_eq!(status, 200);
+    assert_eq!(tools["custom_tools"][0]["name"], "order_status");
+    assert_eq!(tools["custom_tools"][0]["category"], "backend");
+    let (_, prompt) = app.get("/api/debug/prompt").await;
+    assert_eq!(prompt["profile"], "embedded_host");
+    assert_eq!(
+        prompt["system_prompt"],
+        "You are the Demo Shop assistant.\n\nOrders have ids like A-17."
+    );
+
+    let (status, reply) = app
+        .say(
+            "shop-1",
+            "m1",
+            "call order_status {\"order_id\": \"A-17\"}",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}: {}", server.log_text());
+    let record = tool_records(app, "shop-1").await.pop().expect("a record");
+    assert_eq!(record["category"], "backend");
+    assert_eq!(
+        record["output"],
+        json!({"order_id": "A-17", "status": "shipped", "shop": "Demo Shop", "session_id": "shop-1", "success": true})
+    );
+
+    let (status, reply) = app
+        .say(
+            "shop-1",
+            "m2",
+            "call order_status {\"order_id\": \"missing\"}",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    let record = tool_records(app, "shop-1").await.pop().expect("a record");
+    assert_eq!(
+        record["output"],
+        json!({"success": false, "error": "no such order", "error_code": "not_found"})
+    );
+    let (status, reply) = app.say("shop-1", "m3", "call order_status {}", None).await;
+    assert_eq!(status, 200, "{reply}");
+    let record = tool_records(app, "shop-1").await.pop().expect("a record");
+    assert_eq!(record["output"]["error_code"], "invalid_arguments");
+}
+
+struct Ping;
+
+impl Tool for Ping {
+    fn name(&self) -> &str {
+        "ping"
+    }
+    fn description(&self) -> &str {
+        "Answers pong."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}})
+    }
+    fn call(&self, _arguments: Value, context: ToolContext) -> ToolFuture {
+        let count = context.deps::<u32>().copied();
+        Box::pin(async move { Ok(json!(format!("pong {count:?}"))) })
+    }
+}
+
+fn settings(values: &[(&str, &str)]) -> Settings {
+    let mut map = BTreeMap::new();
+    map.insert("SERVER__PORT".to_string(), "0".to_string());
+    for (key, value) in values {
+        map.insert(key.to_string(), value.to_string());
+    }
+    Settings::from_map(&map).expect("valid settings")
+}
+
+#[actix_web::test]
+async fn a_definition_builds_in_process_and_a_scalar_result_is_wrapped() {
+    let application = AssistantDefinition::new()
+        .tool(Ping)
+        .deps(|_session_id| 7u32)
+        .build(settings(&[]))
+        .await
+        .expect("builds");
+    let port = application.port();
+    actix_web::rt::spawn(application.run_until_stopped());
+    let app = TestApp {
+        address: format!("http://127.0.0.1:{port}"),
+        port,
+        client: reqwest::Client::new(),
+    };
+    let (status, reply) = app.say("ping", "m1", "call ping {}", None).await;
+    assert_eq!(status, 200, "{reply}");
+    let record = tool_records(&app, "ping").await.pop().expect("a record");
+    assert_eq!(
+        record["output"],
+        json!({"success": true, "result": "pong Some(7)"})
+    );
+}
+
+#[test]
+fn limits_are_the_stricter_and_an_operator_profile_wins() {
+    let extensions = Extensions {
+        max_turns: Some(20),
+        budget: Budget {
+            tool_calls: Some(3),
+            total_tokens: Some(1000),
+            ..Budget::default()
+        },
+        profile: Some(Profile::from_parts("host", &[("persona.md", "Host.")])),
+        ..Extensions::default()
+    };
+    let configured = settings(&[
+        ("ASSISTANT__MAX_TURNS", "5"),
+        ("ASSISTANT__BUDGET__TOOL_CALLS", "10"),
+        ("ASSISTANT__BUDGET__INPUT_TOKENS", "500"),
+    ]);
+    assert_eq!(extensions.max_turns(&configured), 5);
+    assert_eq!(
+        extensions.budget(&configured),
+        Budget {
+            tool_calls: Some(3),
+            input_tokens: Some(500),
+            output_tokens: None,
+            total_tokens: Some(1000),
+        }
+    );
+    assert_eq!(extensions.profile(&configured).compose(), "Host.");
+    let operator = settings(&[("ASSISTANT__SYSTEM_PROMPT", "Operator.")]);
+    assert_eq!(extensions.profile(&operator).compose(), "Operator.");
+}
+
+#[test]
+fn the_authenticate_hook_is_kept_for_access_control() {
+    let definition = AssistantDefinition::new().authenticate(|credentials| {
+        credentials
+            .header("Authorization")
+            .map(|_| assistant_runtime::embed::Principal { id: "u".into() })
+            .ok_or(assistant_runtime::embed::Refusal {
+                message: "no".into(),
+            })
+    });
+    let hook = definition.authenticate_hook().expect("a hook");
+    let with_header = Credentials {
+        headers: vec![("authorization".into(), "Bearer x".into())],
+        socket_auth: None,
+    };
+    assert_eq!(hook(&with_header).expect("accepted").id, "u");
+    assert!(hook(&Credentials::default()).is_err());
+}
+
+struct Named(&'static str);
+
+impl Tool for Named {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn description(&self) -> &str {
+        "A tool."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn call(&self, _arguments: Value, _context: ToolContext) -> ToolFuture {
+        Box::pin(async { Ok(Value::Null) })
+    }
+}
+
+#[actix_web::test]
+async fn a_tool_named_like_a_builtin_or_twice_stops_startup() {
+    for (tools, expected) in [
+        (vec!["get_time"], "get_time"),
+        (vec!["lookup", "lookup"], "lookup"),
+        (vec!["bad name"], "bad name"),
+    ] {
+        let mut definition = AssistantDefinition::new();
+        for name in tools {
+            definition = definition.tool(Named(name));
+        }
+        let error = match definition.build(settings(&[])).await {
+            Ok(_) => panic!("{expected} should be refused"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains(expected), "{error}");
+    }
+}
