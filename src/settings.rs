@@ -432,12 +432,16 @@ fn parse_host_tools(key: &str, text: &str) -> Result<Vec<HostToolConfig>, Settin
             .get("parameters")
             .cloned()
             .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
-        if parameters.get("type").and_then(Value::as_str) != Some("object")
-            || !actors::tools::is_valid_schema(&parameters)
-        {
+        if parameters.get("type").and_then(Value::as_str) != Some("object") {
             return Err(bad(
                 key,
                 format!("tool {name:?}: parameters must be a JSON schema of type object"),
+            ));
+        }
+        if let Err(problem) = actors::tools::check_schema(&parameters) {
+            return Err(bad(
+                key,
+                format!("tool {name:?}: parameters are not a usable JSON schema: {problem}"),
             ));
         }
         parsed.push(HostToolConfig {

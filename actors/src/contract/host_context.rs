@@ -117,7 +117,7 @@ pub struct HostAction {
     pub name: String,
     /// Non-empty.
     pub description: String,
-    /// A JSON schema of type object that valico compiles; host-owned keys.
+    /// A JSON schema of type object that `tools::check_schema` accepts; host-owned keys.
     pub parameters: Value,
 }
 
@@ -338,7 +338,8 @@ fn parse_action(value: &Value, path: &str) -> Result<HostAction, ValidationError
     })
 }
 
-/// An action's parameters: a JSON schema object of `"type": "object"` that compiles.
+/// An action's parameters: a JSON schema object of `"type": "object"` that can
+/// be checked safely (`tools::check_schema`: bounded, no `$ref` cycle, linear regexes).
 fn check_parameters(parameters: &Value) -> Result<(), String> {
     let Some(schema) = parameters.as_object() else {
         return Err("expected a JSON schema object".to_string());
@@ -346,11 +347,8 @@ fn check_parameters(parameters: &Value) -> Result<(), String> {
     if schema.get("type") != Some(&Value::String("object".to_string())) {
         return Err("must be a JSON schema with \"type\": \"object\"".to_string());
     }
-    let mut scope = valico::json_schema::Scope::new();
-    if let Err(err) = scope.compile_and_return(parameters.clone(), false) {
-        return Err(format!("not a valid JSON schema: {err}"));
-    }
-    Ok(())
+    crate::tools::check_schema(parameters)
+        .map_err(|problem| format!("not a usable JSON schema: {problem}"))
 }
 
 /// `{name: {"state"?, "summary"?}}`: names are the host's, the inner keys the contract's.
