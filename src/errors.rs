@@ -89,6 +89,8 @@ pub fn socket_error(error: &SessionError) -> Value {
 
 /// Parses a JSON body, naming `body` when it is not JSON.
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    // Before parsing: the parser recurses, and its own limit names no path.
+    actors::contract::depth::check_text(bytes, "")?;
     serde_json::from_slice(bytes).map_err(|error| {
         ApiError::from(ValidationError {
             path: "body".into(),

@@ -10,6 +10,7 @@
 
 pub mod attachment;
 pub mod body;
+pub mod depth;
 #[doc(hidden)]
 pub mod cases;
 pub mod error;
@@ -20,6 +21,7 @@ mod keys;
 pub use attachment::{
     Attachment, AttachmentKind, AttachmentPurpose, AttachmentSource, MAX_ATTACHMENT_CONTENT_CHARS,
 };
+pub use depth::MAX_JSON_DEPTH;
 pub use body::{ChatRequest, Continuation, MessageType, OutputMode, RequestConfig, ToolOutcome};
 pub use error::ValidationError;
 pub use host_context::{

@@ -148,7 +148,7 @@ impl Runtime {
         M::Result: Send,
         SessionActor: Handler<M>,
     {
-        for _attempt in 0..2 {
+        for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(id, &self.deps);
             match addr.send(make()).await {
                 Ok(result) => return Ok(result),
@@ -158,6 +158,29 @@ impl Runtime {
             }
         }
         Err(self.why_unavailable("session actor unavailable").await)
+    }
+
+    /// `ask` for a request about a session that must already exist: if its
+    /// actor kept stopping (a read of an unknown id stops the actor it
+    /// started, and a burst of such reads can race each other), the store
+    /// decides between 404 and 503.
+    async fn ask_existing<M>(
+        &self,
+        id: &SessionId,
+        make: impl Fn() -> M,
+    ) -> Result<M::Result, SessionError>
+    where
+        M: actix::Message + Send + 'static,
+        M::Result: Send,
+        SessionActor: Handler<M>,
+    {
+        match self.ask(id, make).await {
+            Err(SessionError::Restarting(cause)) => match self.deps.store.load(id).await {
+                Ok(None) => Err(SessionError::NotFound(id.to_string())),
+                _ => Err(SessionError::Restarting(cause)),
+            },
+            other => other,
+        }
     }
 
     /// Why a session's actor could not take a request: most often it stopped
@@ -225,7 +248,7 @@ impl Runtime {
     }
 
     pub async fn session(&self, id: &SessionId) -> Result<SessionInfo, SessionError> {
-        self.ask(id, || GetInfo).await?
+        self.ask_existing(id, || GetInfo).await?
     }
 
     pub async fn messages(
@@ -233,22 +256,36 @@ impl Runtime {
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask(id, || GetPath {
+        self.ask_existing(id, || GetPath {
             leaf_id: leaf_id.clone(),
         })
         .await?
     }
 
     pub async fn tree(&self, id: &SessionId) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask(id, || GetTree).await?
+        self.ask_existing(id, || GetTree).await?
     }
 
     pub async fn repair(&self, id: &SessionId) -> Result<SessionInfo, SessionError> {
-        self.ask(id, || RepairSession).await?
+        self.ask_existing(id, || RepairSession).await?
     }
 
+    /// Deletes through the actor; a session its actor cannot load (stored
+    /// data it cannot read back, e.g. nested deeper than serde_json decodes,
+    /// written before the depth limit existed) is deleted in the store
+    /// directly, so no stored session is ever beyond removal.
     pub async fn delete(&self, id: &SessionId) -> Result<bool, SessionError> {
-        self.ask(id, || DeleteSession).await?
+        match self.ask_existing(id, || DeleteSession).await {
+            Ok(Err(SessionError::Internal(cause))) | Err(SessionError::Restarting(cause)) => {
+                log::warn!("session {id}: deleting in the store directly ({cause})");
+                if let Some(addr) = self.live(id) {
+                    self.registry.remove(id, &addr);
+                }
+                Ok(self.deps.store.delete(id).await?)
+            }
+            Ok(result) => result,
+            Err(error) => Err(error),
+        }
     }
 
     pub async fn list(&self, limit: u32, offset: u32) -> Result<Vec<SessionSummary>, SessionError> {

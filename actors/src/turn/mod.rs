@@ -82,6 +82,8 @@ pub enum TurnEnd {
     Cancelled,
     UsageLimit(String),
     Failed(ModelError),
+    /// The turn's own code panicked; the message is the panic's.
+    Panicked(String),
 }
 
 pub struct TurnOutput {
@@ -90,6 +92,34 @@ pub struct TurnOutput {
     /// Handed back so the actor can collect steering that arrived after the
     /// turn's last look (it is promoted to a turn of its own).
     pub steering: mpsc::UnboundedReceiver<SteeringNote>,
+}
+
+/// `run_turn` with a panic anywhere inside it caught: it becomes a failed
+/// turn of this session (`Panicked`, with the message as it was before the
+/// turn), never a dead actor or thread.
+pub async fn run_turn_guarded(input: TurnInput) -> TurnOutput {
+    use futures_util::FutureExt;
+    let assistant = input.assistant.clone();
+    match std::panic::AssertUnwindSafe(run_turn(input))
+        .catch_unwind()
+        .await
+    {
+        Ok(output) => output,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            log::error!("turn of {} panicked: {message}", assistant.id);
+            let (_sender, steering) = mpsc::unbounded_channel();
+            TurnOutput {
+                assistant,
+                end: TurnEnd::Panicked(message),
+                steering,
+            }
+        }
+    }
 }
 
 /// Runs the loop until it ends; never panics on model output.
@@ -223,7 +253,11 @@ struct RawCall {
 
 impl RawCall {
     /// The arguments as parsed, or the raw text when they are not JSON.
+    /// Arguments nested past the depth limit stay text, so the store can read them back.
     fn arguments_value(&self) -> Value {
+        if crate::contract::depth::check_text(self.arguments.as_bytes(), "").is_err() {
+            return Value::String(self.arguments.clone());
+        }
         serde_json::from_str(&self.arguments)
             .unwrap_or_else(|_| Value::String(self.arguments.clone()))
     }
@@ -425,6 +459,13 @@ fn append_delta(
 /// Checks one call against the turn's tools: its parsed arguments, or the
 /// reason to send back to the model.
 fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Value, String)> {
+    // Checked as text first: the store must read back whatever is accepted.
+    if let Err(error) = crate::contract::depth::check_text(call.arguments.as_bytes(), "arguments") {
+        return Err((
+            Value::String(call.arguments.chars().take(200).collect()),
+            error.to_string(),
+        ));
+    }
     let arguments: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
         "{}"
     } else {
