@@ -43,6 +43,21 @@ impl NamespaceHandler for AssistantNamespace {
             }
         }
     }
+
+    /// `[0].host_context.x` is the payload's `host_context.x`.
+    fn on_too_deep(&self, socket: SocketRef, path: String, ack: Option<AckSender>) {
+        let path = match path.strip_prefix("[0]") {
+            Some("") => "body".to_string(),
+            Some(rest) => rest.trim_start_matches('.').to_string(),
+            None => path,
+        };
+        let max = actors::contract::MAX_JSON_DEPTH;
+        let error = SessionError::validation(
+            &path,
+            format!("nested more than {max} arrays/objects deep; that is the limit"),
+        );
+        reply_error(&socket, ack, &error);
+    }
 }
 
 fn reply_error(socket: &SocketRef, ack: Option<AckSender>, error: &SessionError) {

@@ -76,6 +76,12 @@ pub fn check_value(value: &Value, base: &str) -> Result<(), ValidationError> {
 /// serde_json gives up at 128 levels without saying where). Malformed text
 /// passes: the parser reports it.
 pub fn check_text(text: &[u8], base: &str) -> Result<(), ValidationError> {
+    check_text_within(text, base, MAX_JSON_DEPTH)
+}
+
+/// `check_text` for a value wrapped in `wrappers` containers of a transport's
+/// own (a Socket.IO event's argument array): they do not count.
+pub fn check_text_within(text: &[u8], base: &str, max_depth: usize) -> Result<(), ValidationError> {
     // One frame per open container: the step that leads into it, and for an
     // object the last key read, for an array the index of the current item.
     enum Frame {
@@ -115,7 +121,7 @@ pub fn check_text(text: &[u8], base: &str) -> Result<(), ValidationError> {
                 }
             }
             open @ (b'{' | b'[') => {
-                if frames.len() + 1 > MAX_JSON_DEPTH {
+                if frames.len() + 1 > max_depth {
                     return Err(too_deep(join(base, &steps(&frames))));
                 }
                 frames.push(if open == b'{' {

@@ -10,9 +10,9 @@
 
 pub mod attachment;
 pub mod body;
-pub mod depth;
 #[doc(hidden)]
 pub mod cases;
+pub mod depth;
 pub mod error;
 pub mod host_context;
 pub mod join;
@@ -21,8 +21,8 @@ mod keys;
 pub use attachment::{
     Attachment, AttachmentKind, AttachmentPurpose, AttachmentSource, MAX_ATTACHMENT_CONTENT_CHARS,
 };
-pub use depth::MAX_JSON_DEPTH;
 pub use body::{ChatRequest, Continuation, MessageType, OutputMode, RequestConfig, ToolOutcome};
+pub use depth::MAX_JSON_DEPTH;
 pub use error::ValidationError;
 pub use host_context::{
     is_valid_action_name, HostAction, HostContext, HostInfo, HostKind, NavigationTarget, View,

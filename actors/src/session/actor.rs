@@ -35,7 +35,8 @@ use crate::ids::{MessageId, SessionId, ToolCallId};
 use crate::prompt::host_block::render_host_context;
 use crate::store::{SessionSnapshot, StoreError, StoreResult};
 use crate::turn::{
-    run_turn_guarded, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
+    run_turn_guarded, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput,
+    TurnPlan,
 };
 
 /// How long an actor whose load failed keeps answering its queued requests.

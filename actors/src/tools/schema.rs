@@ -65,7 +65,8 @@ pub fn is_valid_schema(schema: &Value) -> bool {
 /// Checks `arguments` against `schema`; the error lists what is wrong, for the
 /// model to read and retry. Bounded by `VALIDATION_BUDGET` steps.
 pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), String> {
-    let node = compile(schema).map_err(|error| format!("the tool's schema is unusable: {error}"))?;
+    let node =
+        compile(schema).map_err(|error| format!("the tool's schema is unusable: {error}"))?;
     let mut run = Run {
         steps_left: VALIDATION_BUDGET,
         problems: Vec::new(),
@@ -172,7 +173,8 @@ impl<'a> Compiler<'a> {
         let child = |key: &str| format!("{at}/{key}");
         if let Some(reference) = object.get("$ref") {
             let target = self.reference(reference, at)?;
-            node.all_of.push(target_node(self, target, reference, depth)?);
+            node.all_of
+                .push(target_node(self, target, reference, depth)?);
         }
         if let Some(types) = object.get("type") {
             node.types = Some(type_names(types, &child("type"))?);
@@ -251,7 +253,10 @@ impl<'a> Compiler<'a> {
         node.contains = self.optional(object, "contains", at, depth)?;
         node.minimum = number(object, "minimum", at)?;
         node.maximum = number(object, "maximum", at)?;
-        for (key, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
+        for (key, bound) in [
+            ("exclusiveMinimum", "minimum"),
+            ("exclusiveMaximum", "maximum"),
+        ] {
             let exclusive = match object.get(key) {
                 None | Some(Value::Bool(false)) => None,
                 // Draft 4: a boolean that makes the plain bound exclusive.
@@ -771,7 +776,10 @@ impl Node {
                 let mut text = String::new();
                 canonical(item, &mut text);
                 if !seen.insert(text) {
-                    run.problem(&format!("{path}/{i}"), "repeats an earlier item".to_string());
+                    run.problem(
+                        &format!("{path}/{i}"),
+                        "repeats an earlier item".to_string(),
+                    );
                     break;
                 }
             }
@@ -805,7 +813,10 @@ impl Node {
         if let Some(pattern) = &self.pattern {
             run.spend(1 + text.len() as u64 / 256)?;
             if !pattern.is_match(text) {
-                run.problem(path, format!("does not match the pattern {}", pattern.as_str()));
+                run.problem(
+                    path,
+                    format!("does not match the pattern {}", pattern.as_str()),
+                );
             }
         }
         Ok(())
@@ -907,14 +918,18 @@ mod tests {
 
     #[test]
     fn unique_items_over_many_objects_is_linear_and_bounded() {
-        let schema = json!({"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": true}}});
+        let schema =
+            json!({"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": true}}});
         let items: Vec<Value> = (0..60_000).map(|i| json!({"i": i})).collect();
         let error = check_arguments(&schema, &json!({"xs": items})).unwrap_err();
         assert!(error.contains("too large"), "{error}");
         let items: Vec<Value> = (0..1_000).map(|i| json!({"i": i})).collect();
         assert!(check_arguments(&schema, &json!({"xs": items})).is_ok());
-        let error = check_arguments(&schema, &json!({"xs": [{"a": 1, "b": 2}, {"b": 2, "a": 1.0}]}))
-            .unwrap_err();
+        let error = check_arguments(
+            &schema,
+            &json!({"xs": [{"a": 1, "b": 2}, {"b": 2, "a": 1.0}]}),
+        )
+        .unwrap_err();
         assert!(error.contains("repeats"), "{error}");
     }
 
@@ -931,7 +946,11 @@ mod tests {
             },
             "additionalProperties": false
         });
-        assert!(check_arguments(&schema, &json!({"kind": "a", "code": "ABC", "n": 1.5, "tags": ["x"], "either": 3})).is_ok());
+        assert!(check_arguments(
+            &schema,
+            &json!({"kind": "a", "code": "ABC", "n": 1.5, "tags": ["x"], "either": 3})
+        )
+        .is_ok());
         for bad in [
             json!({"kind": "c"}),
             json!({"code": "abc"}),
@@ -948,7 +967,8 @@ mod tests {
 
     #[test]
     fn a_backtracking_only_pattern_is_refused_with_its_place() {
-        let schema = json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "(a)\\1"}}});
+        let schema =
+            json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "(a)\\1"}}});
         let error = check_schema(&schema).unwrap_err();
         assert!(error.contains("#/properties/s/pattern"), "{error}");
     }

@@ -187,7 +187,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             continue;
         }
         if silent {
-            if let Some(end) = decide(&plan, response.calls, &mut assistant) {
+            if let Some(end) = decide(&plan, response.calls, &mut assistant).await {
                 break end;
             }
             continue;
@@ -207,7 +207,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
                 .push(Segment::ToolGroup { tools: records });
             break TurnEnd::UsageLimit(reason);
         }
-        let (records, host_calls) = run_calls(&plan, response.calls, &sink, &mut overlay);
+        let (records, host_calls) = run_calls(&plan, response.calls, &sink, &mut overlay).await;
         assistant
             .segments
             .push(Segment::ToolGroup { tools: records });
@@ -458,7 +458,7 @@ fn append_delta(
 
 /// Checks one call against the turn's tools: its parsed arguments, or the
 /// reason to send back to the model.
-fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Value, String)> {
+async fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Value, String)> {
     // Checked as text first: the store must read back whatever is accepted.
     if let Err(error) = crate::contract::depth::check_text(call.arguments.as_bytes(), "arguments") {
         return Err((
@@ -485,7 +485,7 @@ fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Val
             format!("unknown tool {:?}; use one of the tools offered", call.name),
         ));
     };
-    if let Err(problems) = check_arguments(&tool.parameters, &arguments) {
+    if let Err(problems) = check_off_thread(tool.parameters.clone(), arguments.clone()).await {
         return Err((
             arguments,
             format!(
@@ -495,6 +495,16 @@ fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Val
         ));
     }
     Ok((arguments, tool.kind.clone()))
+}
+
+/// The schema check, on the blocking pool: it is bounded (`VALIDATION_BUDGET`),
+/// but a large bounded check still should not hold the thread that serves
+/// this session's actor and HTTP connections.
+async fn check_off_thread(schema: Value, arguments: Value) -> Result<(), String> {
+    match tokio::task::spawn_blocking(move || check_arguments(&schema, &arguments)).await {
+        Ok(checked) => checked,
+        Err(error) => Err(format!("the arguments could not be checked: {error}")),
+    }
 }
 
 fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) -> ToolRecord {
@@ -507,7 +517,7 @@ fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) 
 }
 
 /// Runs backend calls, announces host calls, and turns bad calls into retries.
-fn run_calls(
+async fn run_calls(
     plan: &TurnPlan,
     calls: Vec<RawCall>,
     sink: &EventSink,
@@ -516,7 +526,7 @@ fn run_calls(
     let mut records = Vec::with_capacity(calls.len());
     let mut host_calls = Vec::new();
     for call in calls {
-        let (arguments, kind) = match check_call(plan, &call) {
+        let (arguments, kind) = match check_call(plan, &call).await {
             Ok(checked) => checked,
             Err((arguments, reason)) => {
                 sink.send(TurnEvent::ToolError(ToolErrorEvent {
@@ -573,7 +583,7 @@ fn run_calls(
 /// Silent decisions: hold wins, one valid action is pending, several fail the
 /// turn. `None` means a bad call was sent back to the model for a retry.
 /// Publishes nothing: in this mode only status, final_response and error go out.
-fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Option<TurnEnd> {
+async fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Option<TurnEnd> {
     let holds = calls
         .iter()
         .any(|call| call.name == crate::tools::HOLD_TOOL);
@@ -603,7 +613,7 @@ fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Opti
         )));
     }
     let call = calls.into_iter().next()?;
-    match check_call(plan, &call) {
+    match check_call(plan, &call).await {
         Ok((arguments, _)) => {
             // No tool preview: the decision itself is the final response.
             let record = call.into_record(plan, arguments, ToolCategory::Host);
