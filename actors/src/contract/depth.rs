@@ -203,3 +203,49 @@ mod tests {
         assert!(check_text(text.as_bytes(), "").is_ok());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Random bracket soup with strings, commas and colons: the text check
+    /// never panics, and on valid JSON it agrees with the value check.
+    fn json_ish() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                Just("[".to_string()),
+                Just("]".to_string()),
+                Just("{".to_string()),
+                Just("}".to_string()),
+                Just(",".to_string()),
+                Just(":".to_string()),
+                Just("\"k\"".to_string()),
+                Just("\"\\\"[\"".to_string()),
+                Just("1".to_string()),
+            ],
+            0..400,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn text_and_value_checks_agree(text in json_ish()) {
+            let by_text = check_text(text.as_bytes(), "").is_ok();
+            if let Ok(value) = serde_json::from_str::<Value>(&text) {
+                prop_assert_eq!(by_text, check_value(&value, "").is_ok());
+                prop_assert_eq!(by_text, depth_of(&value) <= MAX_JSON_DEPTH);
+            }
+        }
+
+        #[test]
+        fn nesting_of_any_depth_is_measured(depth in 0usize..2_000) {
+            let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            prop_assert_eq!(check_text(text.as_bytes(), "").is_ok(), depth <= MAX_JSON_DEPTH);
+        }
+    }
+}

@@ -973,3 +973,83 @@ mod tests {
         assert!(error.contains("#/properties/s/pattern"), "{error}");
     }
 }
+
+/// Property tests: any schema-shaped JSON either is refused at declaration
+/// or validates any JSON within budget, with no panic and no overflow.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::{json, Map, Value};
+
+    use super::*;
+
+    /// Arbitrary JSON, up to `depth` levels.
+    fn any_json(depth: u32) -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            (-1e9f64..1e9).prop_map(|n| json!(n)),
+            "[a-z0-9 ]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(depth, 64, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[a-z]{1,3}", inner), 0..4)
+                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    /// Schema-like JSON: keywords with plausible and hostile values, `$ref`s
+    /// to the root and to definitions, nested combinators.
+    fn any_schema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(json!({})),
+            Just(json!(true)),
+            Just(json!(false)),
+            Just(json!({"$ref": "#"})),
+            Just(json!({"$ref": "#/definitions/a"})),
+            Just(json!({"$ref": "#/nowhere"})),
+            Just(json!({"type": "string", "pattern": "^(a+)+$"})),
+            Just(json!({"type": "string", "pattern": "(?P<x>"})),
+            Just(json!({"multipleOf": 0})),
+            Just(json!({"multipleOf": 0.1})),
+            Just(json!({"type": "array", "uniqueItems": true})),
+            Just(json!({"enum": [1, "a", null]})),
+            Just(json!({"minimum": 3, "exclusiveMaximum": 9})),
+            Just(json!({"type": ["integer", "null"]})),
+        ];
+        leaf.prop_recursive(6, 64, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 1..4).prop_map(|subs| json!({"allOf": subs})),
+                prop::collection::vec(inner.clone(), 1..4).prop_map(|subs| json!({"anyOf": subs})),
+                prop::collection::vec(inner.clone(), 1..4).prop_map(|subs| json!({"oneOf": subs})),
+                inner.clone().prop_map(|sub| json!({"not": sub})),
+                inner.clone().prop_map(|sub| json!({"type": "array", "items": sub})),
+                (inner.clone(), inner.clone())
+                    .prop_map(|(test, then)| json!({"if": test, "then": then})),
+                prop::collection::vec(("[a-c]", inner.clone()), 0..3).prop_map(|pairs| {
+                    json!({"type": "object", "properties": pairs.into_iter().collect::<Map<_, _>>()})
+                }),
+                (inner.clone(), inner)
+                    .prop_map(|(root, a)| json!({"definitions": {"a": a}, "allOf": [root]})),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_schema_is_refused_or_checks_any_value_within_budget(
+            schema in any_schema(),
+            value in any_json(5),
+        ) {
+            if check_schema(&schema).is_ok() {
+                // Either answer is fine; a panic or an overflow is not.
+                let _ = check_arguments(&schema, &value);
+            }
+        }
+    }
+}
