@@ -12,6 +12,8 @@ pub enum ApiError {
     Session(SessionError),
     /// The body is larger than the server accepts.
     TooLarge(usize),
+    /// The body did not arrive within this many seconds (a slow-body client).
+    BodyTimeout(u64),
 }
 
 impl std::fmt::Display for ApiError {
@@ -20,6 +22,9 @@ impl std::fmt::Display for ApiError {
             ApiError::Session(error) => write!(f, "{error}"),
             ApiError::TooLarge(limit) => {
                 write!(f, "body: larger than the {limit} bytes this server accepts")
+            }
+            ApiError::BodyTimeout(seconds) => {
+                write!(f, "body: not received within {seconds} s")
             }
         }
     }
@@ -42,6 +47,7 @@ impl ApiError {
         match self {
             ApiError::Session(error) => error.kind(),
             ApiError::TooLarge(_) => "payload_too_large",
+            ApiError::BodyTimeout(_) => "timeout",
         }
     }
 
@@ -60,7 +66,10 @@ impl ResponseError for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Session(SessionError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TooLarge(_) | ApiError::Session(SessionError::TooLarge(_)) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -79,12 +88,17 @@ pub fn socket_error(error: &SessionError) -> Value {
     let kind = match error {
         SessionError::Validation(_) => "validation",
         SessionError::Conflict(_) | SessionError::NotFound(_) => "session_error",
-        SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::Internal(_) => {
-            "error"
-        }
+        SessionError::Unavailable(_)
+        | SessionError::Restarting(_)
+        | SessionError::Internal(_)
+        | SessionError::TooLarge(_) => "error",
     };
+    let retry_allowed = matches!(
+        error,
+        SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::TooLarge(_)
+    );
     json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
-           "retry_allowed": matches!(error, SessionError::Unavailable(_) | SessionError::Restarting(_))})
+           "retry_allowed": retry_allowed})
 }
 
 /// Parses a JSON body, naming `body` when it is not JSON.

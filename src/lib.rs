@@ -11,10 +11,12 @@
 //! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
 //! - `agui`: the AG-UI endpoint (`POST /api/agui`).
 //! - `errors`: the one mapping from errors to status codes and payloads.
+//! - `body`: reading a request body within a size limit and a deadline.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
 pub mod agui;
 pub mod assistant_socket;
+pub mod body;
 pub mod errors;
 pub mod routes;
 pub mod settings;

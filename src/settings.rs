@@ -29,6 +29,8 @@ const KNOWN_KEYS: &[&str] = &[
     "SERVER__PORT",
     "SERVER__WORKERS",
     "SERVER__MAX_BODY_BYTES",
+    "SERVER__HEADER_TIMEOUT_SECONDS",
+    "SERVER__BODY_TIMEOUT_SECONDS",
     "LLM__PRIMARY_MODEL",
     "LLM__REQUEST_TIMEOUT_SECONDS",
     "LLM__RETRY_BACKOFF_MS",
@@ -52,6 +54,9 @@ const KNOWN_KEYS: &[&str] = &[
     "SOCKETIO__PING_INTERVAL_MS",
     "SOCKETIO__PING_TIMEOUT_MS",
     "SOCKETIO__MAX_PAYLOAD",
+    "SOCKETIO__MAX_SESSIONS_PER_IP",
+    "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
+    "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +66,10 @@ pub struct Settings {
     /// HTTP worker threads; 0 means one per core.
     pub workers: usize,
     pub max_body_bytes: usize,
+    /// How long a client may take to send a request's head (slowloris).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's whole body.
+    pub body_timeout: Duration,
     pub primary_model: ModelId,
     /// Whether the primary model was chosen because no provider key was set.
     pub model_fallback: bool,
@@ -83,6 +92,10 @@ pub struct Settings {
     pub ping_interval: Duration,
     pub ping_timeout: Duration,
     pub max_payload: usize,
+    /// Engine.IO sessions one peer address may hold at once; 0: no cap.
+    pub max_sessions_per_ip: usize,
+    /// Attachment bytes in flight at once, per session and per process.
+    pub attachment_budget: actors::session::AttachmentBudget,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -206,6 +219,16 @@ impl Settings {
                 "SERVER__MAX_BODY_BYTES",
                 64 * 1024 * 1024,
             )?,
+            header_timeout: Duration::from_secs(positive(
+                get("SERVER__HEADER_TIMEOUT_SECONDS"),
+                "SERVER__HEADER_TIMEOUT_SECONDS",
+                5,
+            )?),
+            body_timeout: Duration::from_secs(positive(
+                get("SERVER__BODY_TIMEOUT_SECONDS"),
+                "SERVER__BODY_TIMEOUT_SECONDS",
+                30,
+            )?),
             primary_model,
             model_fallback,
             providers,
@@ -283,6 +306,23 @@ impl Settings {
                 "SOCKETIO__MAX_PAYLOAD",
                 1_000_000,
             )?,
+            max_sessions_per_ip: number(
+                get("SOCKETIO__MAX_SESSIONS_PER_IP"),
+                "SOCKETIO__MAX_SESSIONS_PER_IP",
+                1_000,
+            )?,
+            attachment_budget: actors::session::AttachmentBudget::new(
+                positive(
+                    get("ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES"),
+                    "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
+                    64 * 1024 * 1024,
+                )?,
+                positive(
+                    get("ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES"),
+                    "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
+                    1024 * 1024 * 1024,
+                )?,
+            ),
         })
     }
 }

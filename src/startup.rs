@@ -134,14 +134,22 @@ impl Application {
             ping_timeout: settings.ping_timeout,
             max_payload: settings.max_payload,
             cors_origins: settings.cors_origins.clone(),
+            max_sessions_per_ip: settings.max_sessions_per_ip,
+            body_timeout: settings.body_timeout,
         })
         .namespace(NAMESPACE, AssistantNamespace::new(runtime.clone()));
         let runtime = web::Data::new(runtime);
         let models = web::Data::new(models);
+        let body_limits = web::Data::new(crate::body::BodyLimits {
+            max_bytes: max_body,
+            timeout: settings.body_timeout,
+        });
+        let header_timeout = settings.header_timeout;
         let make_app = move || {
             App::new()
                 .app_data(runtime.clone())
                 .app_data(models.clone())
+                .app_data(body_limits.clone())
                 .app_data(web::PayloadConfig::new(max_body))
                 .wrap(crate::errors::json_error_pages(max_body))
                 .app_data(
@@ -181,7 +189,7 @@ impl Application {
             let make_app = make_app.clone();
             builder = builder
                 .listen(format!("assistant-runtime-{addr}"), listener, move || {
-                    http_service(make_app.clone(), addr)
+                    http_service(make_app.clone(), addr, header_timeout)
                 })
                 .map_err(|error| StartupError(format!("cannot listen on {addr}: {error}")))?;
         }
@@ -213,6 +221,7 @@ impl Application {
 fn http_service<F, T, B>(
     make_app: F,
     addr: SocketAddr,
+    header_timeout: Duration,
 ) -> impl ServiceFactory<
     TcpStream,
     Config = (),
@@ -254,7 +263,7 @@ where
         .map_err(|error: actix_web::Error| error.error_response());
     HttpService::build()
         .keep_alive(KeepAlive::default())
-        .client_request_timeout(Duration::from_secs(5))
+        .client_request_timeout(header_timeout)
         .client_disconnect_timeout(Duration::from_secs(1))
         .h1_allow_half_closed(true)
         .local_addr(addr)
@@ -366,6 +375,7 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
             thinking_budget: settings.thinking_budget,
             budget: settings.budget,
             idle_timeout: settings.session_idle,
+            attachment_budget: settings.attachment_budget.clone(),
         },
     };
     Runtime::new(deps)

@@ -167,12 +167,28 @@ pub struct EventSink {
     tx: mpsc::UnboundedSender<TurnEvent>,
     /// Whether the receiver shows deltas as they come (`final_response.streamed`).
     pub streamed: bool,
+    /// The attachment bytes of the message this turn answers, leased from
+    /// the budget until the last clone of the sink is gone.
+    lease: Option<std::sync::Arc<crate::session::AttachmentLease>>,
 }
 
 impl EventSink {
     pub fn new(streamed: bool) -> (EventSink, mpsc::UnboundedReceiver<TurnEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (EventSink { tx, streamed }, rx)
+        (
+            EventSink {
+                tx,
+                streamed,
+                lease: None,
+            },
+            rx,
+        )
+    }
+
+    /// This sink, holding `lease` for as long as any clone of it lives.
+    pub fn with_lease(mut self, lease: crate::session::AttachmentLease) -> EventSink {
+        self.lease = Some(std::sync::Arc::new(lease));
+        self
     }
 
     pub fn send(&self, event: TurnEvent) {

@@ -17,12 +17,15 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::events::{sse_frame, EventMapper};
 use super::input::RunInput;
+use crate::body::{read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError};
 
 pub async fn post_agui(
     runtime: web::Data<Runtime>,
-    body: web::Bytes,
+    limits: web::Data<BodyLimits>,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    let body = read_body(payload, &limits).await?;
     let value = parse_json(&body)?;
     let input = RunInput::parse(&value)?;
     let (pending, has_context) = session_view(&runtime, &input.thread_id).await?;

@@ -6,6 +6,7 @@ use actors::events::{EventSink, FinalResponse, TurnEvent};
 use actors::session::{Runtime, SessionError};
 use serde_json::json;
 
+use crate::body::{read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError};
 
 /// Turn errors that are the runtime's or the provider's failure (500); a
@@ -14,8 +15,10 @@ const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
 
 pub async fn post_chat(
     runtime: web::Data<Runtime>,
-    body: web::Bytes,
+    limits: web::Data<BodyLimits>,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    let body = read_body(payload, &limits).await?;
     let value = parse_json(&body)?;
     let request = ChatRequest::parse(&value)?;
     if request.message_type == MessageType::Steering {

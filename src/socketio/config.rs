@@ -32,6 +32,11 @@ pub struct SocketIoConfig {
     /// allow `localhost` / `127.0.0.1` / `[::1]` origins on any port, and
     /// requests without `Origin` (non-browser clients) are always allowed.
     pub cors_origins: Vec<String>,
+    /// Engine.IO sessions one peer address may hold at once (429 past it);
+    /// 0: no cap. Behind a proxy every client has the proxy's address.
+    pub max_sessions_per_ip: usize,
+    /// How long a polling POST body may take to arrive.
+    pub body_timeout: Duration,
 }
 
 impl Default for SocketIoConfig {
@@ -41,6 +46,8 @@ impl Default for SocketIoConfig {
             ping_timeout: DEFAULT_PING_TIMEOUT,
             max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
             cors_origins: Vec::new(),
+            max_sessions_per_ip: 0,
+            body_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -492,11 +492,7 @@ impl Actor for Connection {
             }
             Transport::WebSocket(writer) => writer.close(),
         }
-        self.shared
-            .sessions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(&self.sid);
+        self.shared.unregister(&self.sid);
     }
 }
 

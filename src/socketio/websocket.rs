@@ -121,7 +121,7 @@ pub(crate) fn open(req: &HttpRequest, payload: Payload, shared: &Arc<Shared>) ->
         Transport::WebSocket(writer),
     )
     .start();
-    shared.register(sid, addr.clone());
+    shared.register(sid, addr.clone(), req.peer_addr().map(|peer| peer.ip()));
     let reader = FrameReader::new(addr, pong_tx, link, config.max_payload);
     start(req, response, payload, reader, body)
 }

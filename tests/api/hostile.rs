@@ -448,3 +448,141 @@ async fn a_panicking_turn_fails_alone() {
     let (status, other) = app.say("bystander", "m1", "say hello", None).await;
     assert_eq!(status, 200, "{other}");
 }
+
+// ---- limits and timeouts -------------------------------------------------------
+
+/// A body sent one byte at a time past `SERVER__BODY_TIMEOUT_SECONDS` is
+/// answered 408 and the connection is let go; other clients go on meanwhile.
+#[actix_web::test]
+async fn a_slow_body_is_cut_off_with_408() {
+    use std::io::{Read, Write};
+    let app = crate::helpers::spawn_app_with(&[("SERVER__BODY_TIMEOUT_SECONDS", "1")]).await;
+    let addr: SocketAddr = ([127, 0, 0, 1], app.port).into();
+    let reply = actix_web::rt::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        write!(
+            stream,
+            "POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{"
+        )
+        .unwrap();
+        // A byte every 200 ms, until the server answers or 10 s pass.
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(200));
+            if stream.write_all(b" ").is_err() {
+                break;
+            }
+        }
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        reply
+    });
+    assert_alive(&app).await;
+    let reply = reply.await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("not received within 1 s"), "{reply}");
+}
+
+/// Engine.IO handshakes past `SOCKETIO__MAX_SESSIONS_PER_IP` from one address
+/// are refused with 429 until one of its sessions closes.
+#[actix_web::test]
+async fn engine_io_sessions_are_capped_per_address() {
+    let app = crate::helpers::spawn_app_with(&[("SOCKETIO__MAX_SESSIONS_PER_IP", "3")]).await;
+    let handshake = format!("{}/socket.io/?EIO=4&transport=polling", app.address);
+    let mut sids = Vec::new();
+    for _ in 0..3 {
+        let response = app.client.get(&handshake).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.unwrap();
+        let open: Value = serde_json::from_str(&text[1..]).unwrap();
+        sids.push(open["sid"].as_str().unwrap().to_string());
+    }
+    let refused = app.client.get(&handshake).send().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(refused["message"]
+        .as_str()
+        .unwrap()
+        .contains("Too many sessions"));
+    // Closing one (Engine.IO close packet) makes room again.
+    let close = app
+        .client
+        .post(format!("{handshake}&sid={}", sids[0]))
+        .body("1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(close.status(), 200);
+    let mut admitted = false;
+    for _ in 0..50 {
+        if app.client.get(&handshake).send().await.unwrap().status() == 200 {
+            admitted = true;
+            break;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(admitted, "a closed session gives its place back");
+}
+
+/// Attachments past the per-session budget are a 413 over HTTP and an
+/// `assistant:error` of error_type payload_too_large on the socket; nothing
+/// is stored, and a smaller message goes through.
+#[actix_web::test]
+async fn attachments_past_the_budget_are_refused_with_413() {
+    let app = crate::helpers::spawn_app_with(&[(
+        "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
+        "100000",
+    )])
+    .await;
+    let big = json!([{"kind": "text", "text": "x".repeat(60_000)}, {"kind": "text", "text": "y".repeat(60_000)}]);
+    let (status, refused) = app
+        .post_chat(&json!({"id": "m1", "session_id": "big", "content": "hi", "attachments": big}))
+        .await;
+    assert_eq!(status, 413, "{refused}");
+    assert_eq!(refused["type"], "payload_too_large");
+    assert!(refused["error"]
+        .as_str()
+        .unwrap()
+        .contains("per-session attachment budget of 100000 bytes"));
+    let (status, _) = app.get("/api/sessions/big").await;
+    assert_eq!(status, 404);
+    let addr: SocketAddr = ([127, 0, 0, 1], app.port).into();
+    let packet = json!(["assistant_message", {"id": "m1", "session_id": "big", "content": "hi", "attachments": big}]);
+    let error = actix_web::rt::task::spawn_blocking(move || {
+        let mut ws = raw_joined(addr);
+        ws.send_text(&format!("42/assistant,{packet}"));
+        ws.recv_until(true, |text| text.contains("assistant:error"))
+    })
+    .await
+    .unwrap()
+    .expect("an assistant:error");
+    assert!(error.contains("payload_too_large"), "{error}");
+    let small = json!([{"kind": "text", "text": "x".repeat(60_000)}]);
+    let (status, reply) = app
+        .post_chat(
+            &json!({"id": "m1", "session_id": "big", "content": "say ok", "attachments": small}),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+}
+
+/// The new settings name themselves when their value is wrong.
+#[test]
+fn bad_limit_settings_are_named() {
+    for key in [
+        "SERVER__BODY_TIMEOUT_SECONDS",
+        "SERVER__HEADER_TIMEOUT_SECONDS",
+        "SOCKETIO__MAX_SESSIONS_PER_IP",
+        "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
+        "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
+    ] {
+        let mut values = std::collections::BTreeMap::new();
+        values.insert(key.to_string(), "lots".to_string());
+        let error = assistant_runtime::settings::Settings::from_map(&values)
+            .err()
+            .unwrap_or_else(|| panic!("{key} accepted \"lots\""));
+        assert!(error.to_string().contains(key), "{error}");
+    }
+}

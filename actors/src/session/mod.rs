@@ -3,6 +3,7 @@
 //! handle the transports call.
 
 mod actor;
+mod budget;
 mod error;
 mod messages;
 mod recovery;
@@ -10,6 +11,7 @@ mod registry;
 mod runtime;
 
 pub use actor::SessionActor;
+pub use budget::{attachment_bytes, AttachmentBudget, AttachmentLease};
 pub use error::SessionError;
 pub use messages::{AcceptedAs, SessionInfo, TurnAccepted};
 pub use registry::SessionRegistry;

@@ -45,6 +45,8 @@ pub struct SessionConfig {
     pub budget: Budget,
     /// An idle actor stops after this long and reloads from the store on its next message.
     pub idle_timeout: Duration,
+    /// Attachment bytes of running turns, per session and per process.
+    pub attachment_budget: super::AttachmentBudget,
 }
 
 /// What session actors need, shared by all of them.
@@ -209,6 +211,16 @@ impl Runtime {
         sink: EventSink,
     ) -> Result<TurnAccepted, SessionError> {
         let id = request.session_id.clone();
+        // Held by the turn's sink: given back when the turn is over.
+        let sink = match self
+            .deps
+            .config
+            .attachment_budget
+            .lease(&id, &request.attachments)?
+        {
+            Some(lease) => sink.with_lease(lease),
+            None => sink,
+        };
         let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(&id, &self.deps);
