@@ -41,7 +41,9 @@ fn parse_options() -> Result<Options, String> {
             "--url" => options.url = value.trim_end_matches('/').to_string(),
             "--count" => options.count = value.parse().map_err(|_| "bad --count")?,
             "--seconds" => options.seconds = value.parse().map_err(|_| "bad --seconds")?,
-            "--concurrency" => options.concurrency = value.parse().map_err(|_| "bad --concurrency")?,
+            "--concurrency" => {
+                options.concurrency = value.parse().map_err(|_| "bad --concurrency")?
+            }
             "--seed" => options.seed = value.parse().map_err(|_| "bad --seed")?,
             other => return Err(format!("unknown flag {other}")),
         }
@@ -53,7 +55,9 @@ fn parse_options() -> Result<Options, String> {
         .next()
         .unwrap_or_default();
     if host != "127.0.0.1" && host != "localhost" {
-        return Err(format!("refusing {host}: the fuzzer only runs against loopback"));
+        return Err(format!(
+            "refusing {host}: the fuzzer only runs against loopback"
+        ));
     }
     Ok(options)
 }
@@ -82,7 +86,9 @@ impl Rng {
     }
 }
 
-const WORDS: &[&str] = &["a", "id", "type", "x", "", "ü", "name", "$ref", "../", "\u{0}"];
+const WORDS: &[&str] = &[
+    "a", "id", "type", "x", "", "ü", "name", "$ref", "../", "\u{0}",
+];
 
 fn any_string(rng: &mut Rng) -> String {
     match rng.below(6) {
@@ -108,7 +114,11 @@ fn any_json(rng: &mut Rng, depth: usize) -> Value {
         };
     }
     if rng.chance(50) {
-        Value::Array((0..rng.below(4)).map(|_| any_json(rng, depth - 1)).collect())
+        Value::Array(
+            (0..rng.below(4))
+                .map(|_| any_json(rng, depth - 1))
+                .collect(),
+        )
     } else {
         let mut object = Map::new();
         for _ in 0..rng.below(4) {
@@ -201,15 +211,29 @@ fn chat_body(rng: &mut Rng, session: &str) -> String {
     }
     if rng.chance(15) {
         let field = *rng.pick(&[
-            "id", "session_id", "content", "parent_id", "message_type", "output_mode",
-            "attachments", "config", "tool_result", "host_context", "images",
+            "id",
+            "session_id",
+            "content",
+            "parent_id",
+            "message_type",
+            "output_mode",
+            "attachments",
+            "config",
+            "tool_result",
+            "host_context",
+            "images",
         ]);
         body[field] = any_json(rng, 3);
     }
     let text = body.to_string();
     match rng.below(20) {
-        0 => text[..rng.below(text.len())].to_string(),
-        1 => text.replacen("\"content\"", &format!("\"content\":{},\"x\"", deep_text(rng, 60, 5_000)), 1),
+        // Cut anywhere, even inside a character: the server must cope with both.
+        0 => String::from_utf8_lossy(&text.as_bytes()[..rng.below(text.len())]).into_owned(),
+        1 => text.replacen(
+            "\"content\"",
+            &format!("\"content\":{},\"x\"", deep_text(rng, 60, 5_000)),
+            1,
+        ),
         _ => text,
     }
 }
@@ -227,14 +251,25 @@ fn agui_body(rng: &mut Rng, thread: &str) -> String {
         }
     }
     if rng.chance(20) {
-        let field = rng.pick(&["threadId", "messages", "tools", "context", "state"]).to_string();
+        let field = rng
+            .pick(&["threadId", "messages", "tools", "context", "state"])
+            .to_string();
         body[field] = any_json(rng, 4);
     }
     body.to_string()
 }
 
 fn odd_id(rng: &mut Rng) -> String {
-    let ids = ["..%2F..%2Fetc%2Fpasswd", "%00", "%F0%9F%92%A9", "a%20b", "%25", "..", "%2e%2e", "x"];
+    let ids = [
+        "..%2F..%2Fetc%2Fpasswd",
+        "%00",
+        "%F0%9F%92%A9",
+        "a%20b",
+        "%25",
+        "..",
+        "%2e%2e",
+        "x",
+    ];
     if rng.chance(30) {
         "y".repeat(rng.below(100))
     } else {
@@ -253,16 +288,14 @@ impl Tally {
         *self.counts.entry(format!("{target} {status}")).or_default() += 1;
         if status.starts_with('5') || status == "connection_error" {
             if self.server_errors.len() < 20 {
-                self.server_errors.push(format!("{target} {status}: {}", detail()));
+                self.server_errors
+                    .push(format!("{target} {status}: {}", detail()));
             }
         }
     }
 }
 
-async fn send(
-    client: &reqwest::Client,
-    request: reqwest::RequestBuilder,
-) -> (String, String) {
+async fn send(client: &reqwest::Client, request: reqwest::RequestBuilder) -> (String, String) {
     let _ = client;
     match request.send().await {
         Ok(response) => {
@@ -297,14 +330,30 @@ async fn one_input(client: &reqwest::Client, url: &str, rng: &mut Rng, tally: &M
     let (target, request, body_for_report) = match rng.below(10) {
         0..=3 => {
             let body = chat_body(rng, &session);
-            ("chat", client.post(format!("{url}/api/chat")).header("content-type", "application/json").body(body.clone()), body)
+            (
+                "chat",
+                client
+                    .post(format!("{url}/api/chat"))
+                    .header("content-type", "application/json")
+                    .body(body.clone()),
+                body,
+            )
         }
         4 | 5 => {
             let body = agui_body(rng, &session);
-            ("agui", client.post(format!("{url}/api/agui")).header("content-type", "application/json").body(body.clone()), body)
+            (
+                "agui",
+                client
+                    .post(format!("{url}/api/agui"))
+                    .header("content-type", "application/json")
+                    .body(body.clone()),
+                body,
+            )
         }
         6 => {
-            let suffix = rng.pick(&["", "/messages?leaf_id=m1", "/tree", "/messages"]).to_string();
+            let suffix = rng
+                .pick(&["", "/messages?leaf_id=m1", "/tree", "/messages"])
+                .to_string();
             let path = format!("{url}/api/sessions/{}{suffix}", odd_id(rng));
             let request = match rng.below(3) {
                 0 => client.delete(&path),
@@ -318,18 +367,35 @@ async fn one_input(client: &reqwest::Client, url: &str, rng: &mut Rng, tally: &M
         }
         _ => {
             let Some(base) = socket_session(client, url).await else {
-                tally.lock().unwrap_or_else(|p| p.into_inner()).record("socketio", "connection_error".into(), || "handshake".into());
+                tally.lock().unwrap_or_else(|p| p.into_inner()).record(
+                    "socketio",
+                    "connection_error".into(),
+                    || "handshake".into(),
+                );
                 return;
             };
-            let event = rng.pick(&["assistant_message", "assistant_join_session", "assistant_cancel", "unknown"]).to_string();
+            let event = rng
+                .pick(&[
+                    "assistant_message",
+                    "assistant_join_session",
+                    "assistant_cancel",
+                    "unknown",
+                ])
+                .to_string();
             let packet = match rng.below(5) {
                 0 => format!("42/assistant,{}", any_json(rng, 5)),
-                1 => format!("42/assistant,[\"assistant_message\",{}]", deep_text(rng, 60, 3000)),
+                1 => format!(
+                    "42/assistant,[\"assistant_message\",{}]",
+                    deep_text(rng, 60, 3000)
+                ),
                 _ => format!("42/assistant,[\"{event}\",{}]", chat_body(rng, &session)),
             };
             let request = client.post(&base).body(packet.clone());
             let (status, text) = send(client, request).await;
-            tally.lock().unwrap_or_else(|p| p.into_inner()).record("socketio", status, || format!("{text} <- {:.200}", packet));
+            tally
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .record("socketio", status, || format!("{text} <- {:.200}", packet));
             let _ = client.post(&base).body("1").send().await;
             return;
         }
@@ -338,7 +404,9 @@ async fn one_input(client: &reqwest::Client, url: &str, rng: &mut Rng, tally: &M
     tally
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .record(target, status, || format!("{text} <- {body_for_report:.200}"));
+        .record(target, status, || {
+            format!("{text} <- {body_for_report:.200}")
+        });
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -360,9 +428,15 @@ async fn main() {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let mut workers = Vec::new();
     for worker in 0..options.concurrency {
-        let (client, url, sent, tally) = (client.clone(), options.url.clone(), sent.clone(), tally.clone());
+        let (client, url, sent, tally) = (
+            client.clone(),
+            options.url.clone(),
+            sent.clone(),
+            tally.clone(),
+        );
         let count = options.count;
-        let mut rng = Rng(options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (worker as u64 + 1) | 1);
+        let mut rng =
+            Rng(options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (worker as u64 + 1) | 1);
         workers.push(tokio::spawn(async move {
             while Instant::now() < deadline && sent.fetch_add(1, Ordering::Relaxed) < count {
                 one_input(&client, &url, &mut rng, &tally).await;
@@ -381,14 +455,22 @@ async fn main() {
         .unwrap_or(0);
     let tally = tally.lock().unwrap_or_else(|p| p.into_inner());
     let total: usize = tally.counts.values().sum();
-    println!("inputs: {total} in {:.1} s (seed {})", elapsed.as_secs_f64(), options.seed);
+    println!(
+        "inputs: {total} in {:.1} s (seed {})",
+        elapsed.as_secs_f64(),
+        options.seed
+    );
     for (key, count) in &tally.counts {
         println!("  {key}: {count}");
     }
     let n_5xx: usize = tally
         .counts
         .iter()
-        .filter(|(key, _)| key.split(' ').nth(1).is_some_and(|status| status.starts_with('5')))
+        .filter(|(key, _)| {
+            key.split(' ')
+                .nth(1)
+                .is_some_and(|status| status.starts_with('5'))
+        })
         .map(|(_, count)| count)
         .sum();
     println!("5xx: {n_5xx}; /health at the end: {health}");
