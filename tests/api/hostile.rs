@@ -364,18 +364,35 @@ async fn concurrent_messages_and_deletes_on_one_session_get_named_answers() {
     }
 }
 
-/// The same race over Socket.IO: every message gets a final response that
-/// completed or was cancelled, or an `assistant:error` of type session_error.
+/// The same race over Socket.IO, with DELETEs over HTTP in the middle on
+/// one of the two sessions: every message gets a final response that
+/// completed or was cancelled, or an `assistant:error` of type
+/// session_error (409, or 404 for messages queued behind a deleted session).
 #[actix_web::test]
 async fn concurrent_messages_over_socketio_get_named_answers() {
     let app = spawn_app().await;
+    for session_id in ["sio-race", "sio-race-deleted"] {
+        socket_race(&app, session_id, session_id.ends_with("deleted")).await;
+    }
+}
+
+async fn socket_race(app: &TestApp, session_id: &'static str, delete: bool) {
     let addr: SocketAddr = ([127, 0, 0, 1], app.port).into();
     let n = 8;
+    let deletes = async {
+        if delete {
+            for _ in 0..3 {
+                actix_web::rt::time::sleep(Duration::from_millis(30)).await;
+                let (status, body) = app.delete(&format!("/api/sessions/{session_id}")).await;
+                assert!(status == 200 || status == 404, "{status}: {body}");
+            }
+        }
+    };
     let finals = actix_web::rt::task::spawn_blocking(move || {
         let mut ws = raw_joined(addr);
         for i in 0..n {
             let content = if i % 2 == 0 { "slow 20" } else { "say a b c d" };
-            let packet = json!(["assistant_message", {"id": format!("m{i}"), "session_id": "sio-race", "content": content}]);
+            let packet = json!(["assistant_message", {"id": format!("m{i}"), "session_id": session_id, "content": content}]);
             ws.send_text(&format!("42/assistant,{packet}"));
         }
         let mut answers = Vec::new();
@@ -388,10 +405,9 @@ async fn concurrent_messages_over_socketio_get_named_answers() {
             answers.push(text);
         }
         answers
-    })
-    .await
-    .unwrap();
-    for text in finals {
+    });
+    let (finals, ()) = futures_util::join!(finals, deletes);
+    for text in finals.unwrap() {
         assert!(
             !text.contains("\"internal\"") && !text.contains("\"unavailable\""),
             "{text}"
@@ -403,7 +419,7 @@ async fn concurrent_messages_over_socketio_get_named_answers() {
             );
         }
     }
-    assert_consistent_path(&app, "sio-race").await;
+    assert_consistent_path(app, session_id).await;
 }
 
 /// Odd session ids on the session routes are answered 4xx, never 5xx.
