@@ -286,11 +286,10 @@ struct Tally {
 impl Tally {
     fn record(&mut self, target: &str, status: String, detail: impl FnOnce() -> String) {
         *self.counts.entry(format!("{target} {status}")).or_default() += 1;
-        if status.starts_with('5') || status == "connection_error" {
-            if self.server_errors.len() < 20 {
-                self.server_errors
-                    .push(format!("{target} {status}: {}", detail()));
-            }
+        let failed = status.starts_with('5') || status == "connection_error";
+        if failed && self.server_errors.len() < 20 {
+            self.server_errors
+                .push(format!("{target} {status}: {}", detail()));
         }
     }
 }
