@@ -602,3 +602,73 @@ fn bad_limit_settings_are_named() {
         assert!(error.to_string().contains(key), "{error}");
     }
 }
+
+/// A request head that never ends is cut off after
+/// `SERVER__HEADER_TIMEOUT_SECONDS` (slowloris), and the server answers others.
+#[actix_web::test]
+async fn a_slow_request_head_is_cut_off() {
+    use std::io::{Read, Write};
+    let app = crate::helpers::spawn_app_with(&[("SERVER__HEADER_TIMEOUT_SECONDS", "1")]).await;
+    let addr: SocketAddr = ([127, 0, 0, 1], app.port).into();
+    let reply = actix_web::rt::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        write!(stream, "GET /health HTTP/1.1\r\nhost: x\r\n").unwrap();
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(200));
+            if stream.write_all(b"x-slow: 1\r\n").is_err() {
+                break;
+            }
+        }
+        let mut reply = Vec::new();
+        let _ = stream.read_to_end(&mut reply);
+        String::from_utf8_lossy(&reply).into_owned()
+    });
+    assert_alive(&app).await;
+    let reply = reply.await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+}
+
+/// The costliest validation a small body can ask for (each of 6,000 items
+/// tried against 40 `anyOf` branches, past the step budget) runs on the
+/// blocking pool: /health keeps answering while four such turns run. The
+/// slowest answer is printed for BENCHMARKS.md, not asserted.
+#[actix_web::test]
+async fn health_answers_while_costly_small_validations_run() {
+    let app = spawn_app().await;
+    let branches: Vec<Value> = (0..40)
+        .map(|i| json!({"type": "object", "required": [format!("k{i}")]}))
+        .collect();
+    let schema = json!({"type": "object", "properties": {"xs": {"type": "array", "items": {"anyOf": branches}}}});
+    let items: Vec<Value> = (0..6_000).map(|_| json!({"z": 0})).collect();
+    let content = format!("call act {}", json!({ "xs": items }));
+    let chats = (0..4).map(|i| {
+        let body = json!({
+            "id": "m1", "session_id": format!("costly-{i}"), "content": content,
+            "host_context": context_with(schema.clone())
+        });
+        let app = &app;
+        async move { app.post_chat(&body).await }
+    });
+    let health = async {
+        let mut slowest = Duration::ZERO;
+        for _ in 0..20 {
+            let started = Instant::now();
+            assert_alive(&app).await;
+            slowest = slowest.max(started.elapsed());
+        }
+        slowest
+    };
+    let (answers, slowest) = futures_util::join!(join_all(chats), health);
+    println!("slowest /health during costly small validations: {slowest:?}");
+    for (status, reply) in answers {
+        assert_eq!(status, 200, "{reply}");
+        let tree = app
+            .tree(reply["session_id"].as_str().unwrap())
+            .await
+            .to_string();
+        assert!(tree.contains("too large to check"), "{tree:.300}");
+    }
+}
