@@ -34,6 +34,9 @@ pub const MAX_SCHEMA_DEPTH: usize = 32;
 pub const MAX_SCHEMA_NODES: usize = 2_000;
 /// Longest `pattern` / `patternProperties` key, in bytes.
 pub const MAX_PATTERN_BYTES: usize = 1_000;
+/// Most `pattern`s and `patternProperties` keys in one schema: each is
+/// compiled when the schema is declared and again for every check.
+pub const MAX_PATTERNS: usize = 64;
 /// Size limit of one compiled regex (the `regex` crate's `size_limit`).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// Steps one argument check may spend (a step is a schema node applied to a
@@ -128,6 +131,7 @@ fn compile(schema: &Value) -> Result<Node, String> {
     let mut compiler = Compiler {
         root: schema,
         nodes: 0,
+        patterns: 0,
         ref_stack: Vec::new(),
     };
     compiler.node(schema, "#", 0)
@@ -136,6 +140,8 @@ fn compile(schema: &Value) -> Result<Node, String> {
 struct Compiler<'a> {
     root: &'a Value,
     nodes: usize,
+    /// Regexes compiled so far, each `$ref` use counted.
+    patterns: usize,
     /// The `$ref` targets being inlined, outermost first: a repeat is a cycle.
     ref_stack: Vec<String>,
 }
@@ -194,7 +200,7 @@ impl<'a> Compiler<'a> {
         }
         if let Some(patterns) = object.get("patternProperties") {
             for (pattern, sub) in as_object(patterns, &child("patternProperties"))? {
-                let regex = build_regex(pattern, &child("patternProperties"))?;
+                let regex = self.regex(pattern, &child("patternProperties"))?;
                 let sub = self.node(sub, &format!("{at}/patternProperties"), depth + 1)?;
                 node.pattern_properties.push((regex, sub));
             }
@@ -281,7 +287,7 @@ impl<'a> Compiler<'a> {
             let Some(pattern) = pattern.as_str() else {
                 return Err(format!("{}: expected a string", child("pattern")));
             };
-            node.pattern = Some(build_regex(pattern, &child("pattern"))?);
+            node.pattern = Some(self.regex(pattern, &child("pattern"))?);
         }
         for (key, list) in [("allOf", 0), ("anyOf", 1), ("oneOf", 2)] {
             let Some(subs) = object.get(key) else {
@@ -312,6 +318,16 @@ impl<'a> Compiler<'a> {
             }));
         }
         Ok(node)
+    }
+
+    fn regex(&mut self, pattern: &str, at: &str) -> Result<Regex, String> {
+        self.patterns += 1;
+        if self.patterns > MAX_PATTERNS {
+            return Err(format!(
+                "{at}: more than {MAX_PATTERNS} patterns (counting each $ref use)"
+            ));
+        }
+        build_regex(pattern, at)
     }
 
     fn optional(
@@ -964,6 +980,20 @@ mod tests {
         ] {
             assert!(check_arguments(&schema, &bad).is_err(), "accepted {bad}");
         }
+    }
+
+    #[test]
+    fn patterns_are_counted() {
+        let properties: Map<String, Value> = (0..=MAX_PATTERNS)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    json!({"type": "string", "pattern": "^a+$"}),
+                )
+            })
+            .collect();
+        let schema = json!({"type": "object", "properties": properties});
+        assert!(check_schema(&schema).unwrap_err().contains("patterns"));
     }
 
     #[test]
