@@ -91,12 +91,7 @@ impl NamespaceHandler for AssistantNamespace {
         // on_connect always attaches a caller; a socket without one is refused.
         let Some(caller) = socket.data::<Caller>().cloned() else {
             let error = SessionError::Forbidden("the connection is not authenticated".into());
-            let payload = socket_error(&error);
-            socket.emit("assistant:error", payload.clone());
-            if let Some(ack) = ack {
-                ack.send(vec![json!({"ok": false, "error": payload})]);
-            }
-            return;
+            return reply_error(&socket, ack, &error);
         };
         let context = EventContext {
             runtime: self.runtime.clone(),
@@ -122,6 +117,31 @@ impl NamespaceHandler for AssistantNamespace {
                 context.reply_error(&error, None);
             }
         }
+    }
+
+    /// `[0].host_context.x` is the payload's `host_context.x`.
+    fn on_too_deep(&self, socket: SocketRef, path: String, ack: Option<AckSender>) {
+        let path = match path.strip_prefix("[0]") {
+            Some("") => "body".to_string(),
+            Some(rest) => rest.trim_start_matches('.').to_string(),
+            None => path,
+        };
+        let max = actors::contract::MAX_JSON_DEPTH;
+        let error = SessionError::validation(
+            &path,
+            format!("nested more than {max} arrays/objects deep; that is the limit"),
+        );
+        reply_error(&socket, ack, &error);
+    }
+}
+
+/// `assistant:error` (and the ack) for an event refused before it has an
+/// `EventContext`: no caller, or nested too deep to parse.
+fn reply_error(socket: &SocketRef, ack: Option<AckSender>, error: &SessionError) {
+    let payload = socket_error(error);
+    socket.emit("assistant:error", payload.clone());
+    if let Some(ack) = ack {
+        ack.send(vec![json!({"ok": false, "error": payload})]);
     }
 }
 

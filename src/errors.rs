@@ -19,6 +19,8 @@ pub enum ApiError {
     /// A POST whose `Content-Type` is not JSON (415): a form or `text/plain`
     /// request a browser sends cross-site without a preflight must not run a turn.
     UnsupportedMediaType(String),
+    /// The body did not arrive within this many seconds (a slow-body client).
+    BodyTimeout(u64),
 }
 
 impl std::fmt::Display for ApiError {
@@ -30,6 +32,9 @@ impl std::fmt::Display for ApiError {
             }
             ApiError::Unauthorized(why) => write!(f, "unauthorized: {why}"),
             ApiError::UnsupportedMediaType(why) => write!(f, "Content-Type: {why}"),
+            ApiError::BodyTimeout(seconds) => {
+                write!(f, "body: not received within {seconds} s")
+            }
         }
     }
 }
@@ -63,6 +68,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "payload_too_large",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::BodyTimeout(_) => "timeout",
         }
     }
 
@@ -87,7 +93,10 @@ impl ResponseError for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Session(SessionError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TooLarge(_) | ApiError::Session(SessionError::TooLarge(_)) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
@@ -120,12 +129,20 @@ pub fn socket_error(error: &SessionError) -> Value {
         SessionError::Conflict(_) | SessionError::NotFound(_) => "session_error",
         SessionError::Forbidden(_) => "forbidden",
         SessionError::RateLimited { .. } => "rate_limited",
-        SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::Internal(_) => {
-            "error"
-        }
+        SessionError::Unavailable(_)
+        | SessionError::Restarting(_)
+        | SessionError::Internal(_)
+        | SessionError::TooLarge(_) => "error",
     };
+    let retry_allowed = matches!(
+        error,
+        SessionError::Unavailable(_)
+            | SessionError::Restarting(_)
+            | SessionError::RateLimited { .. }
+            | SessionError::TooLarge(_)
+    );
     let mut payload = json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
-           "retry_allowed": matches!(error, SessionError::Unavailable(_) | SessionError::Restarting(_) | SessionError::RateLimited { .. })});
+           "retry_allowed": retry_allowed});
     if let SessionError::RateLimited {
         retry_after_secs, ..
     } = error
@@ -137,6 +154,8 @@ pub fn socket_error(error: &SessionError) -> Value {
 
 /// Parses a JSON body, naming `body` when it is not JSON.
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    // Before parsing: the parser recurses, and its own limit names no path.
+    actors::contract::depth::check_text(bytes, "")?;
     serde_json::from_slice(bytes).map_err(|error| {
         ApiError::from(ValidationError {
             path: "body".into(),

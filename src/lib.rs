@@ -18,12 +18,14 @@
 //! - `mcp`: MCP servers' tools (rmcp client, stdio and streamable HTTP).
 //! - `embed`: `AssistantDefinition`, for Rust hosts building their own binary.
 //! - `errors`: the one mapping from errors to status codes and payloads.
+//! - `body`: reading a request body within a size limit and a deadline.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
 pub mod access;
 pub mod agui;
 pub mod api_docs;
 pub mod assistant_socket;
+pub mod body;
 pub mod cli;
 pub mod embed;
 pub mod errors;

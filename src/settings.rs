@@ -39,6 +39,8 @@ const KNOWN_KEYS: &[&str] = &[
     "SERVER__PORT",
     "SERVER__WORKERS",
     "SERVER__MAX_BODY_BYTES",
+    "SERVER__HEADER_TIMEOUT_SECONDS",
+    "SERVER__BODY_TIMEOUT_SECONDS",
     "LLM__PRIMARY_MODEL",
     "LLM__REQUEST_TIMEOUT_SECONDS",
     "LLM__RETRY_BACKOFF_MS",
@@ -77,6 +79,9 @@ const KNOWN_KEYS: &[&str] = &[
     "SOCKETIO__PING_TIMEOUT_MS",
     "SOCKETIO__MAX_PAYLOAD",
     "MCP__CALL_TIMEOUT_SECONDS",
+    "SOCKETIO__MAX_SESSIONS_PER_IP",
+    "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
+    "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +91,10 @@ pub struct Settings {
     /// HTTP worker threads; `None` means one per core.
     pub workers: Option<NonZeroUsize>,
     pub max_body_bytes: usize,
+    /// How long a client may take to send a request's head (slowloris).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's whole body.
+    pub body_timeout: Duration,
     pub primary_model: ModelId,
     /// Whether the primary model was chosen because no provider key was set.
     pub model_fallback: bool,
@@ -126,6 +135,10 @@ pub struct Settings {
     pub mcp_servers: Vec<McpServerConfig>,
     /// `MCP__CALL_TIMEOUT_SECONDS`: the longest an MCP call (or connect) may take.
     pub mcp_call_timeout: Duration,
+    /// Engine.IO sessions one peer address may hold at once; 0: no cap.
+    pub max_sessions_per_ip: usize,
+    /// Attachment bytes in flight at once, per session and per process.
+    pub attachment_budget: actors::session::AttachmentBudget,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -256,6 +269,16 @@ impl Settings {
                 "SERVER__MAX_BODY_BYTES",
                 64 * 1024 * 1024,
             )?,
+            header_timeout: Duration::from_secs(positive(
+                get("SERVER__HEADER_TIMEOUT_SECONDS"),
+                "SERVER__HEADER_TIMEOUT_SECONDS",
+                5,
+            )?),
+            body_timeout: Duration::from_secs(positive(
+                get("SERVER__BODY_TIMEOUT_SECONDS"),
+                "SERVER__BODY_TIMEOUT_SECONDS",
+                30,
+            )?),
             primary_model,
             model_fallback,
             providers,
@@ -350,6 +373,23 @@ impl Settings {
                 "MCP__CALL_TIMEOUT_SECONDS",
                 30,
             )?),
+            max_sessions_per_ip: number(
+                get("SOCKETIO__MAX_SESSIONS_PER_IP"),
+                "SOCKETIO__MAX_SESSIONS_PER_IP",
+                1_000,
+            )?,
+            attachment_budget: actors::session::AttachmentBudget::new(
+                positive(
+                    get("ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES"),
+                    "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
+                    64 * 1024 * 1024,
+                )?,
+                positive(
+                    get("ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES"),
+                    "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
+                    1024 * 1024 * 1024,
+                )?,
+            ),
         })
     }
 }
@@ -704,12 +744,16 @@ fn parse_host_tools(key: &str, text: &str) -> Result<Vec<HostToolConfig>, Settin
             .get("parameters")
             .cloned()
             .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
-        if parameters.get("type").and_then(Value::as_str) != Some("object")
-            || !actors::tools::is_valid_schema(&parameters)
-        {
+        if parameters.get("type").and_then(Value::as_str) != Some("object") {
             return Err(bad(
                 key,
                 format!("tool {name:?}: parameters must be a JSON schema of type object"),
+            ));
+        }
+        if let Err(problem) = actors::tools::check_schema(&parameters) {
+            return Err(bad(
+                key,
+                format!("tool {name:?}: parameters are not a usable JSON schema: {problem}"),
             ));
         }
         parsed.push(HostToolConfig {

@@ -215,6 +215,8 @@ impl Application {
             handshake_headers: access.handshake_headers(),
             origin_policy: Some(cors.socket_policy()),
             cors_credentials: cors.credentials(),
+            max_sessions_per_ip: settings.max_sessions_per_ip,
+            body_timeout: settings.body_timeout,
             ..SocketIoConfig::default()
         })
         .namespace(
@@ -231,6 +233,11 @@ impl Application {
         let metrics = web::Data::from(metrics);
         let access = web::Data::from(access);
         let limits = web::Data::from(limits);
+        let body_limits = web::Data::new(crate::body::BodyLimits {
+            max_bytes: max_body,
+            timeout: settings.body_timeout,
+        });
+        let header_timeout = settings.header_timeout;
         let make_app = move || {
             App::new()
                 .app_data(runtime.clone())
@@ -238,6 +245,7 @@ impl Application {
                 .app_data(metrics.clone())
                 .app_data(access.clone())
                 .app_data(limits.clone())
+                .app_data(body_limits.clone())
                 .app_data(web::PayloadConfig::new(max_body))
                 .wrap(crate::errors::json_error_pages(max_body))
                 // Outermost: it logs the final status, error pages included.
@@ -285,7 +293,7 @@ impl Application {
             let make_app = make_app.clone();
             builder = builder
                 .listen(format!("assistant-runtime-{addr}"), listener, move || {
-                    http_service(make_app.clone(), addr)
+                    http_service(make_app.clone(), addr, header_timeout)
                 })
                 .map_err(|error| StartupError(format!("cannot listen on {addr}: {error}")))?;
         }
@@ -317,6 +325,7 @@ impl Application {
 fn http_service<F, T, B>(
     make_app: F,
     addr: SocketAddr,
+    header_timeout: Duration,
 ) -> impl ServiceFactory<
     TcpStream,
     Config = (),
@@ -358,7 +367,7 @@ where
         .map_err(|error: actix_web::Error| error.error_response());
     HttpService::build()
         .keep_alive(KeepAlive::default())
-        .client_request_timeout(Duration::from_secs(5))
+        .client_request_timeout(header_timeout)
         .client_disconnect_timeout(Duration::from_secs(1))
         .h1_allow_half_closed(true)
         .local_addr(addr)
@@ -486,6 +495,7 @@ pub fn build_runtime_with(
             idle_timeout: settings.session_idle,
             history: settings.history.clone(),
             request_models: settings.request_models.clone(),
+            attachment_budget: settings.attachment_budget.clone(),
         },
     };
     Runtime::new(deps)

@@ -228,6 +228,9 @@ pub struct EventSink {
     overflowed: Arc<AtomicBool>,
     /// Whether the receiver shows deltas as they come (`final_response.streamed`).
     pub streamed: bool,
+    /// The attachment bytes of the message this turn answers, leased from
+    /// the budget until the last clone of the sink is gone.
+    lease: Option<std::sync::Arc<crate::session::AttachmentLease>>,
 }
 
 /// The receiving end of an `EventSink`.
@@ -261,9 +264,16 @@ impl EventSink {
                 tx,
                 overflowed: overflowed.clone(),
                 streamed,
+                lease: None,
             },
             EventStream { rx, overflowed },
         )
+    }
+
+    /// This sink, holding `lease` for as long as any clone of it lives.
+    pub fn with_lease(mut self, lease: crate::session::AttachmentLease) -> EventSink {
+        self.lease = Some(std::sync::Arc::new(lease));
+        self
     }
 
     pub fn send(&self, event: TurnEvent) {

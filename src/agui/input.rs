@@ -273,6 +273,8 @@ fn parse_tool_message(message: &Value, index: usize) -> Result<ToolMessage, Vali
         ));
     };
     let text = content_text(message.get("content"), &format!("{path}.content"))?;
+    // The content is JSON text inside a string: the body's depth check never saw it.
+    actors::contract::depth::check_text(text.as_bytes(), &format!("{path}.content"))?;
     let output = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text.clone()));
     let (result, failed) = match message.get("error") {
         None | Some(Value::Null) => (output, false),

@@ -18,6 +18,7 @@ use super::events::{sse_frame, EventMapper};
 use super::input::RunInput;
 use crate::access::limits::{Limits, LiveGuard};
 use crate::access::{require_json, Authenticated, AGUI_CONTENT_TYPE};
+use crate::body::{read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
@@ -36,9 +37,11 @@ pub async fn post_agui(
     runtime: web::Data<Runtime>,
     limits: web::Data<Limits>,
     metrics: web::Data<Metrics>,
-    body: web::Bytes,
+    body_limits: web::Data<BodyLimits>,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     require_json(&req, Some(AGUI_CONTENT_TYPE))?;
+    let body = read_body(payload, &body_limits).await?;
     let value = parse_json(&body)?;
     let input = RunInput::parse(&value)?;
     note_session(&req, &input.thread_id);

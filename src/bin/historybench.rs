@@ -129,6 +129,7 @@ async fn run(options: Options) {
             budget: Default::default(),
             idle_timeout: std::time::Duration::from_secs(600),
             request_models: Vec::new(),
+            attachment_budget: actors::session::AttachmentBudget::new(64 << 20, 1 << 30),
             history: HistoryConfig {
                 compaction_enabled: options.compaction,
                 token_budget: options.budget,

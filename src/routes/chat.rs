@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::access::limits::Limits;
 use crate::access::{require_json, Authenticated};
+use crate::body::{read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError, ErrorBody};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
@@ -31,9 +32,11 @@ pub async fn post_chat(
     runtime: web::Data<Runtime>,
     limits: web::Data<Limits>,
     metrics: web::Data<Metrics>,
-    body: web::Bytes,
+    body_limits: web::Data<BodyLimits>,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     require_json(&http, None)?;
+    let body = read_body(payload, &body_limits).await?;
     let value = parse_json(&body)?;
     let session_id = value.get("session_id").or_else(|| value.get("sessionId"));
     if let Some(session_id) = session_id.and_then(|id| id.as_str()) {

@@ -41,6 +41,11 @@ pub struct SocketIoConfig {
     pub origin_policy: Option<OriginPolicy>,
     /// Whether allowed origins may send credentials (`false` for a `*` policy).
     pub cors_credentials: bool,
+    /// Engine.IO sessions one peer address may hold at once (429 past it);
+    /// 0: no cap. Behind a proxy every client has the proxy's address.
+    pub max_sessions_per_ip: usize,
+    /// How long a polling POST body may take to arrive.
+    pub body_timeout: Duration,
 }
 
 /// Whether a browser `Origin` may talk to the server, decided by the application.
@@ -60,6 +65,8 @@ impl Default for SocketIoConfig {
             ping_timeout: DEFAULT_PING_TIMEOUT,
             max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
             cors_origins: Vec::new(),
+            max_sessions_per_ip: 0,
+            body_timeout: Duration::from_secs(30),
             handshake_headers: Vec::new(),
             origin_policy: None,
             cors_credentials: true,

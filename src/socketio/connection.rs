@@ -433,6 +433,33 @@ impl Connection {
             // Events for a namespace the client has not joined are dropped.
             return;
         };
+        // Checked before parsing: the parser recurses and stops at 128 levels
+        // without saying where. The argument array itself does not count.
+        let depth = actors::contract::depth::check_text_within(
+            packet.data.as_bytes(),
+            "",
+            actors::contract::MAX_JSON_DEPTH + 1,
+        );
+        if let Err(error) = depth {
+            let attached = &self.sockets[idx];
+            let socket = attached.socket.clone();
+            let ack = packet
+                .ack_id
+                .map(|ack_id| AckSender::new(socket.clone(), ack_id));
+            // `[1].x`: argument 1 of the packet is argument 0 of the event.
+            let path = match error.path.strip_prefix("[") {
+                Some(rest) => match rest.split_once(']') {
+                    Some((index, tail)) => match index.parse::<usize>() {
+                        Ok(index) if index > 0 => format!("[{}]{tail}", index - 1),
+                        _ => error.path.clone(),
+                    },
+                    None => error.path.clone(),
+                },
+                None => error.path.clone(),
+            };
+            attached.handler.on_too_deep(socket, path, ack);
+            return;
+        }
         let mut args = match serde_json::from_str::<Value>(packet.data) {
             Ok(Value::Array(args)) if matches!(args.first(), Some(Value::String(_))) => args,
             _ => return self.close(DisconnectReason::ParseError, ctx),
@@ -478,11 +505,7 @@ impl Actor for Connection {
             }
             Transport::WebSocket(writer) => writer.close(),
         }
-        self.shared
-            .sessions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(&self.sid);
+        self.shared.unregister(&self.sid);
     }
 }
 

@@ -51,6 +51,7 @@ mod socket_packet;
 mod websocket;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use actix::Addr;
@@ -86,14 +87,80 @@ pub(crate) struct Shared {
     /// land on any worker. A std `Mutex`: held only for one map operation,
     /// never across an await.
     pub(crate) sessions: Mutex<HashMap<Arc<str>, Addr<Connection>>>,
+    /// Who opened each session, for the per-address cap
+    /// (`SocketIoConfig::max_sessions_per_ip`).
+    peers: Mutex<Peers>,
+}
+
+#[derive(Default)]
+struct Peers {
+    by_sid: HashMap<Arc<str>, IpAddr>,
+    by_ip: HashMap<IpAddr, usize>,
 }
 
 impl Shared {
-    pub(crate) fn register(&self, sid: Arc<str>, addr: Addr<Connection>) {
+    fn new(
+        config: SocketIoConfig,
+        namespaces: HashMap<String, Arc<dyn NamespaceHandler>>,
+    ) -> Shared {
+        Shared {
+            config,
+            namespaces,
+            sessions: Mutex::new(HashMap::new()),
+            peers: Mutex::new(Peers::default()),
+        }
+    }
+
+    pub(crate) fn register(&self, sid: Arc<str>, addr: Addr<Connection>, peer: Option<IpAddr>) {
+        if let Some(ip) = peer {
+            let mut peers = self
+                .peers
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            *peers.by_ip.entry(ip).or_default() += 1;
+            peers.by_sid.insert(sid.clone(), ip);
+        }
         self.sessions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .insert(sid, addr);
+    }
+
+    pub(crate) fn unregister(&self, sid: &Arc<str>) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(sid);
+        let mut peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(ip) = peers.by_sid.remove(sid) {
+            if let Some(count) = peers.by_ip.get_mut(&ip) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    peers.by_ip.remove(&ip);
+                }
+            }
+        }
+    }
+
+    /// Whether `peer` may open one more session. Checked before the
+    /// handshake and counted at `register`: concurrent handshakes from one
+    /// address may pass the cap by the number of workers, no more.
+    fn has_room(&self, peer: Option<IpAddr>) -> bool {
+        let cap = self.config.max_sessions_per_ip;
+        let Some(ip) = peer else {
+            return true;
+        };
+        if cap == 0 {
+            return true;
+        }
+        let peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        peers.by_ip.get(&ip).copied().unwrap_or(0) < cap
     }
 
     fn lookup(&self, sid: &str) -> Option<Addr<Connection>> {
@@ -110,11 +177,7 @@ impl SocketIo {
     /// `Invalid namespace` until handlers are registered.
     pub fn new(config: SocketIoConfig) -> SocketIo {
         SocketIo {
-            shared: Arc::new(Shared {
-                config,
-                namespaces: HashMap::new(),
-                sessions: Mutex::new(HashMap::new()),
-            }),
+            shared: Arc::new(Shared::new(config, HashMap::new())),
         }
     }
 
@@ -129,11 +192,7 @@ impl SocketIo {
         let mut namespaces = self.shared.namespaces.clone();
         namespaces.insert(name, Arc::new(handler));
         SocketIo {
-            shared: Arc::new(Shared {
-                config: self.shared.config.clone(),
-                namespaces,
-                sessions: Mutex::new(HashMap::new()),
-            }),
+            shared: Arc::new(Shared::new(self.shared.config.clone(), namespaces)),
         }
     }
 
@@ -270,7 +329,12 @@ async fn handle_get(req: HttpRequest, payload: Payload, shared: web::Data<Shared
         Err(error) => return error_with_cors(&req, &shared, error),
     };
     let response = match (checked.transport, checked.sid.as_deref()) {
-        (TransportName::Polling, None) => polling::handshake(&req, &shared),
+        (_, None) if !shared.has_room(req.peer_addr().map(|addr| addr.ip())) => {
+            too_many_sessions(shared.config.max_sessions_per_ip)
+        }
+        (TransportName::Polling, None) => {
+            polling::handshake(&req, &shared, req.peer_addr().map(|addr| addr.ip()))
+        }
         (TransportName::Polling, Some(sid)) => match shared.lookup(sid) {
             Some(addr) => polling::poll(addr).await,
             None => EngineError::SessionIdUnknown.response(),
@@ -285,6 +349,14 @@ async fn handle_get(req: HttpRequest, payload: Payload, shared: web::Data<Shared
         return response;
     }
     with_cors(response, checked.cors_origin, &shared.config)
+}
+
+/// 429 for a handshake past `max_sessions_per_ip`, in Engine.IO's error shape.
+fn too_many_sessions(cap: usize) -> HttpResponse {
+    HttpResponse::TooManyRequests().json(serde_json::json!({
+        "code": 4,
+        "message": format!("Too many sessions from this address (at most {cap})"),
+    }))
 }
 
 async fn handle_post(

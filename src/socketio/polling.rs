@@ -21,14 +21,18 @@ const UPGRADES: &[&str] = &["websocket"];
 
 /// `GET ?transport=polling` without sid: opens a session. The open packet is
 /// the whole first response, as the reference server sends it.
-pub(crate) fn handshake(req: &HttpRequest, shared: &Arc<Shared>) -> HttpResponse {
+pub(crate) fn handshake(
+    req: &HttpRequest,
+    shared: &Arc<Shared>,
+    peer: Option<std::net::IpAddr>,
+) -> HttpResponse {
     let config = &shared.config;
     let sid: Arc<str> = Arc::from(sid::new_id());
     let link = Arc::new(ConnectionLink::new(config.queue_limit_bytes()));
     let addr = Connection::new(sid.clone(), shared.clone(), link, Connection::polling())
         .with_handshake(super::kept_headers(req, config))
         .start();
-    shared.register(sid.clone(), addr);
+    shared.register(sid.clone(), addr, peer);
     text(open_packet(
         &sid,
         UPGRADES,
@@ -71,7 +75,21 @@ pub(crate) async fn post(
         return too_large(&addr);
     }
     let mut body = BytesMut::new();
-    while let Some(chunk) = payload.next().await {
+    // The whole body within the deadline: a slow-body client must not hold the connection.
+    let deadline = tokio::time::Instant::now() + shared.config.body_timeout;
+    loop {
+        let next = match tokio::time::timeout_at(deadline, payload.next()).await {
+            Ok(next) => next,
+            Err(_) => {
+                addr.do_send(CloseSession {
+                    reason: DisconnectReason::TransportClose,
+                });
+                return EngineError::BadRequest.response();
+            }
+        };
+        let Some(chunk) = next else {
+            break;
+        };
         let Ok(chunk) = chunk else {
             addr.do_send(CloseSession {
                 reason: DisconnectReason::TransportClose,

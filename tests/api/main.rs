@@ -11,6 +11,7 @@ mod fake_provider;
 mod helpers;
 mod history;
 mod host_actions;
+mod hostile;
 mod mcp;
 mod observability;
 mod openapi;

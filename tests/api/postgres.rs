@@ -964,3 +964,71 @@ async fn owners_are_stored_and_lists_are_filtered_by_owner_in_postgres() {
         .get(0);
     assert_eq!(owner.as_deref(), Some("alice"));
 }
+
+// ---- depth limit (issue #18) -------------------------------------------------
+
+/// `{"a": {"a": … leaf …}}` with `depth` objects, built without recursion.
+fn nested_objects(depth: usize, leaf: Value) -> Value {
+    let mut value = leaf;
+    for _ in 0..depth {
+        value = json!({ "a": value });
+    }
+    value
+}
+
+/// A tool result at the depth limit is stored in Postgres and read back by a
+/// second process; one level more is a 422 and changes nothing.
+#[actix_web::test]
+async fn a_tool_result_at_the_depth_limit_round_trips_through_postgres() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let (status, first) = app
+        .say("deep-pg", "m1", SELECT_ISSUE, Some(tasks_context()))
+        .await;
+    assert_eq!(status, 200, "{first}");
+    let call_id = call_id_of(&first);
+    let limit = actors::contract::MAX_JSON_DEPTH;
+    let (status, refused) = app
+        .continue_call("deep-pg", "m2", &call_id, nested_objects(limit, json!(1)))
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    let at_limit = nested_objects(limit - 1, json!("leaf"));
+    let (status, resumed) = app
+        .continue_call("deep-pg", "m2", &call_id, at_limit.clone())
+        .await;
+    assert_eq!(status, 200, "{resumed}");
+    let fresh = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    assert_eq!(
+        fresh.tool_record("deep-pg", &call_id).await["output"],
+        at_limit
+    );
+    let (status, messages) = fresh.get("/api/sessions/deep-pg/messages").await;
+    assert_eq!(status, 200, "{messages}");
+}
+
+/// A session stored before the limit existed, nested deeper than serde_json
+/// reads back, cannot be loaded, but it can still be deleted.
+#[actix_web::test]
+async fn a_session_stored_too_deep_can_still_be_deleted() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let (status, first) = app.say("bricked", "m1", "say hi", None).await;
+    assert_eq!(status, 200, "{first}");
+    let too_deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    db.client()
+        .await
+        .execute(
+            &format!(
+                "UPDATE messages SET body = json_build_object('id', 'm1', 'role', 'user', 'content', {too_deep:?}::json) WHERE session_id = 'bricked' AND id = 'm1'"
+            )
+            .replace('"', "'"),
+            &[],
+        )
+        .await
+        .expect("store a too-deep message the way an older version could");
+    let fresh = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let (status, body) = fresh.delete("/api/sessions/bricked").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = fresh.get("/api/sessions/bricked").await;
+    assert_eq!(status, 404, "{body}");
+}

@@ -136,6 +136,7 @@ impl ChatRequest {
         if !value.is_object() {
             return Err(ValidationError::new(BODY_PATH, "expected a JSON object"));
         }
+        super::depth::check_value(value, "")?;
         let fields = Fields::read(value, "", FIELDS)?;
         let id = MessageId::new(required_id(&fields, "id")?);
         let session_id = SessionId::new(required_id(&fields, "session_id")?);

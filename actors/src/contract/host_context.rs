@@ -132,8 +132,8 @@ pub struct HostAction {
     pub name: String,
     /// Non-empty.
     pub description: String,
-    /// A JSON schema of type object that valico compiles; host-owned keys.
-    /// Absent on the wire, it is
+    /// A JSON schema of type object that `tools::check_schema` accepts;
+    /// host-owned keys. Absent on the wire, it is
     /// `{"type": "object", "properties": {}}`.
     pub parameters: Value,
 }
@@ -401,7 +401,8 @@ fn default_parameters() -> Value {
 }
 
 /// An action's parameters: a JSON schema object of `"type": "object"` that
-/// compiles. The source of truth reads a missing `type` as object; here it
+/// can be checked safely (`tools::check_schema`: bounded, no `$ref` cycle,
+/// linear regexes). The source of truth reads a missing `type` as object; here it
 /// must be spelled, because providers reject a tool schema without it and the
 /// host's schema is passed to them verbatim.
 fn check_parameters(parameters: &Value) -> Result<(), String> {
@@ -411,11 +412,8 @@ fn check_parameters(parameters: &Value) -> Result<(), String> {
     if schema.get("type") != Some(&Value::String("object".to_string())) {
         return Err("must be a JSON schema with \"type\": \"object\"".to_string());
     }
-    let mut scope = valico::json_schema::Scope::new();
-    if let Err(err) = scope.compile_and_return(parameters.clone(), false) {
-        return Err(format!("not a valid JSON schema: {err}"));
-    }
-    Ok(())
+    crate::tools::check_schema(parameters)
+        .map_err(|problem| format!("not a usable JSON schema: {problem}"))
 }
 
 /// `{name: {"state"?, "summary"?}}`: names are the host's, the inner keys the contract's.

@@ -28,6 +28,7 @@ impl JoinRequest {
         if !value.is_object() {
             return Err(ValidationError::new(BODY_PATH, "expected a JSON object"));
         }
+        super::depth::check_value(value, "")?;
         let fields = Fields::read(value, "", &["session_id", "host_context"])?;
         let session_id = SessionId::new(required_id(&fields, "session_id")?);
         let host_context = match fields.value("host_context") {
@@ -46,6 +47,7 @@ impl CancelRequest {
         if !value.is_object() {
             return Err(ValidationError::new(BODY_PATH, "expected a JSON object"));
         }
+        super::depth::check_value(value, "")?;
         let fields = Fields::read(value, "", &["session_id"])?;
         Ok(CancelRequest {
             session_id: SessionId::new(required_id(&fields, "session_id")?),

@@ -13,6 +13,7 @@ pub mod attachment;
 pub mod body;
 #[doc(hidden)]
 pub mod cases;
+pub mod depth;
 pub mod error;
 pub mod host_context;
 pub mod join;
@@ -23,6 +24,7 @@ pub use attachment::{
     Attachment, AttachmentKind, AttachmentPurpose, AttachmentSource, MAX_ATTACHMENT_CONTENT_CHARS,
 };
 pub use body::{ChatRequest, Continuation, MessageType, OutputMode, RequestConfig, ToolOutcome};
+pub use depth::MAX_JSON_DEPTH;
 pub use error::ValidationError;
 pub use host_context::{
     is_valid_action_name, HostAction, HostContext, HostInfo, HostKind, NavigationTarget, View,

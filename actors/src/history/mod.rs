@@ -25,7 +25,7 @@ pub use view::{summary_cut, transcript, SUMMARY_BLOCK_OPEN};
 
 use crate::conversation::{Message, Usage};
 use crate::model::ModelId;
-use crate::turn::{run_turn, TurnEnd, TurnInput, TurnOutput};
+use crate::turn::{run_turn_guarded, TurnEnd, TurnInput, TurnOutput};
 
 /// History settings (`HISTORY__*`, `LLM__SUMMARIZATION_MODEL`,
 /// `ASSISTANT__ENABLE_WORKING_MEMORY`, `LLM__WORKING_MEMORY_MODEL`).
@@ -103,7 +103,7 @@ pub async fn run_turn_with_history(
             }
         }
     }
-    let mut output = run_turn(input).await;
+    let mut output = run_turn_guarded(input).await;
     if let (Some(job), TurnEnd::Completed) = (jobs.memory, &output.end) {
         match job.run(&output.assistant).await {
             Ok((entries, usage)) => {

@@ -8,7 +8,8 @@
 //! - `call <tool> <json>`: call a tool (several lines, several calls in one response);
 //! - `hold`: call the `hold` decision tool;
 //! - `slow <ms>`: wait that long before each delta (for cancellation);
-//! - `fail <error_type>`: fail the request as a provider would (`rate_limit`, `timeout`, ...).
+//! - `fail <error_type>`: fail the request as a provider would (`rate_limit`, `timeout`, ...);
+//! - `panic`: panic inside the model stream (proves a panic is one failed turn, nothing more).
 //!
 //! Any other text is echoed back as `Echo: <text>`. After tool results it
 //! answers `Tool results: <name> → <output>; ...` instead of reading commands.
@@ -38,6 +39,7 @@ pub struct EchoModel;
 enum Step {
     Event(ModelEvent),
     Fail(ModelError),
+    Panic,
 }
 
 impl ModelClient for EchoModel {
@@ -73,6 +75,7 @@ impl ModelClient for EchoModel {
                 match step {
                     Step::Event(event) => Ok(event),
                     Step::Fail(error) => Err(error),
+                    Step::Panic => panic!("the echo model was asked to panic"),
                 }
             })
             .boxed()
@@ -120,6 +123,7 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
                 delay = Duration::from_millis(millis).min(MAX_DELAY);
             }
             "fail" => steps.push(Step::Fail(provider_failure(rest.trim()))),
+            "panic" => steps.push(Step::Panic),
             _ if !line.is_empty() => echoed.push(line),
             _ => {}
         }

@@ -556,6 +556,21 @@ impl Handler<JoinSession> for SessionActor {
     }
 }
 
+/// Sent by the actor to itself: go on answering deferred requests.
+struct RunDeferred;
+
+impl actix::Message for RunDeferred {
+    type Result = ();
+}
+
+impl Handler<RunDeferred> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: RunDeferred, ctx: &mut Context<Self>) {
+        self.run_deferred(ctx);
+    }
+}
+
 /// Sent by the actor's own turn task when the turn ends.
 struct TurnFinished {
     turn_id: u64,
@@ -761,6 +776,7 @@ impl Handler<DeleteSession> for SessionActor {
             if outcome.is_ok() {
                 actor.stored = false;
                 actor.abandon_live_turn();
+                actor.refuse_deferred();
                 ctx.stop();
             }
             let _ = reply.send(outcome);
@@ -807,6 +823,17 @@ impl SessionActor {
             .send(TurnEvent::FinalResponse(Box::new(final_response)));
         live.sink.send(TurnEvent::Error(turn_error));
         status(&live.sink, &self.id, TurnStatus::Completed);
+    }
+
+    /// Messages still waiting for the live turn when the session is deleted
+    /// answer 404: the session they were sent to is gone. (A message sent
+    /// after the delete starts a new session, as any first message does.)
+    fn refuse_deferred(&mut self) {
+        for deferred in self.deferred.drain(..) {
+            let _ = deferred
+                .reply
+                .send(Err(SessionError::NotFound(self.id.to_string())));
+        }
     }
 
     /// A read of a session that does not exist should not leave an actor behind.
@@ -1425,6 +1452,14 @@ impl SessionActor {
                 interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
                 failure = Some(("usage_limit".into(), reason.clone(), false));
             }
+            TurnEnd::Panicked(_) => {
+                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                failure = Some((
+                    "internal".into(),
+                    "The turn failed inside the runtime; the session is unharmed. Send the message again.".into(),
+                    true,
+                ));
+            }
             TurnEnd::Failed(error) => {
                 interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
                 failure = Some((
@@ -1585,11 +1620,12 @@ impl SessionActor {
             };
             self.accept(deferred.request, deferred.sink, deferred.reply, ctx);
             if ctx.waiting() {
-                // A store write holds the mailbox; its continuation calls back here.
-                ctx.wait(
-                    actix::fut::ready(())
-                        .map(|(), actor: &mut SessionActor, ctx| actor.run_deferred(ctx)),
-                );
+                // A store write holds the mailbox. Go on with a mailbox message,
+                // which waits for that write and its continuation (a `ctx.wait`
+                // here would run first: waits run newest first, so the next
+                // deferred message would be accepted beside the write and
+                // both would start a turn, one of them lost).
+                ctx.address().do_send(RunDeferred);
                 return;
             }
         }

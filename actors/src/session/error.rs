@@ -31,6 +31,9 @@ pub enum SessionError {
     Restarting(String),
     /// A bug or an unexpected failure (500).
     Internal(String),
+    /// The request needs more memory than the server grants it (413,
+    /// `payload_too_large`): the attachment budget.
+    TooLarge(String),
 }
 
 impl SessionError {
@@ -44,6 +47,7 @@ impl SessionError {
             SessionError::Unavailable(_) => "DatabaseError",
             SessionError::Restarting(_) => "unavailable",
             SessionError::Internal(_) => "internal",
+            SessionError::TooLarge(_) => "payload_too_large",
         }
     }
 
@@ -63,9 +67,9 @@ impl fmt::Display for SessionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SessionError::Validation(error) => write!(f, "{error}"),
-            SessionError::Conflict(message) | SessionError::Internal(message) => {
-                f.write_str(message)
-            }
+            SessionError::Conflict(message)
+            | SessionError::Internal(message)
+            | SessionError::TooLarge(message) => f.write_str(message),
             SessionError::NotFound(id) => write!(f, "session {id:?} does not exist"),
             SessionError::Forbidden(id) => {
                 write!(f, "session {id:?} is not yours to see or change")

@@ -3,6 +3,7 @@
 //! handle the transports call.
 
 mod actor;
+mod budget;
 mod caller;
 mod error;
 mod messages;
@@ -11,6 +12,7 @@ mod registry;
 mod runtime;
 
 pub use actor::SessionActor;
+pub use budget::{attachment_bytes, AttachmentBudget, AttachmentLease};
 pub use caller::Caller;
 pub use error::SessionError;
 pub use messages::{AcceptedAs, SessionInfo, TurnAccepted};

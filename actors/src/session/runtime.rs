@@ -55,6 +55,8 @@ pub struct SessionConfig {
     /// (`ASSISTANT__REQUEST_MODELS`): any model a configured key reaches
     /// costs money, so a caller may not pick one the operator did not list.
     pub request_models: Vec<ModelId>,
+    /// Attachment bytes of running turns, per session and per process.
+    pub attachment_budget: super::AttachmentBudget,
 }
 
 /// What session actors need, shared by all of them.
@@ -179,7 +181,7 @@ impl Runtime {
         M::Result: Send,
         SessionActor: Handler<M>,
     {
-        for _attempt in 0..2 {
+        for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(id, &self.deps);
             match addr.send(make()).await {
                 Ok(result) => return Ok(result),
@@ -189,6 +191,29 @@ impl Runtime {
             }
         }
         Err(self.why_unavailable("session actor unavailable").await)
+    }
+
+    /// `ask` for a request about a session that must already exist: if its
+    /// actor kept stopping (a read of an unknown id stops the actor it
+    /// started, and a burst of such reads can race each other), the store
+    /// decides between 404 and 503.
+    async fn ask_existing<M>(
+        &self,
+        id: &SessionId,
+        make: impl Fn() -> M,
+    ) -> Result<M::Result, SessionError>
+    where
+        M: actix::Message + Send + 'static,
+        M::Result: Send,
+        SessionActor: Handler<M>,
+    {
+        match self.ask(id, make).await {
+            Err(SessionError::Restarting(cause)) => match self.deps.store.load(id).await {
+                Ok(None) => Err(SessionError::NotFound(id.to_string())),
+                _ => Err(SessionError::Restarting(cause)),
+            },
+            other => other,
+        }
     }
 
     /// Why a session's actor could not take a request: most often it stopped
@@ -218,6 +243,16 @@ impl Runtime {
         sink: EventSink,
     ) -> Result<TurnAccepted, SessionError> {
         let id = request.session_id.clone();
+        // Held by the turn's sink: given back when the turn is over.
+        let sink = match self
+            .deps
+            .config
+            .attachment_budget
+            .lease(&id, &request.attachments)?
+        {
+            Some(lease) => sink.with_lease(lease),
+            None => sink,
+        };
         let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(&id, &self.deps);
@@ -289,7 +324,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask(id, || GetInfo {
+        self.ask_existing(id, || GetInfo {
             caller: caller.clone(),
         })
         .await?
@@ -301,7 +336,7 @@ impl Runtime {
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask(id, || GetPath {
+        self.ask_existing(id, || GetPath {
             leaf_id: leaf_id.clone(),
             caller: caller.clone(),
         })
@@ -313,7 +348,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask(id, || GetTree {
+        self.ask_existing(id, || GetTree {
             caller: caller.clone(),
         })
         .await?
@@ -324,17 +359,34 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask(id, || RepairSession {
+        self.ask_existing(id, || RepairSession {
             caller: caller.clone(),
         })
         .await?
     }
 
+    /// Deletes through the actor; a session its actor cannot load (stored
+    /// data it cannot read back, e.g. nested deeper than serde_json decodes,
+    /// written before the depth limit existed) is deleted in the store
+    /// directly by an admin, so no stored session is ever beyond removal.
+    /// (Its owner cannot be read, so nobody else may.)
     pub async fn delete(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        self.ask(id, || DeleteSession {
+        let delete = || DeleteSession {
             caller: caller.clone(),
-        })
-        .await?
+        };
+        match self.ask_existing(id, delete).await {
+            Ok(Err(SessionError::Internal(cause))) | Err(SessionError::Restarting(cause))
+                if caller.admin =>
+            {
+                log::warn!("session {id}: deleting in the store directly ({cause})");
+                if let Some(addr) = self.live(id) {
+                    self.registry.remove(id, &addr);
+                }
+                Ok(self.deps.store.delete(id).await?)
+            }
+            Ok(result) => result,
+            Err(error) => Err(error),
+        }
     }
 
     /// A page of the sessions `caller` may see: an admin's are all of them.

@@ -16,4 +16,7 @@ pub use custom::{
 pub use registry::{
     DepsFactory, HostToolConfig, OfferedTool, ToolKind, ToolRegistry, ToolSet, HOLD_TOOL,
 };
-pub use schema::{check_arguments, is_valid_schema};
+pub use schema::{
+    check_arguments, check_schema, is_valid_schema, MAX_PATTERNS, MAX_PATTERN_BYTES,
+    MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, VALIDATION_BUDGET,
+};

@@ -85,6 +85,8 @@ pub enum TurnEnd {
     Cancelled,
     UsageLimit(String),
     Failed(ModelError),
+    /// The turn's own code panicked; the message is the panic's.
+    Panicked(String),
 }
 
 pub struct TurnOutput {
@@ -93,6 +95,34 @@ pub struct TurnOutput {
     /// Handed back so the actor can collect steering that arrived after the
     /// turn's last look (it is promoted to a turn of its own).
     pub steering: mpsc::Receiver<SteeringNote>,
+}
+
+/// `run_turn` with a panic anywhere inside it caught: it becomes a failed
+/// turn of this session (`Panicked`, with the message as it was before the
+/// turn), never a dead actor or thread.
+pub async fn run_turn_guarded(input: TurnInput) -> TurnOutput {
+    use futures_util::FutureExt;
+    let assistant = input.assistant.clone();
+    match std::panic::AssertUnwindSafe(run_turn(input))
+        .catch_unwind()
+        .await
+    {
+        Ok(output) => output,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            log::error!("turn of {} panicked: {message}", assistant.id);
+            let (_sender, steering) = mpsc::channel(1);
+            TurnOutput {
+                assistant,
+                end: TurnEnd::Panicked(message),
+                steering,
+            }
+        }
+    }
 }
 
 /// Runs the loop until it ends; never panics on model output.
@@ -160,7 +190,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             continue;
         }
         if silent {
-            if let Some(end) = decide(&plan, response.calls, &mut assistant) {
+            if let Some(end) = decide(&plan, response.calls, &mut assistant).await {
                 break end;
             }
             continue;
@@ -254,7 +284,11 @@ struct RawCall {
 
 impl RawCall {
     /// The arguments as parsed, or the raw text when they are not JSON.
+    /// Arguments nested past the depth limit stay text, so the store can read them back.
     fn arguments_value(&self) -> Value {
+        if crate::contract::depth::check_text(self.arguments.as_bytes(), "").is_err() {
+            return Value::String(self.arguments.clone());
+        }
         serde_json::from_str(&self.arguments)
             .unwrap_or_else(|_| Value::String(self.arguments.clone()))
     }
@@ -476,7 +510,14 @@ fn append_delta(
 
 /// Checks one call against the turn's tools: its parsed arguments, or the
 /// reason to send back to the model.
-fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Value, String)> {
+async fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Value, String)> {
+    // Checked as text first: the store must read back whatever is accepted.
+    if let Err(error) = crate::contract::depth::check_text(call.arguments.as_bytes(), "arguments") {
+        return Err((
+            Value::String(call.arguments.chars().take(200).collect()),
+            error.to_string(),
+        ));
+    }
     let arguments: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
         "{}"
     } else {
@@ -496,7 +537,7 @@ fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Val
             format!("unknown tool {:?}; use one of the tools offered", call.name),
         ));
     };
-    if let Err(problems) = check_arguments(&tool.parameters, &arguments) {
+    if let Err(problems) = check_off_thread(tool.parameters.clone(), arguments.clone()).await {
         return Err((
             arguments,
             format!(
@@ -506,6 +547,16 @@ fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind), (Val
         ));
     }
     Ok((arguments, tool.kind.clone()))
+}
+
+/// The schema check, on the blocking pool: it is bounded (`VALIDATION_BUDGET`),
+/// but a large bounded check still should not hold the thread that serves
+/// this session's actor and HTTP connections.
+async fn check_off_thread(schema: Value, arguments: Value) -> Result<(), String> {
+    match tokio::task::spawn_blocking(move || check_arguments(&schema, &arguments)).await {
+        Ok(checked) => checked,
+        Err(error) => Err(format!("the arguments could not be checked: {error}")),
+    }
 }
 
 fn retry_record(call: RawCall, arguments: Value, reason: &str, plan: &TurnPlan) -> ToolRecord {
@@ -532,7 +583,7 @@ async fn run_calls(
     let mut host_calls = Vec::new();
     let mut calls = calls.into_iter();
     while let Some(call) = calls.next() {
-        let (arguments, kind) = match check_call(plan, &call) {
+        let (arguments, kind) = match check_call(plan, &call).await {
             Ok(checked) => checked,
             Err((arguments, reason)) => {
                 sink.send(TurnEvent::ToolError(ToolErrorEvent {
@@ -631,7 +682,7 @@ async fn run_calls(
 /// Silent decisions: hold wins, one valid action is pending, several fail the
 /// turn. `None` means a bad call was sent back to the model for a retry.
 /// Publishes nothing: in this mode only status, final_response and error go out.
-fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Option<TurnEnd> {
+async fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Option<TurnEnd> {
     let holds = calls
         .iter()
         .any(|call| call.name == crate::tools::HOLD_TOOL);
@@ -661,7 +712,7 @@ fn decide(plan: &TurnPlan, calls: Vec<RawCall>, assistant: &mut Message) -> Opti
         )));
     }
     let call = calls.into_iter().next()?;
-    match check_call(plan, &call) {
+    match check_call(plan, &call).await {
         Ok((arguments, _)) => {
             // No tool preview: the decision itself is the final response.
             let record = call.into_record(plan, arguments, ToolCategory::Host);

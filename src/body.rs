@@ -1,0 +1,42 @@
+//! Reading a request body with a size limit and a deadline. actix's own
+//! timeout covers only the request head, so a client sending one byte a
+//! second could hold a connection (and a file descriptor) for as long as it
+//! liked; here the whole body must arrive within `SERVER__BODY_TIMEOUT_SECONDS`.
+
+use std::time::Duration;
+
+use actix_web::web::{self, Bytes, BytesMut};
+use futures_util::StreamExt;
+
+use crate::errors::ApiError;
+
+/// The body limits of the HTTP routes (app data).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    pub timeout: Duration,
+}
+
+/// The whole body, or 413 past `max_bytes`, or 408 past `timeout`.
+pub async fn read_body(mut payload: web::Payload, limits: &BodyLimits) -> Result<Bytes, ApiError> {
+    let read = async {
+        let mut body = BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|error| {
+                ApiError::from(actors::contract::ValidationError::new(
+                    "body",
+                    format!("could not be read: {error}"),
+                ))
+            })?;
+            if body.len() + chunk.len() > limits.max_bytes {
+                return Err(ApiError::TooLarge(limits.max_bytes));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    match tokio::time::timeout(limits.timeout, read).await {
+        Ok(read) => read,
+        Err(_) => Err(ApiError::BodyTimeout(limits.timeout.as_secs())),
+    }
+}
