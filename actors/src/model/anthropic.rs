@@ -661,7 +661,7 @@ mod tests {
             tool_result("b", "2"),
             user("steer"),
         ];
-        let messages = messages(&items);
+        let messages = messages(&items.into());
         assert_eq!(messages.len(), 3);
         assert_eq!(
             messages[1]["content"],
