@@ -18,6 +18,10 @@ pub struct MessageTree {
     /// session (a turn's work does not grow with its history). Cleared when
     /// the message is replaced.
     items: Vec<Option<Arc<[ChatItem]>>>,
+    /// Where each message's parent is, once found: positions never change
+    /// (messages are only appended or replaced in place), so a path is walked
+    /// without comparing ids.
+    parents: Vec<Option<usize>>,
 }
 
 /// Trees are equal when their messages are; the item cache is derived.
@@ -29,8 +33,16 @@ impl PartialEq for MessageTree {
 
 impl MessageTree {
     pub fn from_messages(messages: Vec<Message>) -> MessageTree {
-        let items = vec![None; messages.len()];
-        MessageTree { messages, items }
+        let n_messages = messages.len();
+        let mut tree = MessageTree {
+            messages,
+            items: vec![None; n_messages],
+            parents: vec![None; n_messages],
+        };
+        tree.parents = (0..n_messages)
+            .map(|index| tree.locate_parent(index))
+            .collect();
+        tree
     }
 
     pub fn len(&self) -> usize {
@@ -61,12 +73,24 @@ impl MessageTree {
             Some(index) => {
                 self.messages[index] = message;
                 self.items[index] = None;
+                self.parents[index] = self.locate_parent(index);
             }
             None => {
                 self.messages.push(message);
                 self.items.push(None);
+                self.parents.push(None);
+                let index = self.messages.len() - 1;
+                self.parents[index] = self.locate_parent(index);
             }
         }
+    }
+
+    /// The position of the parent of the message at `index`, if stored.
+    fn locate_parent(&self, index: usize) -> Option<usize> {
+        self.messages[index]
+            .parent_id
+            .as_ref()
+            .and_then(|id| self.position_before(id, index))
     }
 
     /// The transcript of the root-to-`leaf` path (see [`Self::path_to`]),
@@ -107,10 +131,8 @@ impl MessageTree {
                 break;
             }
             path.push(index);
-            cursor = self.messages[index]
-                .parent_id
-                .as_ref()
-                .and_then(|id| self.position_before(id, index));
+            // A parent stored after its child was not found on insertion.
+            cursor = self.parents[index].or_else(|| self.locate_parent(index));
         }
         path.reverse();
         path
@@ -169,6 +191,16 @@ mod tests {
         assert_eq!(ids(&tree.path_to(Some(&leaf))), ["a", "b2"]);
         assert!(tree.path_to(Some(&MessageId::new("nope"))).is_empty());
         assert!(tree.path_to(None).is_empty());
+        // Appended, and a parent that arrives after its child.
+        let mut tree = tree;
+        tree.upsert(message("d", Some("c")));
+        tree.upsert(message("f", Some("e")));
+        tree.upsert(message("e", Some("d")));
+        let leaf = MessageId::new("f");
+        assert_eq!(
+            ids(&tree.path_to(Some(&leaf))),
+            ["a", "b1", "c", "d", "e", "f"]
+        );
     }
 
     #[test]
