@@ -70,6 +70,9 @@ struct FakeStats {
     requests: AtomicU64,
 }
 
+/// The largest request body the fake reads.
+const FAKE_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
 /// Serves the zero-delay OpenAI-compatible fake on `port` until killed.
 pub fn run_fake_openai(port: u16) -> std::io::Result<()> {
     let stats = Arc::new(FakeStats::default());
@@ -79,6 +82,9 @@ pub fn run_fake_openai(port: u16) -> std::io::Result<()> {
         HttpServer::new(move || {
             App::new()
                 .app_data(web::Data::from(stats.clone()))
+                // A long conversation's request is the whole history: past
+                // actix-web's 256 KiB default (about 260 turns).
+                .app_data(web::PayloadConfig::new(FAKE_MAX_BODY_BYTES))
                 .route("/v1/chat/completions", web::post().to(fake_completion))
                 .route("/stats", web::get().to(fake_stats))
         })
