@@ -517,4 +517,28 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    #[test]
+    fn the_shared_view_equals_a_fresh_render_with_summary_and_memory() {
+        let mut tree = long_tree(4, 10);
+        let mut now = message("now", Some("a3"), Role::User, "latest");
+        now.memory_block = Some("<working_memory>\n- a\n</working_memory>".into());
+        tree.upsert(now);
+        let leaf = MessageId::new("now".to_string());
+        let path = tree.path_to(Some(&leaf));
+        assert_eq!(replayed(&tree), Transcript::from(render(None, &path)));
+        let mut summary = message("a1:summary", Some("a1"), Role::Summary, "");
+        summary.content = "They talked.".into();
+        tree.upsert(summary);
+        let path = tree.path_to(Some(&leaf));
+        let fresh = render(Some("They talked."), &path[4..]);
+        assert_eq!(replayed(&tree), Transcript::from(fresh.clone()));
+        match fresh.last() {
+            Some(ChatItem::User(parts)) => assert_eq!(
+                parts[0],
+                crate::model::ContentPart::Text("<working_memory>\n- a\n</working_memory>".into())
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
 }
