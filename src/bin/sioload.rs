@@ -14,6 +14,15 @@
 //! `assistant:status` `completed` before the next; reports turns per second
 //! and p50/p99/max turn latency.
 //!
+//! Both also report the time to the first `assistant:text_delta` of each turn
+//! (p50/p99, and the median of the first and the last tenth of the turns, to
+//! see whether a long conversation streams as fast as a new one).
+//! `--model openai:bench` sends `config.default_model` so that turns go to a
+//! provider (e.g. `loadgen fake-openai`) instead of `builtin:echo`.
+//!
+//! `sioload poll-turns --url ... --turns 100`: one session on HTTP
+//! long-polling only, the same turns in sequence, the same figures.
+//!
 //! `--sources 127.0.0.1,127.0.0.2` spreads connections over loopback source
 //! addresses when one address runs out of ephemeral ports. The websocket
 //! client is a minimal RFC 6455 handshake and framing over tokio `TcpStream`.
@@ -32,8 +41,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 
-const USAGE: &str = "usage: sioload hold|turns [--url URL] [--conns N] [--turns N] \
-                     [--pid PID] [--hold-secs S] [--sources IP,IP] [--prefix P]";
+const USAGE: &str = "usage: sioload hold|turns|poll-turns [--url URL] [--conns N] [--turns N] \
+                     [--pid PID] [--hold-secs S] [--sources IP,IP] [--prefix P] [--model M]";
 /// Handshakes in flight at once, well under the server's listen backlog (4096).
 const MAX_CONNECTING: usize = 256;
 /// Any fixed key works: the server's accept hash is not checked here.
@@ -53,12 +62,13 @@ struct Options {
     hold: Duration,
     sources: Vec<IpAddr>,
     prefix: String,
+    model: Option<String>,
 }
 
 fn parse_options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().ok_or(USAGE)?;
-    if mode != "hold" && mode != "turns" {
+    if !["hold", "turns", "poll-turns"].contains(&mode.as_str()) {
         return Err(USAGE.into());
     }
     let mut options = Options {
@@ -70,6 +80,7 @@ fn parse_options() -> Result<Options, String> {
         hold: Duration::from_secs(60),
         sources: Vec::new(),
         prefix: format!("sioload{}", std::process::id()),
+        model: None,
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
@@ -93,6 +104,7 @@ fn parse_options() -> Result<Options, String> {
                     .collect::<Result<_, String>>()?
             }
             "--prefix" => options.prefix = value,
+            "--model" => options.model = Some(value),
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }
@@ -119,6 +131,65 @@ enum Work {
     Turns(usize),
 }
 
+/// One measured turn: microseconds to the first text delta and to the end.
+#[derive(Clone, Copy)]
+struct TurnTiming {
+    turn: usize,
+    first_delta_us: u32,
+    completed_us: u32,
+}
+
+fn micros(elapsed: Duration) -> u32 {
+    elapsed.as_micros().min(u128::from(u32::MAX)) as u32
+}
+
+/// The `assistant_message` event of turn `turn`, as a Socket.IO packet.
+fn turn_packet(session_id: &str, turn: usize, model: Option<&str>) -> String {
+    let config = match model {
+        Some(model) => format!(",\"config\":{{\"default_model\":\"{model}\"}}"),
+        None => String::new(),
+    };
+    format!(
+        "42/assistant,[\"assistant_message\",{{\"id\":\"t{turn}\",\"session_id\":\"{session_id}\",\"content\":\"{TURN_CONTENT}\"{config}}}]"
+    )
+}
+
+fn is_text_delta(text: &[u8]) -> bool {
+    text.starts_with(b"42/assistant,[\"assistant:text_delta\"")
+}
+
+/// Prints the first-delta figures of `timings` as JSON fields.
+fn first_delta_fields(timings: &[TurnTiming]) -> String {
+    let ms = |us: u32| f64::from(us) / 1000.0;
+    let pick = |sorted: &[u32], p: f64| -> f64 {
+        if sorted.is_empty() {
+            return 0.0;
+        }
+        ms(sorted[((sorted.len() as f64 - 1.0) * p).round() as usize])
+    };
+    let mut firsts: Vec<u32> = timings.iter().map(|t| t.first_delta_us).collect();
+    firsts.sort_unstable();
+    let n_turns = timings.iter().map(|t| t.turn + 1).max().unwrap_or(0);
+    let tenth = n_turns.div_ceil(10);
+    let median_of = |keep: &dyn Fn(usize) -> bool| {
+        let mut part: Vec<u32> = timings
+            .iter()
+            .filter(|t| keep(t.turn))
+            .map(|t| t.first_delta_us)
+            .collect();
+        part.sort_unstable();
+        pick(&part, 0.5)
+    };
+    format!(
+        "\"first_delta_p50_ms\":{:.2},\"first_delta_p99_ms\":{:.2},\
+         \"first_delta_p50_first_tenth_ms\":{:.2},\"first_delta_p50_last_tenth_ms\":{:.2}",
+        pick(&firsts, 0.5),
+        pick(&firsts, 0.99),
+        median_of(&|turn| turn < tenth),
+        median_of(&|turn| turn + tenth >= n_turns),
+    )
+}
+
 #[tokio::main]
 async fn main() {
     let options = match parse_options() {
@@ -130,6 +201,7 @@ async fn main() {
     };
     let result = match options.mode.as_str() {
         "hold" => hold(&options).await,
+        "poll-turns" => poll_turns(&options).await,
         _ => turns(&options).await,
     };
     if let Err(message) = result {
@@ -144,7 +216,7 @@ fn start_connections(
     options: &Options,
     stats: &Arc<Stats>,
     work: Work,
-) -> (Arc<Vec<AtomicU32>>, Arc<Mutex<Vec<u32>>>) {
+) -> (Arc<Vec<AtomicU32>>, Arc<Mutex<Vec<TurnTiming>>>) {
     let pings: Arc<Vec<AtomicU32>> =
         Arc::new((0..options.conns).map(|_| AtomicU32::new(0)).collect());
     let latencies = Arc::new(Mutex::new(Vec::new()));
@@ -163,6 +235,7 @@ fn start_connections(
             pings: pings.clone(),
             latencies: latencies.clone(),
             work,
+            model: options.model.clone(),
         };
         let connecting = connecting.clone();
         tokio::spawn(async move {
@@ -274,7 +347,9 @@ async fn turns(options: &Options) -> Result<(), String> {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let done = stats.turns_done.load(Ordering::Relaxed);
-    let mut latencies = latencies.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let timings = latencies.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let first_delta = first_delta_fields(&timings);
+    let mut latencies: Vec<u32> = timings.iter().map(|t| t.completed_us).collect();
     latencies.sort_unstable();
     let percentile = |p: f64| -> f64 {
         if latencies.is_empty() {
@@ -286,7 +361,7 @@ async fn turns(options: &Options) -> Result<(), String> {
     println!(
         "{{\"mode\":\"turns\",\"conns\":{},\"joined\":{joined},\"turns_per_conn\":{},\"turns_done\":{done},\
          \"closed_by_server\":{},\"failed\":{},\"secs\":{elapsed:.2},\"turns_per_sec\":{:.0},\
-         \"p50_ms\":{:.1},\"p99_ms\":{:.1},\"max_ms\":{:.1}}}",
+         \"p50_ms\":{:.2},\"p99_ms\":{:.2},\"max_ms\":{:.1},{first_delta}}}",
         options.conns,
         options.turns,
         stats.closed.load(Ordering::Relaxed),
@@ -307,8 +382,9 @@ struct Client {
     session_id: String,
     stats: Arc<Stats>,
     pings: Arc<Vec<AtomicU32>>,
-    latencies: Arc<Mutex<Vec<u32>>>,
+    latencies: Arc<Mutex<Vec<TurnTiming>>>,
     work: Work,
+    model: Option<String>,
 }
 
 /// What the next server frame was.
@@ -434,22 +510,28 @@ impl Client {
         }
         let mut latencies = Vec::with_capacity(n_turns);
         for turn in 0..n_turns {
-            let message = format!(
-                "42/assistant,[\"assistant_message\",{{\"id\":\"t{turn}\",\"session_id\":\"{}\",\"content\":\"{TURN_CONTENT}\"}}]",
-                self.session_id
-            );
+            let message = turn_packet(&self.session_id, turn, self.model.as_deref());
             let started = Instant::now();
+            let mut first_delta = None;
             send_text(stream, message.as_bytes()).await?;
             loop {
                 match read_frame(stream, buf).await? {
                     Frame::Text(text) if text == b"2" => self.pong(stream).await?,
                     Frame::Text(text) if is_completed(&text) => break,
+                    Frame::Text(text) if is_text_delta(&text) => {
+                        first_delta.get_or_insert_with(|| started.elapsed());
+                    }
                     Frame::Ping(data) => send_frame(stream, 0xA, &data).await?,
                     Frame::Text(_) | Frame::Other => {}
                     Frame::Closed => return Err("closed by server".into()),
                 }
             }
-            latencies.push(started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+            let completed = started.elapsed();
+            latencies.push(TurnTiming {
+                turn,
+                first_delta_us: micros(first_delta.unwrap_or(completed)),
+                completed_us: micros(completed),
+            });
             self.stats.turns_done.fetch_add(1, Ordering::Relaxed);
         }
         self.latencies
@@ -548,4 +630,124 @@ async fn send_frame(stream: &mut TcpStream, opcode: u8, payload: &[u8]) -> Resul
         .write_all(&frame)
         .await
         .map_err(|error| format!("write: {error}"))
+}
+
+/// `poll-turns`: one Engine.IO session on HTTP long-polling only (no
+/// upgrade), `--turns` turns in sequence; a GET connection and a POST
+/// connection, both keep-alive.
+async fn poll_turns(options: &Options) -> Result<(), String> {
+    let mut getter = PollConnection::open(options.server).await?;
+    let mut poster = PollConnection::open(options.server).await?;
+    let open = getter.request("GET", "", "").await?;
+    let sid = between(&open, b"\"sid\":\"", b"\"").ok_or("no sid in the open packet")?;
+    let query = format!("&sid={sid}");
+    poster.request("POST", &query, "40/assistant,").await?;
+    loop {
+        let packets = getter.request("GET", &query, "").await?;
+        if find(&packets, b"40/assistant,").is_some() {
+            break;
+        }
+    }
+    let session_id = format!("{}-poll", options.prefix);
+    let mut timings = Vec::with_capacity(options.turns);
+    let started_all = Instant::now();
+    for turn in 0..options.turns {
+        let message = turn_packet(&session_id, turn, options.model.as_deref());
+        let started = Instant::now();
+        poster.request("POST", &query, &message).await?;
+        let mut first_delta = None;
+        loop {
+            let packets = getter.request("GET", &query, "").await?;
+            for packet in packets.split(|&byte| byte == 0x1e) {
+                if packet == b"2" {
+                    poster.request("POST", &query, "3").await?;
+                } else if is_text_delta(packet) {
+                    first_delta.get_or_insert_with(|| started.elapsed());
+                }
+            }
+            if packets.split(|&byte| byte == 0x1e).any(is_completed) {
+                break;
+            }
+        }
+        let completed = started.elapsed();
+        timings.push(TurnTiming {
+            turn,
+            first_delta_us: micros(first_delta.unwrap_or(completed)),
+            completed_us: micros(completed),
+        });
+    }
+    let elapsed = started_all.elapsed().as_secs_f64();
+    let first_delta = first_delta_fields(&timings);
+    println!(
+        "{{\"mode\":\"poll-turns\",\"turns_done\":{},\"secs\":{elapsed:.2},{first_delta}}}",
+        timings.len()
+    );
+    Ok(())
+}
+
+/// The bytes between `start` and the next `end` in `haystack`, as text.
+fn between(haystack: &[u8], start: &[u8], end: &[u8]) -> Option<String> {
+    let from = find(haystack, start)? + start.len();
+    let len = find(&haystack[from..], end)?;
+    String::from_utf8(haystack[from..from + len].to_vec()).ok()
+}
+
+/// One keep-alive HTTP/1.1 connection to `/socket.io/` for polling.
+struct PollConnection {
+    stream: TcpStream,
+    server: SocketAddr,
+    buf: Vec<u8>,
+}
+
+impl PollConnection {
+    async fn open(server: SocketAddr) -> Result<PollConnection, String> {
+        let stream = TcpStream::connect(server)
+            .await
+            .map_err(|error| format!("connect: {error}"))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|error| format!("nodelay: {error}"))?;
+        Ok(PollConnection {
+            stream,
+            server,
+            buf: Vec::with_capacity(4096),
+        })
+    }
+
+    /// One request on the polling transport; returns the response body.
+    async fn request(&mut self, method: &str, query: &str, body: &str) -> Result<Vec<u8>, String> {
+        let request = format!(
+            "{method} /socket.io/?EIO=4&transport=polling{query} HTTP/1.1\r\nHost: {}\r\n\
+             Content-Type: text/plain;charset=UTF-8\r\nContent-Length: {}\r\n\r\n{body}",
+            self.server,
+            body.len()
+        );
+        self.stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|error| format!("write: {error}"))?;
+        loop {
+            if let Some(end) = find(&self.buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+                if !head.starts_with("HTTP/1.1 200") {
+                    return Err(format!("polling: {}", head.lines().next().unwrap_or("")));
+                }
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse().ok())?
+                    })
+                    .ok_or("polling: no content-length")?;
+                while self.buf.len() < end + 4 + length {
+                    read_more(&mut self.stream, &mut self.buf).await?;
+                }
+                let body = self.buf[end + 4..end + 4 + length].to_vec();
+                self.buf.drain(..end + 4 + length);
+                return Ok(body);
+            }
+            read_more(&mut self.stream, &mut self.buf).await?;
+        }
+    }
 }

@@ -45,7 +45,7 @@ fn request(provider: &str, messages: Vec<ChatItem>) -> ModelRequest {
     ModelRequest {
         model: ModelId::parse(&format!("{provider}:test")).unwrap(),
         system: "You are terse.".into(),
-        messages,
+        messages: messages.into(),
         tools: vec![],
         settings: ModelSettings::default(),
     }

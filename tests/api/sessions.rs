@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, TestApp};
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 
 /// Polls until the session's turn is live; a turn that never starts fails the
 /// test after a few seconds instead of hanging it.
@@ -295,4 +295,64 @@ async fn a_first_message_racing_reads_of_its_session_still_starts_it() {
         assert_eq!(answered.1["content"], "first");
         assert_eq!(app.session(&session_id).await["message_count"], 2);
     }
+}
+
+/// The number of live session actors, from `/health`.
+async fn live_actors(app: &TestApp) -> u64 {
+    app.get("/health").await.1["components"]["sessions"]["live"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Polls `/health` until `want` session actors are live (or a few seconds passed).
+async fn wait_for_live_actors(app: &TestApp, want: u64) -> u64 {
+    let mut live = live_actors(app).await;
+    for _ in 0..100 {
+        if live == want {
+            break;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+        live = live_actors(app).await;
+    }
+    live
+}
+
+#[actix_web::test]
+async fn in_memory_a_long_session_stays_resident_between_turns_and_a_short_one_hibernates() {
+    let app = spawn_app_with(&[("ASSISTANT__SESSION_IDLE_SECONDS", "0")]).await;
+    let (status, _) = app.say("short-lived", "m0", "say hi", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        wait_for_live_actors(&app, 0).await,
+        0,
+        "a short session hibernates"
+    );
+    // Nine turns are eighteen messages: past the short-session size, so the
+    // actor stays (a reload would decode all of them again next turn).
+    for turn in 0..9 {
+        let (status, answer) = app
+            .say(
+                "long-lived",
+                &format!("m{turn}"),
+                &format!("say turn {turn}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["content"], format!("turn {turn}"));
+    }
+    assert_eq!(
+        live_actors(&app).await,
+        1,
+        "the long session stays resident"
+    );
+    let (status, _) = app.say("short-lived", "m1", "say again", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        wait_for_live_actors(&app, 1).await,
+        1,
+        "only the long one stays"
+    );
+    let session = app.session("long-lived").await;
+    assert_eq!(session["message_count"], 18, "{session}");
 }

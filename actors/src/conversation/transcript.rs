@@ -27,8 +27,13 @@ pub fn build_transcript(path: &[&Message], overlay: &ScreenshotOverlay) -> Vec<C
     items
 }
 
+/// A user message opens with its working-memory block (history's), then its
+/// host context block, both as first sent: the bytes replay unchanged.
 fn user_parts(message: &Message) -> Vec<ContentPart> {
-    let mut parts = Vec::with_capacity(2 + message.attachments.len());
+    let mut parts = Vec::with_capacity(3 + message.attachments.len());
+    if let Some(block) = &message.memory_block {
+        parts.push(ContentPart::Text(block.clone()));
+    }
     if let Some(block) = &message.host_block {
         parts.push(ContentPart::Text(block.clone()));
     }

@@ -3,17 +3,47 @@
 //! `Vec`: sessions hold tens to hundreds of messages, where a scan beats a map
 //! in both speed and memory.
 
-use super::message::Message;
-use crate::ids::MessageId;
+use std::sync::{Arc, OnceLock};
 
-#[derive(Clone, Debug, Default, PartialEq)]
+use super::message::Message;
+use super::transcript::build_transcript;
+use crate::ids::MessageId;
+use crate::model::{ChatItem, Transcript};
+
+#[derive(Clone, Debug, Default)]
 pub struct MessageTree {
     messages: Vec<Message>,
+    /// Each message's transcript items, beside it: built the first time a
+    /// request reads the message, then shared by every later request of the
+    /// session (a turn's work does not grow with its history). Cleared when
+    /// the message is replaced. A `OnceLock`, so readers holding the tree
+    /// shared (the history view beside the path) can fill it.
+    items: Vec<OnceLock<Arc<[ChatItem]>>>,
+    /// Where each message's parent is, once found: positions never change
+    /// (messages are only appended or replaced in place), so a path is walked
+    /// without comparing ids.
+    parents: Vec<Option<usize>>,
+}
+
+/// Trees are equal when their messages are; the item cache is derived.
+impl PartialEq for MessageTree {
+    fn eq(&self, other: &MessageTree) -> bool {
+        self.messages == other.messages
+    }
 }
 
 impl MessageTree {
     pub fn from_messages(messages: Vec<Message>) -> MessageTree {
-        MessageTree { messages }
+        let n_messages = messages.len();
+        let mut tree = MessageTree {
+            messages,
+            items: vec![OnceLock::new(); n_messages],
+            parents: vec![None; n_messages],
+        };
+        tree.parents = (0..n_messages)
+            .map(|index| tree.locate_parent(index))
+            .collect();
+        tree
     }
 
     pub fn len(&self) -> usize {
@@ -28,12 +58,10 @@ impl MessageTree {
         self.messages.iter().any(|message| &message.id == id)
     }
 
+    // Lookups scan from the newest message: a turn reads and writes the
+    // messages it just added.
     pub fn get(&self, id: &MessageId) -> Option<&Message> {
-        self.messages.iter().find(|message| &message.id == id)
-    }
-
-    pub fn get_mut(&mut self, id: &MessageId) -> Option<&mut Message> {
-        self.messages.iter_mut().find(|message| &message.id == id)
+        self.messages.iter().rev().find(|message| &message.id == id)
     }
 
     pub fn all(&self) -> &[Message] {
@@ -42,25 +70,178 @@ impl MessageTree {
 
     /// Inserts or replaces the message with the same id.
     pub fn upsert(&mut self, message: Message) {
-        match self.get_mut(&message.id) {
-            Some(existing) => *existing = message,
-            None => self.messages.push(message),
+        match self.position_before(&message.id, self.messages.len()) {
+            Some(index) => {
+                self.messages[index] = message;
+                self.items[index] = OnceLock::new();
+                self.parents[index] = self.locate_parent(index);
+            }
+            None => {
+                self.messages.push(message);
+                self.items.push(OnceLock::new());
+                self.parents.push(None);
+                let index = self.messages.len() - 1;
+                self.parents[index] = self.locate_parent(index);
+            }
         }
+    }
+
+    /// The position of the parent of the message at `index`, if stored.
+    fn locate_parent(&self, index: usize) -> Option<usize> {
+        self.messages[index]
+            .parent_id
+            .as_ref()
+            .and_then(|id| self.position_before(id, index))
+    }
+
+    /// The transcript of the root-to-`leaf` path (see [`Self::path_to`]),
+    /// as the shared items of each message: no message's items are copied
+    /// or built twice.
+    pub fn transcript_to(&self, leaf: Option<&MessageId>) -> Transcript {
+        let mut transcript = Transcript::default();
+        for (_, items) in self.path_items(leaf) {
+            transcript.push(items);
+        }
+        transcript
+    }
+
+    /// [`Self::path_to`]'s messages, each beside its shared transcript items
+    /// (built on first use), for readers that place something between them
+    /// (`history::view` puts a summary before the first user message).
+    pub fn path_items(&self, leaf: Option<&MessageId>) -> Vec<(&Message, Arc<[ChatItem]>)> {
+        self.path_indices(leaf)
+            .into_iter()
+            .map(|index| {
+                let message = &self.messages[index];
+                let items = self.items[index]
+                    .get_or_init(|| build_transcript(&[message], &Default::default()).into());
+                (message, items.clone())
+            })
+            .collect()
     }
 
     /// Root-to-`leaf` path; empty when `leaf` is `None` or unknown. A broken
     /// parent link ends the walk rather than looping.
+    ///
+    /// A parent is nearly always stored just before its child (a turn
+    /// appends the user message, then the reply), so each parent is looked
+    /// for backwards from its child's position first: the walk is linear in
+    /// the session's length, not quadratic.
     pub fn path_to(&self, leaf: Option<&MessageId>) -> Vec<&Message> {
+        self.path_indices(leaf)
+            .into_iter()
+            .map(|index| &self.messages[index])
+            .collect()
+    }
+
+    /// The positions of [`Self::path_to`]'s messages, root first.
+    fn path_indices(&self, leaf: Option<&MessageId>) -> Vec<usize> {
         let mut path = Vec::new();
-        let mut cursor = leaf.and_then(|id| self.get(id));
-        while let Some(message) = cursor {
+        let mut cursor = leaf.and_then(|id| self.position_before(id, self.messages.len()));
+        while let Some(index) = cursor {
             if path.len() > self.messages.len() {
                 break;
             }
-            path.push(message);
-            cursor = message.parent_id.as_ref().and_then(|id| self.get(id));
+            path.push(index);
+            // A parent stored after its child was not found on insertion.
+            cursor = self.parents[index].or_else(|| self.locate_parent(index));
         }
         path.reverse();
         path
+    }
+
+    /// Where `id` is: searched backwards from `before`, then in the rest.
+    fn position_before(&self, id: &MessageId, before: usize) -> Option<usize> {
+        let (head, tail) = self.messages.split_at(before.min(self.messages.len()));
+        head.iter()
+            .rposition(|message| &message.id == id)
+            .or_else(|| {
+                tail.iter()
+                    .position(|message| &message.id == id)
+                    .map(|offset| before + offset)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::message::Role;
+
+    fn message(id: &str, parent: Option<&str>) -> Message {
+        Message {
+            id: MessageId::new(id),
+            parent_id: parent.map(MessageId::new),
+            role: Role::User,
+            content: String::new(),
+            host_block: None,
+            attachments: Vec::new(),
+            segments: Vec::new(),
+            usage: None,
+            model: None,
+            error_type: None,
+            memory_block: None,
+            working_memory: None,
+            created_at: 0,
+        }
+    }
+
+    fn ids(path: &[&Message]) -> Vec<String> {
+        path.iter().map(|message| message.id.to_string()).collect()
+    }
+
+    #[test]
+    fn path_follows_parents_across_branches_and_any_storage_order() {
+        // `b2` branches from `a`; `c` is stored before its parent `b1`.
+        let tree = MessageTree::from_messages(vec![
+            message("a", None),
+            message("c", Some("b1")),
+            message("b2", Some("a")),
+            message("b1", Some("a")),
+        ]);
+        let leaf = MessageId::new("c");
+        assert_eq!(ids(&tree.path_to(Some(&leaf))), ["a", "b1", "c"]);
+        let leaf = MessageId::new("b2");
+        assert_eq!(ids(&tree.path_to(Some(&leaf))), ["a", "b2"]);
+        assert!(tree.path_to(Some(&MessageId::new("nope"))).is_empty());
+        assert!(tree.path_to(None).is_empty());
+        // Appended, and a parent that arrives after its child.
+        let mut tree = tree;
+        tree.upsert(message("d", Some("c")));
+        tree.upsert(message("f", Some("e")));
+        tree.upsert(message("e", Some("d")));
+        let leaf = MessageId::new("f");
+        assert_eq!(
+            ids(&tree.path_to(Some(&leaf))),
+            ["a", "b1", "c", "d", "e", "f"]
+        );
+    }
+
+    #[test]
+    fn the_shared_transcript_equals_a_fresh_one_and_follows_replacements() {
+        let mut tree =
+            MessageTree::from_messages(vec![message("a", None), message("b", Some("a"))]);
+        let leaf = MessageId::new("b");
+        let fresh = |tree: &MessageTree| {
+            let items = build_transcript(&tree.path_to(Some(&leaf)), &Default::default());
+            Transcript::from(items)
+        };
+        let first = tree.transcript_to(Some(&leaf));
+        assert_eq!(first, fresh(&tree));
+        assert_eq!(first.len(), 2);
+        let mut changed = message("b", Some("a"));
+        changed.content = "edited".into();
+        tree.upsert(changed);
+        let second = tree.transcript_to(Some(&leaf));
+        assert_eq!(second, fresh(&tree));
+        assert_ne!(second, first, "a replaced message is built again");
+    }
+
+    #[test]
+    fn a_parent_cycle_ends_the_walk() {
+        let tree =
+            MessageTree::from_messages(vec![message("x", Some("y")), message("y", Some("x"))]);
+        let path = tree.path_to(Some(&MessageId::new("x")));
+        assert!(path.len() <= 3, "{:?}", ids(&path));
     }
 }

@@ -33,7 +33,7 @@ impl AuxiliaryModel {
         let request = ModelRequest {
             model: self.id.clone(),
             system: instructions.to_string(),
-            messages: vec![ChatItem::User(vec![ContentPart::Text(input)])],
+            messages: vec![ChatItem::User(vec![ContentPart::Text(input)])].into(),
             tools: Vec::new(),
             settings: ModelSettings::default(),
         };

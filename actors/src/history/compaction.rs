@@ -10,7 +10,7 @@ use super::HistoryConfig;
 use crate::contract::Attachment;
 use crate::conversation::{now_millis, Message, MessageTree, Role, Segment, Usage};
 use crate::ids::MessageId;
-use crate::model::ChatItem;
+use crate::model::Transcript;
 
 /// The summarizer's system prompt. `builtin:echo` recognises it and answers
 /// with a deterministic summary, so compaction is testable offline.
@@ -34,7 +34,7 @@ pub struct CompactionJob {
 /// A finished compaction.
 pub struct Compacted {
     pub summary: Message,
-    pub history: Vec<ChatItem>,
+    pub history: Transcript,
     pub usage: Usage,
 }
 
@@ -60,7 +60,7 @@ impl CompactionJob {
             created_at: now_millis(),
         };
         let retained: Vec<&Message> = self.retained.iter().collect();
-        let history = render(Some(&summary.content), &retained);
+        let history = render(Some(&summary.content), &retained).into();
         Ok(Compacted {
             summary,
             history,
@@ -75,7 +75,7 @@ impl CompactionJob {
 /// of what follows, or the estimate alone. The estimate is also a floor: a
 /// provider that reports less than it (a fake, a proxy) must not let a path
 /// grow past what the real model accepts.
-fn replayed_tokens(view: &[&Message], items: &[ChatItem], system: &str) -> u64 {
+fn replayed_tokens(view: &[&Message], items: &Transcript, system: &str) -> u64 {
     let estimate = estimate_text(system) + estimate_items(items);
     let newest = view
         .iter()
@@ -94,10 +94,13 @@ fn replayed_tokens(view: &[&Message], items: &[ChatItem], system: &str) -> u64 {
 /// Decides whether this turn compacts, and what. `None` when the path fits
 /// the budget, when nothing lies beyond the retained exchanges, or when no
 /// summarizer model is available (`model` is asked only when needed).
+/// `replayed` is the path's view (`view::transcript`), as the turn sends it:
+/// measured from the shared items, not rendered again.
 pub fn plan_compaction(
     config: &HistoryConfig,
     tree: &MessageTree,
     path: &[&Message],
+    replayed: &Transcript,
     system: &str,
     model: impl FnOnce() -> Option<AuxiliaryModel>,
 ) -> Option<CompactionJob> {
@@ -109,8 +112,7 @@ pub fn plan_compaction(
         None => (0, None),
     };
     let view = &path[start..];
-    let items = render(previous, view);
-    if replayed_tokens(view, &items, system) <= config.token_budget {
+    if replayed_tokens(view, replayed, system) <= config.token_budget {
         return None;
     }
     let keep_from = retained_start(config, view)?;
@@ -257,6 +259,7 @@ fn summarizer_input(previous: Option<&str>, folded: &[&Message], limit: usize) -
 mod tests {
     use super::*;
     use crate::conversation::Usage;
+    use crate::model::ChatItem;
 
     fn message(id: &str, parent: Option<&str>, role: Role, text: &str) -> Message {
         Message {
@@ -306,6 +309,11 @@ mod tests {
         MessageTree::from_messages(messages)
     }
 
+    /// The view of the path to `now`, as the session actor passes it.
+    fn replayed(tree: &MessageTree) -> Transcript {
+        super::super::transcript(tree, Some(&MessageId::new("now".to_string())))
+    }
+
     fn config(budget: u64, retain: usize) -> HistoryConfig {
         HistoryConfig {
             token_budget: budget,
@@ -325,14 +333,30 @@ mod tests {
     fn a_path_within_budget_is_left_alone() {
         let tree = long_tree(3, 100);
         let path = tree.path_to(Some(&MessageId::new("now".to_string())));
-        assert!(plan_compaction(&config(5_000, 2), &tree, &path, "sys", echo).is_none());
+        assert!(plan_compaction(
+            &config(5_000, 2),
+            &tree,
+            &path,
+            &replayed(&tree),
+            "sys",
+            echo
+        )
+        .is_none());
     }
 
     #[test]
     fn over_budget_the_oldest_exchanges_beyond_the_retained_are_folded() {
         let tree = long_tree(10, 4_000);
         let path = tree.path_to(Some(&MessageId::new("now".to_string())));
-        let job = plan_compaction(&config(5_000, 2), &tree, &path, "sys", echo).unwrap();
+        let job = plan_compaction(
+            &config(5_000, 2),
+            &tree,
+            &path,
+            &replayed(&tree),
+            "sys",
+            echo,
+        )
+        .unwrap();
         // Retained: the current message and the exchange before it.
         assert_eq!(job.cut.as_str(), "a8");
         let ids: Vec<&str> = job.retained.iter().map(|m| m.id.as_str()).collect();
@@ -348,7 +372,15 @@ mod tests {
     fn compaction_needs_something_beyond_the_retained_exchanges() {
         let tree = long_tree(2, 40_000);
         let path = tree.path_to(Some(&MessageId::new("now".to_string())));
-        assert!(plan_compaction(&config(5_000, 3), &tree, &path, "sys", echo).is_none());
+        assert!(plan_compaction(
+            &config(5_000, 3),
+            &tree,
+            &path,
+            &replayed(&tree),
+            "sys",
+            echo
+        )
+        .is_none());
     }
 
     #[test]
@@ -368,7 +400,15 @@ mod tests {
         });
         tree.upsert(with_tool);
         let path = tree.path_to(Some(&MessageId::new("now".to_string())));
-        let job = plan_compaction(&config(5_000, 2), &tree, &path, "sys", echo).unwrap();
+        let job = plan_compaction(
+            &config(5_000, 2),
+            &tree,
+            &path,
+            &replayed(&tree),
+            "sys",
+            echo,
+        )
+        .unwrap();
         assert_eq!(job.cut.as_str(), "a4");
     }
 
@@ -384,7 +424,15 @@ mod tests {
         });
         tree.upsert(reply);
         let path = tree.path_to(Some(&MessageId::new("now".to_string())));
-        assert!(plan_compaction(&config(5_000, 1), &tree, &path, "sys", echo).is_some());
+        assert!(plan_compaction(
+            &config(5_000, 1),
+            &tree,
+            &path,
+            &replayed(&tree),
+            "sys",
+            echo
+        )
+        .is_some());
     }
 
     #[test]
@@ -416,7 +464,15 @@ mod tests {
             .unwrap();
         let tree = long_tree(6, 4_000);
         let path = tree.path_to(Some(&MessageId::new("now".to_string())));
-        let job = plan_compaction(&config(5_000, 2), &tree, &path, "sys", echo).unwrap();
+        let job = plan_compaction(
+            &config(5_000, 2),
+            &tree,
+            &path,
+            &replayed(&tree),
+            "sys",
+            echo,
+        )
+        .unwrap();
         let first = runtime.block_on(job.run()).unwrap();
         assert!(
             first
@@ -428,7 +484,15 @@ mod tests {
         );
         assert_eq!(first.summary.parent_id.as_ref().unwrap().as_str(), "a4");
         assert_eq!(first.usage.requests, 1);
-        let again = plan_compaction(&config(5_000, 2), &tree, &path, "sys", echo).unwrap();
+        let again = plan_compaction(
+            &config(5_000, 2),
+            &tree,
+            &path,
+            &replayed(&tree),
+            "sys",
+            echo,
+        )
+        .unwrap();
         assert_eq!(
             runtime.block_on(again.run()).unwrap().summary.content,
             first.summary.content
@@ -441,15 +505,38 @@ mod tests {
         let mut summary = message("a1:summary", Some("a1"), Role::Summary, "");
         summary.content = "They talked.".into();
         tree.upsert(summary);
-        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
-        let items = super::super::transcript(&tree, &path);
+        let items = replayed(&tree);
         assert_eq!(items.len(), 5, "u2 a2 u3 a3 now");
-        match &items[0] {
-            ChatItem::User(parts) => assert_eq!(
+        match items.iter().next() {
+            Some(ChatItem::User(parts)) => assert_eq!(
                 parts[0],
                 crate::model::ContentPart::Text(
                     "<conversation_summary>\nThey talked.\n</conversation_summary>".into()
                 )
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_shared_view_equals_a_fresh_render_with_summary_and_memory() {
+        let mut tree = long_tree(4, 10);
+        let mut now = message("now", Some("a3"), Role::User, "latest");
+        now.memory_block = Some("<working_memory>\n- a\n</working_memory>".into());
+        tree.upsert(now);
+        let leaf = MessageId::new("now".to_string());
+        let path = tree.path_to(Some(&leaf));
+        assert_eq!(replayed(&tree), Transcript::from(render(None, &path)));
+        let mut summary = message("a1:summary", Some("a1"), Role::Summary, "");
+        summary.content = "They talked.".into();
+        tree.upsert(summary);
+        let path = tree.path_to(Some(&leaf));
+        let fresh = render(Some("They talked."), &path[4..]);
+        assert_eq!(replayed(&tree), Transcript::from(fresh.clone()));
+        match fresh.last() {
+            Some(ChatItem::User(parts)) => assert_eq!(
+                parts[0],
+                crate::model::ContentPart::Text("<working_memory>\n- a\n</working_memory>".into())
             ),
             other => panic!("{other:?}"),
         }

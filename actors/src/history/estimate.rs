@@ -27,9 +27,9 @@ fn estimate_parts(parts: &[ContentPart]) -> u64 {
 }
 
 /// The estimated tokens of transcript items.
-pub fn estimate_items(items: &[ChatItem]) -> u64 {
+pub fn estimate_items<'a>(items: impl IntoIterator<Item = &'a ChatItem>) -> u64 {
     items
-        .iter()
+        .into_iter()
         .map(|item| {
             TOKENS_PER_ITEM
                 + match item {

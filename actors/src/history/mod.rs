@@ -129,6 +129,8 @@ pub struct TurnContext<'a> {
     pub tree: &'a crate::conversation::MessageTree,
     /// Root to the user message the turn answers.
     pub path: &'a [&'a Message],
+    /// The path's view (`transcript`), as the turn will send it.
+    pub history: &'a crate::model::Transcript,
     pub system: &'a str,
     pub turn_model: &'a ModelId,
     /// `output_mode: "host_tools"`: no auxiliary calls at all.
@@ -158,9 +160,14 @@ pub fn plan_jobs(
         }
     };
     let compaction = if turn.fresh {
-        plan_compaction(config, turn.tree, turn.path, turn.system, || {
-            model_for(config.summarization_model.as_ref())
-        })
+        plan_compaction(
+            config,
+            turn.tree,
+            turn.path,
+            turn.history,
+            turn.system,
+            || model_for(config.summarization_model.as_ref()),
+        )
     } else {
         None
     };

@@ -1,11 +1,16 @@
 //! What the model reads of a path: the newest summary on it, then the
-//! messages after the summarized part verbatim, each user message opened by
-//! the working-memory block it was sent with. Pure, like `build_transcript`:
-//! the same tree gives the same bytes, which keeps the provider's prompt
-//! cache warm between compactions.
+//! messages after the summarized part verbatim (each user message opened by
+//! the working-memory block it was sent with, which `build_transcript`
+//! renders). Pure, like `build_transcript`: the same tree gives the same
+//! bytes, which keeps the provider's prompt cache warm between compactions.
+//! The verbatim messages are the tree's shared per-message items; only the
+//! one the summary leads is built anew.
+
+use std::sync::Arc;
 
 use crate::conversation::{build_transcript, Message, MessageTree, Role, ScreenshotOverlay};
-use crate::model::{ChatItem, ContentPart};
+use crate::ids::MessageId;
+use crate::model::{ChatItem, ContentPart, Transcript};
 
 /// How a summary opens the first replayed user message.
 pub const SUMMARY_BLOCK_OPEN: &str = "<conversation_summary>";
@@ -34,12 +39,48 @@ pub fn summary_cut<'a>(tree: &'a MessageTree, path: &[&Message]) -> Option<(usiz
     })
 }
 
-/// The transcript of `path` as the model reads it.
-pub fn transcript(tree: &MessageTree, path: &[&Message]) -> Vec<ChatItem> {
-    match summary_cut(tree, path) {
-        Some((cut, summary)) => render(Some(&summary.content), &path[cut + 1..]),
-        None => render(None, path),
+/// The transcript of the root-to-`leaf` path as the model reads it.
+pub fn transcript(tree: &MessageTree, leaf: Option<&MessageId>) -> Transcript {
+    let steps = tree.path_items(leaf);
+    let path: Vec<&Message> = steps.iter().map(|(message, _)| *message).collect();
+    match summary_cut(tree, &path) {
+        Some((cut, summary)) => shared(Some(&summary.content), &steps[cut + 1..]),
+        None => shared(None, &steps),
     }
+}
+
+/// [`render`] over the tree's shared items: the same items, chunked.
+fn shared(summary: Option<&str>, steps: &[(&Message, Arc<[ChatItem]>)]) -> Transcript {
+    let mut transcript = Transcript::default();
+    let Some(summary) = summary.map(summary_block) else {
+        for (_, items) in steps {
+            transcript.push(items.clone());
+        }
+        return transcript;
+    };
+    let lead = steps.iter().position(|(message, items)| {
+        message.role == Role::User && matches!(items.first(), Some(ChatItem::User(_)))
+    });
+    let Some(lead) = lead else {
+        // As in `render`: nothing to lead, so the summary stands alone first.
+        transcript.push(vec![ChatItem::User(vec![ContentPart::Text(summary)])].into());
+        for (_, items) in steps {
+            transcript.push(items.clone());
+        }
+        return transcript;
+    };
+    for (index, (_, items)) in steps.iter().enumerate() {
+        if index != lead {
+            transcript.push(items.clone());
+            continue;
+        }
+        let mut own = items.to_vec();
+        if let Some(ChatItem::User(parts)) = own.first_mut() {
+            parts.insert(0, ContentPart::Text(summary.clone()));
+        }
+        transcript.push(own.into());
+    }
+    transcript
 }
 
 /// `messages` verbatim, the summary (if any) leading the first user message.
@@ -51,13 +92,9 @@ pub(super) fn render(summary: Option<&str>, messages: &[&Message]) -> Vec<ChatIt
         let mut own = build_transcript(std::slice::from_ref(message), &overlay);
         if message.role == Role::User {
             if let Some(ChatItem::User(parts)) = own.first_mut() {
-                let lead: Vec<ContentPart> = summary
-                    .take()
-                    .into_iter()
-                    .chain(message.memory_block.clone())
-                    .map(ContentPart::Text)
-                    .collect();
-                parts.splice(0..0, lead);
+                if let Some(summary) = summary.take() {
+                    parts.insert(0, ContentPart::Text(summary));
+                }
             }
         }
         items.extend(own);

@@ -12,7 +12,7 @@ use super::sse::SseEvent;
 use super::wire::{self, Decoder, Outbox};
 use super::{
     AssistantPart, ChatItem, ContentPart, MediaSource, ModelClient, ModelError, ModelErrorKind,
-    ModelEvent, ModelRequest, ModelStream, TokenUsage, ToolResultItem,
+    ModelEvent, ModelRequest, ModelStream, TokenUsage, ToolResultItem, Transcript,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -156,7 +156,7 @@ fn ephemeral() -> Value {
 /// Maps the transcript to alternating `user`/`assistant` messages: tool
 /// results and any user item right after them share one `user` message, as
 /// do other adjacent items of one role, since the API requires alternation.
-fn messages(items: &[ChatItem]) -> Vec<Value> {
+fn messages(items: &Transcript) -> Vec<Value> {
     let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for item in items {
         let (role, blocks) = match item {
@@ -547,7 +547,7 @@ mod tests {
         ModelRequest {
             model: ModelId::parse("anthropic:claude-test").unwrap(),
             system: "sys".into(),
-            messages,
+            messages: messages.into(),
             tools: vec![],
             settings,
         }
@@ -661,7 +661,7 @@ mod tests {
             tool_result("b", "2"),
             user("steer"),
         ];
-        let messages = messages(&items);
+        let messages = messages(&items.into());
         assert_eq!(messages.len(), 3);
         assert_eq!(
             messages[1]["content"],

@@ -25,7 +25,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{
     ChatItem, ContentPart, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
-    ModelStream, TokenUsage,
+    ModelStream, TokenUsage, Transcript,
 };
 
 /// The longest `slow` a request may ask for, so a typo cannot stall a turn for hours.
@@ -224,7 +224,7 @@ fn provider_failure(kind: &str) -> ModelError {
 
 /// When the request ends with tool results (and perhaps the host context note
 /// that follows them), a summary of those results.
-fn tool_results_summary(messages: &[ChatItem]) -> Option<String> {
+fn tool_results_summary(messages: &Transcript) -> Option<String> {
     let mut tail = messages.iter().rev().peekable();
     if let Some(ChatItem::User(parts)) = tail.peek() {
         if !parts.iter().all(is_host_context_part) {
@@ -266,7 +266,7 @@ fn first_text(parts: &[ContentPart]) -> &str {
         .unwrap_or("")
 }
 
-fn latest_user_text(messages: &[ChatItem]) -> String {
+fn latest_user_text(messages: &Transcript) -> String {
     let Some(parts) = messages.iter().rev().find_map(|item| match item {
         ChatItem::User(parts) => Some(parts),
         _ => None,
@@ -341,7 +341,7 @@ mod tests {
         ModelRequest {
             model: ModelId::parse("builtin:echo").unwrap(),
             system: "system".into(),
-            messages,
+            messages: messages.into(),
             tools: vec![],
             settings: ModelSettings::default(),
         }

@@ -57,9 +57,74 @@ pub struct ModelRequest {
     pub model: ModelId,
     /// Stable for a session: changes only when configuration changes.
     pub system: String,
-    pub messages: Vec<ChatItem>,
+    pub messages: Transcript,
     pub tools: Vec<ToolSpec>,
     pub settings: ModelSettings,
+}
+
+/// The items of one request, as shared chunks: the stored history is the
+/// session's cached items of each message (`Arc`s, never copied per request
+/// or per turn), then the live assistant message's own. Iterate with
+/// [`Transcript::iter`] (or `for item in &transcript`), front to back.
+#[derive(Clone, Debug, Default)]
+pub struct Transcript {
+    chunks: Vec<Arc<[ChatItem]>>,
+}
+
+type ChunkItems<'a> = std::iter::FlatMap<
+    std::slice::Iter<'a, Arc<[ChatItem]>>,
+    &'a [ChatItem],
+    fn(&'a Arc<[ChatItem]>) -> &'a [ChatItem],
+>;
+
+impl Transcript {
+    /// Appends a chunk (shared, not copied); empty chunks are skipped.
+    pub fn push(&mut self, items: Arc<[ChatItem]>) {
+        if !items.is_empty() {
+            self.chunks.push(items);
+        }
+    }
+
+    pub fn iter<'a>(&'a self) -> ChunkItems<'a> {
+        fn items(chunk: &Arc<[ChatItem]>) -> &[ChatItem] {
+            chunk
+        }
+        self.chunks
+            .iter()
+            .flat_map(items as fn(&'a Arc<[ChatItem]>) -> &'a [ChatItem])
+    }
+
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+}
+
+impl From<Vec<ChatItem>> for Transcript {
+    fn from(items: Vec<ChatItem>) -> Transcript {
+        let mut transcript = Transcript::default();
+        transcript.push(items.into());
+        transcript
+    }
+}
+
+impl<'a> IntoIterator for &'a Transcript {
+    type Item = &'a ChatItem;
+    type IntoIter = ChunkItems<'a>;
+
+    fn into_iter(self) -> ChunkItems<'a> {
+        self.iter()
+    }
+}
+
+/// Equal when the items are, however they are chunked.
+impl PartialEq for Transcript {
+    fn eq(&self, other: &Transcript) -> bool {
+        self.iter().eq(other.iter())
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

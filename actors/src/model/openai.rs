@@ -471,7 +471,7 @@ mod tests {
         ModelRequest {
             model: ModelId::parse("openai:gpt-test").unwrap(),
             system: "be brief".into(),
-            messages,
+            messages: messages.into(),
             tools: vec![],
             settings: ModelSettings::default(),
         }

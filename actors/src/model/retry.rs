@@ -92,7 +92,7 @@ mod tests {
         let request = ModelRequest {
             model: ModelId::parse("test:model").unwrap(),
             system: String::new(),
-            messages: vec![],
+            messages: Default::default(),
             tools: vec![],
             settings: ModelSettings::default(),
         };

@@ -594,9 +594,20 @@ impl Handler<CheckIdle> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, _: CheckIdle, ctx: &mut Context<Self>) {
-        self.stop_if_idle(ctx, self.deps.config.idle_timeout);
+        self.stop_if_idle(ctx, self.idle_after());
     }
 }
+
+/// With an idle timeout of zero (the in-memory default) a session longer than
+/// this many messages still stays resident for [`HOT_WINDOW`]: its reload
+/// decodes every message, so a conversation in progress would pay for its
+/// whole length on every turn. Short sessions (most idle ones) hibernate at
+/// once and keep their small serialised form only.
+const HOT_MESSAGES: usize = 16;
+
+/// How long a long, idle session's actor stays after its last request when
+/// the idle timeout is zero.
+const HOT_WINDOW: Duration = Duration::from_secs(5);
 
 impl SessionActor {
     /// Stops (hibernates) the actor when nothing is live or waiting and it has
@@ -620,9 +631,20 @@ impl SessionActor {
         }
     }
 
-    /// With an idle timeout of zero, a session hibernates as soon as its turn ends.
+    /// How long this session may stay idle before its actor stops: the
+    /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session.
+    fn idle_after(&self) -> Duration {
+        match self.deps.config.idle_timeout {
+            timeout if !timeout.is_zero() => timeout,
+            _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// With an idle timeout of zero, a short session hibernates as soon as its
+    /// turn ends (a long one at the sweeper's first look past `HOT_WINDOW`).
     fn hibernate_if_configured(&self, ctx: &mut Context<Self>) {
-        if self.deps.config.idle_timeout.is_zero() {
+        if self.idle_after().is_zero() {
             self.stop_if_idle(ctx, Duration::ZERO);
         }
     }
@@ -1299,13 +1321,14 @@ impl SessionActor {
                 .tool_set(context.as_deref(), self.screenshot.is_some(), output_mode);
         let leaf = assistant.parent_id.clone();
         let path = self.tree.path_to(leaf.as_ref());
-        let history = crate::history::transcript(&self.tree, &path);
+        let history = crate::history::transcript(&self.tree, leaf.as_ref());
         let config = &self.deps.config;
         let jobs = crate::history::plan_jobs(
             &config.history,
             crate::history::TurnContext {
                 tree: &self.tree,
                 path: &path,
+                history: &history,
                 system: &config.system_prompt,
                 turn_model: &model_id,
                 silent: output_mode == OutputMode::HostTools,

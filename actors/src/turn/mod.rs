@@ -30,8 +30,8 @@ use crate::ids::ToolCallId;
 use crate::model::echo::estimate_tokens;
 use crate::model::pricing::{price_for, Price};
 use crate::model::{
-    ChatItem, ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
-    TokenUsage,
+    ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient, TokenUsage,
+    Transcript,
 };
 use crate::tools::{check_arguments, success_output, ToolContext, ToolKind, ToolSet};
 
@@ -62,8 +62,9 @@ pub struct TurnPlan {
 
 pub struct TurnInput {
     pub plan: TurnPlan,
-    /// The transcript before the assistant message (root to the user message).
-    pub history: Vec<ChatItem>,
+    /// The transcript before the assistant message (root to the user
+    /// message): the session's shared per-message items, never copied.
+    pub history: Transcript,
     /// The assistant message this turn extends: new, or resumed after host results.
     pub assistant: Message,
     pub sink: EventSink,
@@ -154,8 +155,9 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         {
             break TurnEnd::UsageLimit(reason);
         }
+        // The history's chunks are shared; only the live message is built anew.
         let mut messages = history.clone();
-        messages.extend(build_transcript(&[&assistant], &overlay));
+        messages.push(build_transcript(&[&assistant], &overlay).into());
         let request = ModelRequest {
             model: plan.model_id.clone(),
             system: plan.system.clone(),
