@@ -13,7 +13,7 @@ use actors::conversation::SessionRecord;
 use actors::ids::{SessionId, ToolCallId};
 use actors::store::migrations::MIGRATIONS;
 use actors::store::postgres::PgStore;
-use actors::store::Store;
+use actors::store::{Store, Written};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
@@ -790,11 +790,29 @@ async fn two_stores_racing_one_acceptance_accept_it_once() {
         .unwrap()
         .unwrap();
     let assistant = snapshot.messages.last().unwrap().clone();
-    let call_id = ToolCallId::new(call_id);
-    let attempts = (0..20)
-        .map(|index| stores[index % 2].accept_result(&snapshot.record, &call_id, None, &assistant));
+    assert_eq!(
+        snapshot
+            .record
+            .pending_action
+            .as_ref()
+            .map(|pending| &pending.tool_call_id),
+        Some(&ToolCallId::new(call_id))
+    );
+    // Every attempt accepts from the same loaded copy: same version, same pending call.
+    let mut accepted = snapshot.record.clone();
+    accepted.pending_action = None;
+    let attempts = (0..20).map(|index| {
+        stores[index % 2].save_messages(
+            snapshot.version,
+            &accepted,
+            std::slice::from_ref(&assistant),
+        )
+    });
     let results = futures_util::future::join_all(attempts).await;
-    let n_accepted = results.iter().filter(|result| **result == Ok(true)).count();
+    let n_accepted = results
+        .iter()
+        .filter(|result| matches!(result, Ok(Written::Committed(_))))
+        .count();
     assert_eq!(n_accepted, 1, "{results:?}");
     assert!(results.iter().all(|result| result.is_ok()), "{results:?}");
 }
@@ -854,7 +872,10 @@ async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
         .expect("view data");
     let keys: Vec<&String> = data.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["zeta", "alpha"]);
-    store.save_session(&record).await.unwrap();
+    assert!(matches!(
+        store.save_session(0, &record).await.unwrap(),
+        Written::Committed(_)
+    ));
     let reloaded = store.load(&record.id).await.unwrap().unwrap();
     assert_eq!(reloaded.record, record);
     assert!(reloaded.messages.is_empty());

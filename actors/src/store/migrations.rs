@@ -16,11 +16,18 @@ pub struct Migration {
 
 /// Every migration, in the order they apply. A new file of `sql/` is a new
 /// line here; the test at the foot of this file fails until it is added.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init.sql",
-    sql: include_str!("../../../sql/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("../../../sql/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_session_version.sql",
+        sql: include_str!("../../../sql/0002_session_version.sql"),
+    },
+];
 
 /// The advisory lock key that serialises migrations across processes
 /// (an arbitrary constant: the ASCII of "ar-migr" read as a number).

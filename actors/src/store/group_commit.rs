@@ -1,0 +1,374 @@
+//! Group commit for `PgStore`: the session writes of many actors, queued
+//! here, are committed together, one transaction and a few multi-row
+//! statements per batch instead of one transaction (and one commit flush) per
+//! write. Every write keeps its own condition (the version its writer
+//! loaded), so a stale write in a batch changes nothing while the others
+//! commit. A writer is answered only after its batch committed: grouping
+//! never weakens durability, it shares the flush.
+//!
+//! The writers run on a thread of their own, so they keep going whatever the
+//! HTTP workers do, and stop when the last `PgStore` clone is dropped.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use super::postgres::{settle, MessageRow, SessionRow, Shared, OPERATION_TIMEOUT};
+use super::{StoreError, StoreResult, Version, Written};
+
+/// The most writes one transaction carries; more wait for the next batch.
+const MAX_BATCH: usize = 256;
+/// How many times a batch that lost a deadlock (or serialization) race is run again.
+const MAX_BATCH_ATTEMPTS: usize = 3;
+
+/// One session write: its row, the version it expects, its new or changed messages.
+pub(super) struct SessionWrite {
+    pub row: SessionRow,
+    pub expected: Version,
+    pub messages: Vec<MessageRow>,
+}
+
+struct Queued {
+    write: SessionWrite,
+    answer: oneshot::Sender<StoreResult<Written>>,
+}
+
+type Queue = Arc<Mutex<mpsc::UnboundedReceiver<Queued>>>;
+
+/// The queue writes go in; dropping it stops the writer thread.
+pub(super) struct GroupCommit {
+    sender: mpsc::UnboundedSender<Queued>,
+}
+
+impl GroupCommit {
+    /// Starts `n_writers` batch writers on a thread of their own. Several
+    /// writers let one batch fill while another commits.
+    pub fn start(shared: Arc<Shared>, n_writers: usize) -> Result<GroupCommit, String> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let queue: Queue = Arc::new(Mutex::new(receiver));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| format!("cannot start the database writer: {error}"))?;
+        std::thread::Builder::new()
+            .name("pg-group-commit".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let writers: Vec<_> = (0..n_writers.max(1))
+                        .map(|_| tokio::spawn(write_batches(queue.clone(), shared.clone())))
+                        .collect();
+                    for writer in writers {
+                        let _ = writer.await;
+                    }
+                });
+            })
+            .map_err(|error| format!("cannot start the database writer: {error}"))?;
+        Ok(GroupCommit { sender })
+    }
+
+    /// Queues `write`; the answer comes once its batch committed (or failed).
+    pub async fn submit(&self, write: SessionWrite) -> StoreResult<Written> {
+        let (answer, answered) = oneshot::channel();
+        self.sender
+            .send(Queued { write, answer })
+            .map_err(|_| StoreError::Failed("the database writer has stopped".into()))?;
+        answered
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Failed("the database writer has stopped".into())))
+    }
+}
+
+/// One writer: takes what is queued (at least one write, at most
+/// `MAX_BATCH`, one write per session), commits it, answers, repeats.
+async fn write_batches(queue: Queue, shared: Arc<Shared>) {
+    // Writes of a session already in the batch wait for the next one, so a
+    // batch never holds two conditions on one row.
+    let mut carried: Vec<Queued> = Vec::new();
+    loop {
+        let mut batch: Vec<Queued> = Vec::new();
+        let mut sessions: HashSet<String> = HashSet::new();
+        let mut next_carried = Vec::new();
+        for queued in carried.drain(..) {
+            if sessions.insert(queued.write.row.id.clone()) {
+                batch.push(queued);
+            } else {
+                next_carried.push(queued);
+            }
+        }
+        {
+            let mut receiver = queue.lock().await;
+            if batch.is_empty() {
+                match receiver.recv().await {
+                    Some(queued) => {
+                        sessions.insert(queued.write.row.id.clone());
+                        batch.push(queued);
+                    }
+                    None => return,
+                }
+            }
+            while batch.len() < MAX_BATCH {
+                let Ok(queued) = receiver.try_recv() else {
+                    break;
+                };
+                if sessions.insert(queued.write.row.id.clone()) {
+                    batch.push(queued);
+                } else {
+                    next_carried.push(queued);
+                }
+            }
+        }
+        carried = next_carried;
+        let writes: Vec<&SessionWrite> = batch.iter().map(|queued| &queued.write).collect();
+        let outcome =
+            match tokio::time::timeout(OPERATION_TIMEOUT, run_batch(&shared, &writes)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(StoreError::Unavailable(format!(
+                    "no answer from the database within {OPERATION_TIMEOUT:?}"
+                ))),
+            };
+        match outcome {
+            Ok(written) => {
+                for (queued, written) in batch.into_iter().zip(written) {
+                    let _ = queued.answer.send(Ok(written));
+                }
+            }
+            Err(error) => {
+                for queued in batch {
+                    let _ = queued.answer.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Commits one batch, running it again when Postgres aborted it to break a
+/// deadlock with another process's batch (nothing of it was applied).
+async fn run_batch(shared: &Shared, writes: &[&SessionWrite]) -> StoreResult<Vec<Written>> {
+    let mut attempt = 1;
+    loop {
+        let mut client = shared.client().await?;
+        let committed = commit_batch(&mut client, writes).await;
+        let retry = matches!(&committed, Err(error) if is_lost_race(error));
+        if retry && attempt < MAX_BATCH_ATTEMPTS {
+            attempt += 1;
+            continue;
+        }
+        return settle(client, committed);
+    }
+}
+
+fn is_lost_race(error: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    matches!(
+        error.code(),
+        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED
+            || *code == SqlState::T_R_SERIALIZATION_FAILURE
+    )
+}
+
+/// Takes the rows of existing sessions in id order, so two processes'
+/// batches lock them in the same order and cannot deadlock.
+const LOCK_SESSIONS: &str = "
+    SELECT id FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE";
+
+/// Each row changes only while it still has the version its writer loaded.
+const UPDATE_SESSIONS: &str = "
+    UPDATE sessions AS s SET
+        owner_id = v.owner_id, title = v.title, updated_at = now(),
+        turn_number = v.turn_number, active_leaf = v.active_leaf,
+        host_context = v.host_context::json, pending_action = v.pending_action::json,
+        version = nextval('session_versions')
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::text[],
+                $7::text[], $8::int8[])
+         AS v(id, owner_id, title, turn_number, active_leaf, host_context, pending_action,
+              expected)
+    WHERE s.id = v.id AND s.version = v.expected
+    RETURNING s.id, s.version";
+
+/// A session is created once: a second creator finds the row and changes nothing.
+const INSERT_SESSIONS: &str = "
+    INSERT INTO sessions (id, owner_id, title, created_at, updated_at, turn_number,
+                          active_leaf, host_context, pending_action, version)
+    SELECT v.id, v.owner_id, v.title, v.created_at, now(), v.turn_number, v.active_leaf,
+           v.host_context::json, v.pending_action::json,
+           nextval('session_versions')
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int4[], $6::text[],
+                $7::text[], $8::text[])
+         AS v(id, owner_id, title, created_at, turn_number, active_leaf, host_context,
+              pending_action)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, version";
+
+/// New messages are appended (in array order, which keeps `seq` in tree
+/// order); a changed one is replaced.
+const UPSERT_MESSAGES: &str = "
+    INSERT INTO messages (session_id, id, parent_id, role, body, created_at)
+    SELECT m.session_id, m.id, m.parent_id, m.role, m.body::json, m.created_at
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[])
+         AS m(session_id, id, parent_id, role, body, created_at)
+    ON CONFLICT (session_id, id) DO UPDATE SET
+        parent_id = excluded.parent_id, role = excluded.role, body = excluded.body";
+
+async fn commit_batch(
+    client: &mut deadpool_postgres::Object,
+    writes: &[&SessionWrite],
+) -> Result<Vec<Written>, tokio_postgres::Error> {
+    let transaction = client.transaction().await?;
+    let mut outcome = vec![Written::Stale; writes.len()];
+    let index_of: HashMap<&str, usize> = writes
+        .iter()
+        .enumerate()
+        .map(|(index, write)| (write.row.id.as_str(), index))
+        .collect();
+    let (mut creates, mut updates): (Vec<&SessionWrite>, Vec<&SessionWrite>) =
+        writes.iter().partition(|write| write.expected == 0);
+    creates.sort_by(|a, b| a.row.id.cmp(&b.row.id));
+    updates.sort_by(|a, b| a.row.id.cmp(&b.row.id));
+    let mut committed = |rows: Vec<tokio_postgres::Row>| {
+        for row in rows {
+            let id: &str = row.get(0);
+            let version: i64 = row.get(1);
+            if let Some(&index) = index_of.get(id) {
+                outcome[index] = Written::Committed(version as Version);
+            }
+        }
+    };
+    if !updates.is_empty() {
+        let ids: Vec<&str> = updates.iter().map(|write| write.row.id.as_str()).collect();
+        let lock = transaction.prepare_cached(LOCK_SESSIONS).await?;
+        transaction.query(&lock, &[&ids]).await?;
+        let statement = transaction.prepare_cached(UPDATE_SESSIONS).await?;
+        let columns = SessionColumns::of(&updates);
+        let expected: Vec<i64> = updates.iter().map(|write| write.expected as i64).collect();
+        let rows = transaction
+            .query(
+                &statement,
+                &[
+                    &columns.ids,
+                    &columns.owner_ids,
+                    &columns.titles,
+                    &columns.turn_numbers,
+                    &columns.active_leaves,
+                    &columns.host_contexts,
+                    &columns.pending_actions,
+                    &expected,
+                ],
+            )
+            .await?;
+        committed(rows);
+    }
+    if !creates.is_empty() {
+        let statement = transaction.prepare_cached(INSERT_SESSIONS).await?;
+        let columns = SessionColumns::of(&creates);
+        let rows = transaction
+            .query(
+                &statement,
+                &[
+                    &columns.ids,
+                    &columns.owner_ids,
+                    &columns.titles,
+                    &columns.created_ats,
+                    &columns.turn_numbers,
+                    &columns.active_leaves,
+                    &columns.host_contexts,
+                    &columns.pending_actions,
+                ],
+            )
+            .await?;
+        committed(rows);
+    }
+    let messages = MessageColumns::of(
+        writes
+            .iter()
+            .zip(&outcome)
+            .filter(|(_, written)| matches!(written, Written::Committed(_)))
+            .map(|(write, _)| *write),
+    );
+    if !messages.ids.is_empty() {
+        let statement = transaction.prepare_cached(UPSERT_MESSAGES).await?;
+        transaction
+            .execute(
+                &statement,
+                &[
+                    &messages.session_ids,
+                    &messages.ids,
+                    &messages.parent_ids,
+                    &messages.roles,
+                    &messages.bodies,
+                    &messages.created_ats,
+                ],
+            )
+            .await?;
+    }
+    transaction.commit().await?;
+    Ok(outcome)
+}
+
+/// Session rows as one array per column (the parameters of `unnest`).
+struct SessionColumns<'a> {
+    ids: Vec<&'a str>,
+    owner_ids: Vec<Option<&'a str>>,
+    titles: Vec<Option<&'a str>>,
+    created_ats: Vec<i64>,
+    turn_numbers: Vec<i32>,
+    active_leaves: Vec<Option<&'a str>>,
+    host_contexts: Vec<Option<&'a str>>,
+    pending_actions: Vec<Option<&'a str>>,
+}
+
+impl<'a> SessionColumns<'a> {
+    fn of(writes: &[&'a SessionWrite]) -> SessionColumns<'a> {
+        let rows = writes.iter().map(|write| &write.row);
+        SessionColumns {
+            ids: rows.clone().map(|row| row.id.as_str()).collect(),
+            owner_ids: rows.clone().map(|row| row.owner_id.as_deref()).collect(),
+            titles: rows.clone().map(|row| row.title.as_deref()).collect(),
+            created_ats: rows.clone().map(|row| row.created_at).collect(),
+            turn_numbers: rows.clone().map(|row| row.turn_number).collect(),
+            active_leaves: rows.clone().map(|row| row.active_leaf.as_deref()).collect(),
+            host_contexts: rows
+                .clone()
+                .map(|row| row.host_context.as_deref())
+                .collect(),
+            pending_actions: rows.map(|row| row.pending_action.as_deref()).collect(),
+        }
+    }
+}
+
+/// Message rows as one array per column, in the order they were given.
+#[derive(Default)]
+struct MessageColumns<'a> {
+    session_ids: Vec<&'a str>,
+    ids: Vec<&'a str>,
+    parent_ids: Vec<Option<&'a str>>,
+    roles: Vec<&'a str>,
+    bodies: Vec<&'a str>,
+    created_ats: Vec<i64>,
+}
+
+impl<'a> MessageColumns<'a> {
+    fn of(writes: impl Iterator<Item = &'a SessionWrite>) -> MessageColumns<'a> {
+        let mut columns = MessageColumns::default();
+        for write in writes {
+            // One row per message id (the last wins): a multi-row upsert may
+            // not touch one row twice.
+            let mut seen = HashSet::new();
+            let unique: Vec<&MessageRow> = write
+                .messages
+                .iter()
+                .rev()
+                .filter(|message| seen.insert(message.id.as_str()))
+                .collect();
+            for message in unique.into_iter().rev() {
+                columns.session_ids.push(write.row.id.as_str());
+                columns.ids.push(message.id.as_str());
+                columns.parent_ids.push(message.parent_id.as_deref());
+                columns.roles.push(message.role);
+                columns.bodies.push(message.body.as_str());
+                columns.created_ats.push(message.created_at);
+            }
+        }
+        columns
+    }
+}
