@@ -12,11 +12,20 @@ use crate::errors::{parse_json, ApiError};
 /// cancelled or budget-limited turn is a normal, saved ending (200).
 const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
 
+/// The query of `POST /api/chat`: `?session_id=` lets a load balancer route
+/// by session without reading the body (config/nginx-sticky.conf).
+#[derive(serde::Deserialize)]
+struct ChatQuery {
+    session_id: Option<String>,
+}
+
 pub async fn post_chat(
     runtime: web::Data<Runtime>,
+    http: actix_web::HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let value = parse_json(&body)?;
+    let mut value = parse_json(&body)?;
+    merge_query_session(&mut value, http.query_string())?;
     let request = ChatRequest::parse(&value)?;
     if request.message_type == MessageType::Steering {
         return Err(ValidationError {
@@ -33,6 +42,36 @@ pub async fn post_chat(
         }
     }
     Err(SessionError::Internal("the turn ended without a final response".into()).into())
+}
+
+/// Takes `?session_id=` into the body: it fills a body without one, and must
+/// equal the body's when both are given (a balancer routed by the query, so a
+/// different body id would land the session on the wrong process).
+fn merge_query_session(body: &mut serde_json::Value, query: &str) -> Result<(), ValidationError> {
+    let query = web::Query::<ChatQuery>::from_query(query).map_err(|error| ValidationError {
+        path: "query".into(),
+        message: format!("the query string is not valid: {error}"),
+    })?;
+    let Some(from_query) = query.into_inner().session_id else {
+        return Ok(());
+    };
+    let Some(object) = body.as_object_mut() else {
+        // Not an object: the body parser names that.
+        return Ok(());
+    };
+    match object.get("session_id") {
+        None | Some(serde_json::Value::Null) => {
+            object.insert("session_id".into(), json!(from_query));
+            Ok(())
+        }
+        Some(serde_json::Value::String(in_body)) if *in_body == from_query => Ok(()),
+        Some(in_body) => Err(ValidationError {
+            path: "session_id".into(),
+            message: format!(
+                "the body's session_id {in_body} differs from ?session_id={from_query:?} in the URL; send one id"
+            ),
+        }),
+    }
 }
 
 fn final_reply(final_response: FinalResponse) -> HttpResponse {

@@ -11,6 +11,7 @@ mod prompt_prefix;
 mod providers;
 mod providers_e2e;
 mod raw_ws;
+mod scale_out;
 mod sessions;
 mod smoke;
 mod socketio_helpers;

@@ -53,13 +53,13 @@ async fn connect(url: &str) -> tokio_postgres::Client {
 }
 
 /// A fresh database on the shared server, dropped (forcibly) on drop.
-struct TestDb {
+pub(crate) struct TestDb {
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl TestDb {
-    async fn create() -> TestDb {
+    pub(crate) async fn create() -> TestDb {
         let name = unique("ar_test");
         connect(ADMIN_URL)
             .await
@@ -120,19 +120,19 @@ fn server_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 /// A running server process, killed (SIGKILL) on drop, its folder removed.
-struct ServerProcess {
+pub(crate) struct ServerProcess {
     child: Child,
-    app: TestApp,
+    pub(crate) app: TestApp,
     dir: PathBuf,
     log: PathBuf,
 }
 
 impl ServerProcess {
-    async fn start(database_url: &str) -> ServerProcess {
+    pub(crate) async fn start(database_url: &str) -> ServerProcess {
         ServerProcess::start_with(&[("DATABASE_URL", database_url)]).await
     }
 
-    async fn start_with(env: &[(&str, &str)]) -> ServerProcess {
+    pub(crate) async fn start_with(env: &[(&str, &str)]) -> ServerProcess {
         let port = free_port();
         let dir = scratch_dir("ar_server");
         let log = dir.join("server.log");
@@ -182,7 +182,7 @@ impl ServerProcess {
     }
 
     /// SIGKILL (what `Child::kill` sends): no shutdown code runs, as in a crash.
-    fn crash(mut self) {
+    pub(crate) fn crash(mut self) {
         self.child.kill().expect("kill the server");
         self.child.wait().expect("reap the server");
     }
@@ -373,7 +373,7 @@ async fn stored_tool(db: &TestDb, session_id: &str) -> Value {
 }
 
 // `save_messages` writes the assistant message and the pending pointer in one
-// transaction and `accept_result` the result and the pointer, so neither
+// transaction, and an acceptance the result and the pointer, so neither
 // window can open in PgStore itself; these tests make the rows such a crash
 // (or an older writer) would leave with SQL, and check what a load makes of them.
 
