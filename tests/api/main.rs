@@ -6,6 +6,7 @@ mod decisions;
 mod fake_provider;
 mod helpers;
 mod host_actions;
+mod nginx;
 mod postgres;
 mod prompt_prefix;
 mod providers;

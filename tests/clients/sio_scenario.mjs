@@ -50,10 +50,14 @@ function substitute(value) {
 
 const deadline = setTimeout(() => { result.error = "timed out"; finish(); }, 6 * WAIT_MS);
 
+// `scenario.query` rides on every Engine.IO request of the connection (the
+// handshake, each poll, the websocket upgrade), so a balancer can route by it
+// (config/nginx-sticky.conf hashes on `session_id`).
 const socket = io(url + NAMESPACE, {
   transports: mode === "websocket" ? ["websocket"] : ["polling", "websocket"],
   reconnection: false,
   timeout: WAIT_MS,
+  query: scenario.query ?? {},
 });
 
 socket.onAny((event, ...args) => {
