@@ -69,6 +69,9 @@ pub struct SessionActor {
     version: Version,
     /// Reloads since the last committed write (bounded by `MAX_RELOADS`).
     n_reloads: u32,
+    /// The request last decided again on a freshly reloaded copy: a refusal
+    /// of it stands; any other request's refusal is checked against the store.
+    redecided: Option<MessageId>,
     tree: MessageTree,
     phase: Phase,
     /// Requests that arrived while a turn was live, answered in order once it ends.
@@ -143,6 +146,7 @@ impl SessionActor {
             stored: false,
             version: 0,
             n_reloads: 0,
+            redecided: None,
             tree: MessageTree::default(),
             phase: Phase::Idle,
             deferred: VecDeque::new(),
@@ -294,6 +298,27 @@ impl SessionActor {
         });
     }
 
+    /// Answers `error`, a 409 decided on this actor's copy, once the copy is
+    /// known to be current: another process may have made the call pending
+    /// or stored the parent since this copy was loaded, so the first refusal
+    /// of a request reloads and decides it again. Refusals that do not depend
+    /// on the session (validation) are answered at once.
+    fn refuse(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        error: SessionError,
+        ctx: &mut Context<Self>,
+    ) {
+        let decided_on_fresh_copy = self.redecided.as_ref() == Some(&request.id);
+        if decided_on_fresh_copy || !matches!(error, SessionError::Conflict(_)) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        self.reload_then(ctx, redo_request(request, sink, reply));
+    }
+
     /// A write of this actor committed: its copy is now at `version`.
     fn committed(&mut self, version: Version) {
         self.version = version;
@@ -417,7 +442,10 @@ impl SessionActor {
 /// Decides a chat request again once the session was reloaded.
 fn redo_request(request: ChatRequest, sink: EventSink, reply: Reply) -> Redo {
     Box::new(move |actor, ctx, reloaded| match reloaded {
-        Ok(()) => actor.accept(request, sink, reply, ctx),
+        Ok(()) => {
+            actor.redecided = Some(request.id.clone());
+            actor.accept(request, sink, reply, ctx)
+        }
         Err(error) => {
             let _ = reply.send(Err(error));
         }
@@ -982,7 +1010,7 @@ impl SessionActor {
         ctx: &mut Context<Self>,
     ) {
         if let Err(error) = self.check_new_message(&request) {
-            let _ = reply.send(Err(error));
+            self.refuse(request, sink, reply, error, ctx);
             return;
         }
         if let Phase::Running(live) = &mut self.phase {
@@ -1135,11 +1163,12 @@ impl SessionActor {
         };
         let call_id = continuation.tool_call_id.clone();
         if !self.stored {
-            let _ = reply.send(Err(SessionError::Conflict(format!(
+            let error = SessionError::Conflict(format!(
                 "session {:?} does not exist, so call {:?} is not pending",
                 self.id.as_str(),
                 call_id.as_str()
-            ))));
+            ));
+            self.refuse(request, sink, reply, error, ctx);
             return;
         }
         if matches!(self.phase, Phase::Running(_)) {
@@ -1154,16 +1183,18 @@ impl SessionActor {
         let pending = match &self.phase {
             Phase::AwaitingHost(pending) if pending.tool_call_id == call_id => pending.clone(),
             Phase::AwaitingHost(pending) if pending.queued.contains(&call_id) => {
-                let _ = reply.send(Err(SessionError::Conflict(format!(
+                let error = SessionError::Conflict(format!(
                     "call {:?} is queued behind call {:?}; answer {:?} first",
                     call_id.as_str(),
                     pending.tool_call_id.as_str(),
                     pending.tool_call_id.as_str()
-                ))));
+                ));
+                self.refuse(request, sink, reply, error, ctx);
                 return;
             }
             _ => {
-                let _ = reply.send(Err(self.not_pending(&call_id)));
+                let error = self.not_pending(&call_id);
+                self.refuse(request, sink, reply, error, ctx);
                 return;
             }
         };
