@@ -224,6 +224,30 @@ async fn a_join_on_a_stale_process_does_not_bring_back_an_accepted_call() {
 }
 
 #[actix_web::test]
+async fn a_stale_process_takes_a_call_another_process_made_pending() {
+    let db = TestDb::create().await;
+    let (a, b) = two_apps(&db).await;
+    let two_calls = "call select_issue {\"number\": 1}\ncall select_issue {\"number\": 2}";
+    let (status, first) = a.say("queue", "m1", two_calls, Some(tasks_context())).await;
+    assert_eq!(status, 200, "{first}");
+    let first_call = pending_call(&first).expect("a pending call");
+    // B answers the first call; the second becomes pending there.
+    let (status, second) = b.continue_call("queue", "c1", &first_call, json!(1)).await;
+    assert_eq!(status, 200, "{second}");
+    let second_call = pending_call(&second).expect("the queued call is pending now");
+    // A's copy still has the second call queued behind the first: it must
+    // not refuse from that copy.
+    let (status, third) = a.continue_call("queue", "c2", &second_call, json!(2)).await;
+    assert_eq!(status, 200, "{third}");
+    let mut acked = Acknowledged::default();
+    acked.turn("m1", StatusCode::OK, &first);
+    acked.result(&first_call, &json!(1), StatusCode::OK, &second);
+    acked.result(&second_call, &json!(2), StatusCode::OK, &third);
+    let store = PgStore::new(&db.url, 1).unwrap();
+    assert_nothing_lost("queue", &stored(&store, "queue").await, &acked);
+}
+
+#[actix_web::test]
 async fn turns_on_a_then_b_then_a_keep_b_on_the_path() {
     let db = TestDb::create().await;
     let (a, b) = two_apps(&db).await;
