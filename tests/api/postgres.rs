@@ -916,3 +916,41 @@ async fn a_silent_decision_survives_a_restart_and_its_receipt_stays_silent() {
     assert!(receipt["content"].is_null(), "{receipt}");
     assert_eq!(receipt["usage"]["requests"], 1, "{receipt}");
 }
+
+#[actix_web::test]
+async fn versioned_writes_commit_in_sequence_and_refuse_an_old_version() {
+    let db = TestDb::create().await;
+    let stores = [
+        PgStore::new(&db.url, 2).unwrap(),
+        PgStore::new(&db.url, 2).unwrap(),
+    ];
+    stores[0].migrate().await.unwrap();
+    let record = SessionRecord::new(SessionId::new("seq"), 1);
+    let Written::Committed(mut version) = stores[0].save_session(0, &record).await.unwrap() else {
+        panic!("a new session is created");
+    };
+    assert_eq!(
+        stores[1].save_session(0, &record).await.unwrap(),
+        Written::Stale
+    );
+    for turn in 1..=5 {
+        let mut next = record.clone();
+        next.turn_number = turn;
+        let old = version;
+        version = match stores[turn as usize % 2]
+            .save_session(version, &next)
+            .await
+            .unwrap()
+        {
+            Written::Committed(version) => version,
+            Written::Stale => panic!("turn {turn} from the current version was refused"),
+        };
+        assert_ne!(version, old);
+        assert_eq!(
+            stores[0].save_session(old, &record).await.unwrap(),
+            Written::Stale
+        );
+    }
+    let loaded = stores[1].load(&record.id).await.unwrap().unwrap();
+    assert_eq!((loaded.version, loaded.record.turn_number), (version, 5));
+}

@@ -67,11 +67,13 @@ pub struct SessionActor {
     /// The stored version this actor's copy is of; every write names it, so
     /// a copy another process has since changed can never overwrite anything.
     version: Version,
-    /// Reloads since the last committed write (bounded by `MAX_RELOADS`).
+    /// Reloads for the request at hand (bounded by `MAX_RELOADS`); reset by
+    /// each outside request and each committed write.
     n_reloads: u32,
-    /// The request last decided again on a freshly reloaded copy: a refusal
-    /// of it stands; any other request's refusal is checked against the store.
-    redecided: Option<MessageId>,
+    /// Whether the copy is known current: just loaded or written, with no
+    /// outside request handled since. A refusal decided on a copy that is not
+    /// is checked against the store first (`refuse`).
+    fresh: bool,
     tree: MessageTree,
     phase: Phase,
     /// Requests that arrived while a turn was live, answered in order once it ends.
@@ -146,7 +148,7 @@ impl SessionActor {
             stored: false,
             version: 0,
             n_reloads: 0,
-            redecided: None,
+            fresh: false,
             tree: MessageTree::default(),
             phase: Phase::Idle,
             deferred: VecDeque::new(),
@@ -204,6 +206,7 @@ impl SessionActor {
     /// this actor stays live: its end is reconciled with the store then.
     fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Recovery> {
         self.state = Loaded::Ready;
+        self.fresh = true;
         let running = matches!(self.phase, Phase::Running(_));
         let Some(snapshot) = snapshot else {
             // Never stored, or deleted by another process since.
@@ -300,9 +303,11 @@ impl SessionActor {
 
     /// Answers `error`, a 409 decided on this actor's copy, once the copy is
     /// known to be current: another process may have made the call pending
-    /// or stored the parent since this copy was loaded, so the first refusal
-    /// of a request reloads and decides it again. Refusals that do not depend
-    /// on the session (validation) are answered at once.
+    /// or stored the parent since this copy was loaded, so a refusal on a
+    /// copy not known fresh reloads and decides the request again. Requests
+    /// answered right after a write or load (deferred ones, a redecision)
+    /// are refused at once, as are refusals that do not depend on the
+    /// session (validation).
     fn refuse(
         &mut self,
         request: ChatRequest,
@@ -311,8 +316,7 @@ impl SessionActor {
         error: SessionError,
         ctx: &mut Context<Self>,
     ) {
-        let decided_on_fresh_copy = self.redecided.as_ref() == Some(&request.id);
-        if decided_on_fresh_copy || !matches!(error, SessionError::Conflict(_)) {
+        if self.fresh || !matches!(error, SessionError::Conflict(_)) {
             let _ = reply.send(Err(error));
             return;
         }
@@ -322,6 +326,7 @@ impl SessionActor {
     /// A write of this actor committed: its copy is now at `version`.
     fn committed(&mut self, version: Version) {
         self.version = version;
+        self.fresh = true;
         self.stored = true;
         self.n_reloads = 0;
     }
@@ -442,10 +447,7 @@ impl SessionActor {
 /// Decides a chat request again once the session was reloaded.
 fn redo_request(request: ChatRequest, sink: EventSink, reply: Reply) -> Redo {
     Box::new(move |actor, ctx, reloaded| match reloaded {
-        Ok(()) => {
-            actor.redecided = Some(request.id.clone());
-            actor.accept(request, sink, reply, ctx)
-        }
+        Ok(()) => actor.accept(request, sink, reply, ctx),
         Err(error) => {
             let _ = reply.send(Err(error));
         }
@@ -593,6 +595,10 @@ impl Handler<SendMessage> for SessionActor {
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
+        // Time has passed since this copy was loaded or written: another
+        // process may have written the session meanwhile.
+        self.fresh = false;
+        self.n_reloads = 0;
         let taken = message
             .slot
             .lock()
@@ -620,6 +626,7 @@ impl Handler<JoinSession> for SessionActor {
 
     fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
+        self.n_reloads = 0;
         let (reply, answer) = oneshot::channel();
         self.join(join.host_context, reply, ctx);
         Box::pin(async move {
@@ -799,6 +806,7 @@ impl Handler<RepairSession> for SessionActor {
 
     fn handle(&mut self, _: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
+        self.n_reloads = 0;
         let (reply, answer) = oneshot::channel();
         self.repair(reply, ctx);
         Box::pin(async move {
