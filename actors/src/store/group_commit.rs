@@ -1,6 +1,6 @@
 //! Group commit for `PgStore`: the session writes of many actors, queued
-//! here, are committed together, one transaction and a few multi-row
-//! statements per batch instead of one transaction (and one commit flush) per
+//! here, are committed together, one statement (one round trip, one commit
+//! flush) per batch instead of one transaction of several round trips per
 //! write. Every write keeps its own condition (the version its writer
 //! loaded), so a stale write in a batch changes nothing while the others
 //! commit. A writer is answered only after its batch committed: grouping
@@ -167,142 +167,110 @@ fn is_lost_race(error: &tokio_postgres::Error) -> bool {
     )
 }
 
-/// Takes the rows of existing sessions in id order, so two processes'
-/// batches lock them in the same order and cannot deadlock.
-const LOCK_SESSIONS: &str = "
-    SELECT id FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE";
-
-/// Each row changes only while it still has the version its writer loaded.
-const UPDATE_SESSIONS: &str = "
-    UPDATE sessions AS s SET
-        owner_id = v.owner_id, title = v.title, updated_at = now(),
-        turn_number = v.turn_number, active_leaf = v.active_leaf,
-        host_context = v.host_context::json, pending_action = v.pending_action::json,
-        version = nextval('session_versions')
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::text[],
-                $7::text[], $8::int8[])
-         AS v(id, owner_id, title, turn_number, active_leaf, host_context, pending_action,
-              expected)
-    WHERE s.id = v.id AND s.version = v.expected
-    RETURNING s.id, s.version";
-
-/// A session is created once: a second creator finds the row and changes nothing.
-const INSERT_SESSIONS: &str = "
-    INSERT INTO sessions (id, owner_id, title, created_at, updated_at, turn_number,
-                          active_leaf, host_context, pending_action, version)
-    SELECT v.id, v.owner_id, v.title, v.created_at, now(), v.turn_number, v.active_leaf,
-           v.host_context::json, v.pending_action::json,
-           nextval('session_versions')
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int4[], $6::text[],
-                $7::text[], $8::text[])
-         AS v(id, owner_id, title, created_at, turn_number, active_leaf, host_context,
-              pending_action)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id, version";
-
-/// New messages are appended (in array order, which keeps `seq` in tree
-/// order); a changed one is replaced.
-const UPSERT_MESSAGES: &str = "
-    INSERT INTO messages (session_id, id, parent_id, role, body, created_at)
-    SELECT m.session_id, m.id, m.parent_id, m.role, m.body::json, m.created_at
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[])
-         AS m(session_id, id, parent_id, role, body, created_at)
-    ON CONFLICT (session_id, id) DO UPDATE SET
-        parent_id = excluded.parent_id, role = excluded.role, body = excluded.body";
+/// A whole batch in one statement, so it costs one round trip and one
+/// commit (autocommit) however many sessions it carries:
+/// - `locked` takes the rows of existing sessions in id order, so two
+///   processes' batches lock them in the same order and cannot deadlock;
+/// - `updated` changes a row only while it still has the version its writer
+///   loaded (under READ COMMITTED, a row another transaction changed first is
+///   re-checked against its new version, and skipped);
+/// - `created` inserts a new session once: a second creator finds the row;
+/// - `stored` appends (in array order, which keeps `seq` in tree order) or
+///   replaces the messages of the sessions that were written, and only those.
+///
+/// Returns the id and new version of every session written.
+const WRITE_BATCH: &str = "
+    WITH v AS MATERIALIZED (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int4[],
+                             $6::text[], $7::text[], $8::text[], $9::int8[])
+            AS v(id, owner_id, title, created_at, turn_number, active_leaf, host_context,
+                 pending_action, expected)
+    ),
+    locked AS MATERIALIZED (
+        SELECT s.id FROM sessions s
+        WHERE s.id IN (SELECT v.id FROM v WHERE v.expected <> 0)
+        ORDER BY s.id FOR UPDATE
+    ),
+    updated AS (
+        UPDATE sessions AS s SET
+            owner_id = v.owner_id, title = v.title, updated_at = now(),
+            turn_number = v.turn_number, active_leaf = v.active_leaf,
+            host_context = v.host_context::json, pending_action = v.pending_action::json,
+            version = nextval('session_versions')
+        FROM v
+        WHERE (SELECT count(*) FROM locked) >= 0
+          AND s.id = v.id AND v.expected <> 0 AND s.version = v.expected
+        RETURNING s.id, s.version
+    ),
+    created AS (
+        INSERT INTO sessions (id, owner_id, title, created_at, updated_at, turn_number,
+                              active_leaf, host_context, pending_action, version)
+        SELECT v.id, v.owner_id, v.title, v.created_at, now(), v.turn_number, v.active_leaf,
+               v.host_context::json, v.pending_action::json, nextval('session_versions')
+        FROM v WHERE v.expected = 0 ORDER BY v.id
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id, version
+    ),
+    written AS (
+        SELECT id, version FROM updated UNION ALL SELECT id, version FROM created
+    ),
+    stored AS (
+        INSERT INTO messages (session_id, id, parent_id, role, body, created_at)
+        SELECT m.session_id, m.id, m.parent_id, m.role, m.body::json, m.created_at
+        FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                    $15::int8[])
+             WITH ORDINALITY AS m(session_id, id, parent_id, role, body, created_at, n)
+        WHERE m.session_id IN (SELECT id FROM written)
+        ORDER BY m.n
+        ON CONFLICT (session_id, id) DO UPDATE SET
+            parent_id = excluded.parent_id, role = excluded.role, body = excluded.body
+        RETURNING 1
+    )
+    SELECT id, version, (SELECT count(*) FROM stored) FROM written";
 
 async fn commit_batch(
     client: &mut deadpool_postgres::Object,
     writes: &[&SessionWrite],
 ) -> Result<Vec<Written>, tokio_postgres::Error> {
-    let transaction = client.transaction().await?;
-    let mut outcome = vec![Written::Stale; writes.len()];
-    let index_of: HashMap<&str, usize> = writes
+    let mut sorted: Vec<&SessionWrite> = writes.to_vec();
+    sorted.sort_by(|a, b| a.row.id.cmp(&b.row.id));
+    let sessions = SessionColumns::of(&sorted);
+    let expected: Vec<i64> = sorted.iter().map(|write| write.expected as i64).collect();
+    let messages = MessageColumns::of(sorted.iter().copied());
+    let statement = client.prepare_cached(WRITE_BATCH).await?;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &sessions.ids,
+                &sessions.owner_ids,
+                &sessions.titles,
+                &sessions.created_ats,
+                &sessions.turn_numbers,
+                &sessions.active_leaves,
+                &sessions.host_contexts,
+                &sessions.pending_actions,
+                &expected,
+                &messages.session_ids,
+                &messages.ids,
+                &messages.parent_ids,
+                &messages.roles,
+                &messages.bodies,
+                &messages.created_ats,
+            ],
+        )
+        .await?;
+    let versions: HashMap<String, Version> = rows
         .iter()
-        .enumerate()
-        .map(|(index, write)| (write.row.id.as_str(), index))
+        .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as Version))
         .collect();
-    let (mut creates, mut updates): (Vec<&SessionWrite>, Vec<&SessionWrite>) =
-        writes.iter().partition(|write| write.expected == 0);
-    creates.sort_by(|a, b| a.row.id.cmp(&b.row.id));
-    updates.sort_by(|a, b| a.row.id.cmp(&b.row.id));
-    let mut committed = |rows: Vec<tokio_postgres::Row>| {
-        for row in rows {
-            let id: &str = row.get(0);
-            let version: i64 = row.get(1);
-            if let Some(&index) = index_of.get(id) {
-                outcome[index] = Written::Committed(version as Version);
-            }
-        }
-    };
-    if !updates.is_empty() {
-        let ids: Vec<&str> = updates.iter().map(|write| write.row.id.as_str()).collect();
-        let lock = transaction.prepare_cached(LOCK_SESSIONS).await?;
-        transaction.query(&lock, &[&ids]).await?;
-        let statement = transaction.prepare_cached(UPDATE_SESSIONS).await?;
-        let columns = SessionColumns::of(&updates);
-        let expected: Vec<i64> = updates.iter().map(|write| write.expected as i64).collect();
-        let rows = transaction
-            .query(
-                &statement,
-                &[
-                    &columns.ids,
-                    &columns.owner_ids,
-                    &columns.titles,
-                    &columns.turn_numbers,
-                    &columns.active_leaves,
-                    &columns.host_contexts,
-                    &columns.pending_actions,
-                    &expected,
-                ],
-            )
-            .await?;
-        committed(rows);
-    }
-    if !creates.is_empty() {
-        let statement = transaction.prepare_cached(INSERT_SESSIONS).await?;
-        let columns = SessionColumns::of(&creates);
-        let rows = transaction
-            .query(
-                &statement,
-                &[
-                    &columns.ids,
-                    &columns.owner_ids,
-                    &columns.titles,
-                    &columns.created_ats,
-                    &columns.turn_numbers,
-                    &columns.active_leaves,
-                    &columns.host_contexts,
-                    &columns.pending_actions,
-                ],
-            )
-            .await?;
-        committed(rows);
-    }
-    let messages = MessageColumns::of(
-        writes
-            .iter()
-            .zip(&outcome)
-            .filter(|(_, written)| matches!(written, Written::Committed(_)))
-            .map(|(write, _)| *write),
-    );
-    if !messages.ids.is_empty() {
-        let statement = transaction.prepare_cached(UPSERT_MESSAGES).await?;
-        transaction
-            .execute(
-                &statement,
-                &[
-                    &messages.session_ids,
-                    &messages.ids,
-                    &messages.parent_ids,
-                    &messages.roles,
-                    &messages.bodies,
-                    &messages.created_ats,
-                ],
-            )
-            .await?;
-    }
-    transaction.commit().await?;
-    Ok(outcome)
+    Ok(writes
+        .iter()
+        .map(|write| match versions.get(&write.row.id) {
+            Some(&version) => Written::Committed(version),
+            None => Written::Stale,
+        })
+        .collect())
 }
 
 /// Session rows as one array per column (the parameters of `unnest`).

@@ -120,9 +120,10 @@ impl PgStore {
             schema_ready: AtomicBool::new(false),
             migrating: tokio::sync::Mutex::new(()),
         });
-        // A few writers, so one batch fills while another commits; each
-        // holds one pooled connection while it commits.
-        let n_writers = (pool_size / 4).clamp(1, 4);
+        // Several writers, so batches fill while others commit (a batch waits
+        // mostly on the commit flush); each holds one pooled connection while
+        // it commits, half the pool at most, leaving the rest to loads.
+        let n_writers = (pool_size / 2).clamp(1, 8);
         let writes = Arc::new(GroupCommit::start(shared.clone(), n_writers)?);
         Ok(PgStore { shared, writes })
     }
