@@ -96,17 +96,23 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
                 next_carried.push(queued);
             }
         }
-        {
+        // With writes carried over, take what else is queued only if no other
+        // writer holds the queue: that writer may be waiting for new writes,
+        // and the carried ones must not wait with it.
+        let receiver = if batch.is_empty() {
             let mut receiver = queue.lock().await;
-            if batch.is_empty() {
-                match receiver.recv().await {
-                    Some(queued) => {
-                        sessions.insert(queued.write.row.id.clone());
-                        batch.push(queued);
-                    }
-                    None => return,
+            match receiver.recv().await {
+                Some(queued) => {
+                    sessions.insert(queued.write.row.id.clone());
+                    batch.push(queued);
                 }
+                None => return,
             }
+            Some(receiver)
+        } else {
+            queue.try_lock().ok()
+        };
+        if let Some(mut receiver) = receiver {
             while batch.len() < MAX_BATCH {
                 let Ok(queued) = receiver.try_recv() else {
                     break;
