@@ -5,9 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actors::conversation::{Message, PendingAction, SessionRecord};
-use actors::ids::{SessionId, ToolCallId};
-use actors::store::{SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult};
+use actors::conversation::{Message, SessionRecord};
+use actors::ids::SessionId;
+use actors::store::{
+    SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult, Version, Written,
+};
 use futures_util::future::{BoxFuture, FutureExt};
 
 use super::Metrics;
@@ -43,28 +45,23 @@ impl Store for TimedStore {
         self.timed("load", self.inner.load(id))
     }
 
-    fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>> {
-        self.timed("save_session", self.inner.save_session(record))
+    fn save_session(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+    ) -> BoxFuture<'static, StoreResult<Written>> {
+        self.timed("save_session", self.inner.save_session(expected, record))
     }
 
     fn save_messages(
         &self,
+        expected: Version,
         record: &SessionRecord,
         messages: &[Message],
-    ) -> BoxFuture<'static, StoreResult<()>> {
-        self.timed("save_messages", self.inner.save_messages(record, messages))
-    }
-
-    fn accept_result(
-        &self,
-        record: &SessionRecord,
-        call_id: &ToolCallId,
-        next: Option<&PendingAction>,
-        message: &Message,
-    ) -> BoxFuture<'static, StoreResult<bool>> {
+    ) -> BoxFuture<'static, StoreResult<Written>> {
         self.timed(
-            "accept_result",
-            self.inner.accept_result(record, call_id, next, message),
+            "save_messages",
+            self.inner.save_messages(expected, record, messages),
         )
     }
 

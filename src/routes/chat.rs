@@ -17,6 +17,13 @@ use crate::observability::{Metrics, Transport, TurnObserver};
 /// cancelled or budget-limited turn is a normal, saved ending (200).
 const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
 
+/// The query of `POST /api/chat`: `?session_id=` lets a load balancer route
+/// by session without reading the body (config/nginx-sticky.conf).
+#[derive(serde::Deserialize)]
+struct ChatQuery {
+    session_id: Option<String>,
+}
+
 #[utoipa::path(post, path = "/api/chat", tag = "chat",
     request_body(content = crate::routes::openapi::MessageBody, description = "The message body (docs/protocol.md)"),
     responses(
@@ -37,7 +44,8 @@ pub async fn post_chat(
 ) -> Result<HttpResponse, ApiError> {
     require_json(&http, None)?;
     let body = read_body(payload, &body_limits).await?;
-    let value = parse_json(&body)?;
+    let mut value = parse_json(&body)?;
+    merge_query_session(&mut value, http.query_string())?;
     let session_id = value.get("session_id").or_else(|| value.get("sessionId"));
     if let Some(session_id) = session_id.and_then(|id| id.as_str()) {
         note_session(&http, session_id);
@@ -61,6 +69,36 @@ pub async fn post_chat(
         }
     }
     Err(SessionError::Internal("the turn ended without a final response".into()).into())
+}
+
+/// Takes `?session_id=` into the body: it fills a body without one, and must
+/// equal the body's when both are given (a balancer routed by the query, so a
+/// different body id would land the session on the wrong process).
+fn merge_query_session(body: &mut serde_json::Value, query: &str) -> Result<(), ValidationError> {
+    let query = web::Query::<ChatQuery>::from_query(query).map_err(|error| ValidationError {
+        path: "query".into(),
+        message: format!("the query string is not valid: {error}"),
+    })?;
+    let Some(from_query) = query.into_inner().session_id else {
+        return Ok(());
+    };
+    let Some(object) = body.as_object_mut() else {
+        // Not an object: the body parser names that.
+        return Ok(());
+    };
+    match object.get("session_id") {
+        None | Some(serde_json::Value::Null) => {
+            object.insert("session_id".into(), json!(from_query));
+            Ok(())
+        }
+        Some(serde_json::Value::String(in_body)) if *in_body == from_query => Ok(()),
+        Some(in_body) => Err(ValidationError {
+            path: "session_id".into(),
+            message: format!(
+                "the body's session_id {in_body} differs from ?session_id={from_query:?} in the URL; send one id"
+            ),
+        }),
+    }
 }
 
 fn final_reply(final_response: FinalResponse) -> HttpResponse {

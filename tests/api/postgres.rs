@@ -13,7 +13,7 @@ use actors::conversation::SessionRecord;
 use actors::ids::{SessionId, ToolCallId};
 use actors::store::migrations::MIGRATIONS;
 use actors::store::postgres::PgStore;
-use actors::store::Store;
+use actors::store::{Store, Written};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
@@ -53,13 +53,13 @@ async fn connect(url: &str) -> tokio_postgres::Client {
 }
 
 /// A fresh database on the shared server, dropped (forcibly) on drop.
-struct TestDb {
+pub(crate) struct TestDb {
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl TestDb {
-    async fn create() -> TestDb {
+    pub(crate) async fn create() -> TestDb {
         let name = unique("ar_test");
         connect(ADMIN_URL)
             .await
@@ -120,19 +120,19 @@ fn server_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 /// A running server process, killed (SIGKILL) on drop, its folder removed.
-struct ServerProcess {
+pub(crate) struct ServerProcess {
     child: Child,
-    app: TestApp,
+    pub(crate) app: TestApp,
     dir: PathBuf,
     log: PathBuf,
 }
 
 impl ServerProcess {
-    async fn start(database_url: &str) -> ServerProcess {
+    pub(crate) async fn start(database_url: &str) -> ServerProcess {
         ServerProcess::start_with(&[("DATABASE_URL", database_url)]).await
     }
 
-    async fn start_with(env: &[(&str, &str)]) -> ServerProcess {
+    pub(crate) async fn start_with(env: &[(&str, &str)]) -> ServerProcess {
         let port = free_port();
         let dir = scratch_dir("ar_server");
         let log = dir.join("server.log");
@@ -182,7 +182,7 @@ impl ServerProcess {
     }
 
     /// SIGKILL (what `Child::kill` sends): no shutdown code runs, as in a crash.
-    fn crash(mut self) {
+    pub(crate) fn crash(mut self) {
         self.child.kill().expect("kill the server");
         self.child.wait().expect("reap the server");
     }
@@ -374,7 +374,7 @@ async fn stored_tool(db: &TestDb, session_id: &str) -> Value {
 }
 
 // `save_messages` writes the assistant message and the pending pointer in one
-// transaction and `accept_result` the result and the pointer, so neither
+// transaction, and an acceptance the result and the pointer, so neither
 // window can open in PgStore itself; these tests make the rows such a crash
 // (or an older writer) would leave with SQL, and check what a load makes of them.
 
@@ -794,11 +794,29 @@ async fn two_stores_racing_one_acceptance_accept_it_once() {
         .unwrap()
         .unwrap();
     let assistant = snapshot.messages.last().unwrap().clone();
-    let call_id = ToolCallId::new(call_id);
-    let attempts = (0..20)
-        .map(|index| stores[index % 2].accept_result(&snapshot.record, &call_id, None, &assistant));
+    assert_eq!(
+        snapshot
+            .record
+            .pending_action
+            .as_ref()
+            .map(|pending| &pending.tool_call_id),
+        Some(&ToolCallId::new(call_id))
+    );
+    // Every attempt accepts from the same loaded copy: same version, same pending call.
+    let mut accepted = snapshot.record.clone();
+    accepted.pending_action = None;
+    let attempts = (0..20).map(|index| {
+        stores[index % 2].save_messages(
+            snapshot.version,
+            &accepted,
+            std::slice::from_ref(&assistant),
+        )
+    });
     let results = futures_util::future::join_all(attempts).await;
-    let n_accepted = results.iter().filter(|result| **result == Ok(true)).count();
+    let n_accepted = results
+        .iter()
+        .filter(|result| matches!(result, Ok(Written::Committed(_))))
+        .count();
     assert_eq!(n_accepted, 1, "{results:?}");
     assert!(results.iter().all(|result| result.is_ok()), "{results:?}");
 }
@@ -858,7 +876,10 @@ async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
         .expect("view data");
     let keys: Vec<&String> = data.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["zeta", "alpha"]);
-    store.save_session(&record).await.unwrap();
+    assert!(matches!(
+        store.save_session(0, &record).await.unwrap(),
+        Written::Committed(_)
+    ));
     let reloaded = store.load(&record.id).await.unwrap().unwrap();
     assert_eq!(reloaded.record, record);
     assert!(reloaded.messages.is_empty());
@@ -1031,4 +1052,42 @@ async fn a_session_stored_too_deep_can_still_be_deleted() {
     assert_eq!(status, 200, "{body}");
     let (status, body) = fresh.get("/api/sessions/bricked").await;
     assert_eq!(status, 404, "{body}");
+}
+
+#[actix_web::test]
+async fn versioned_writes_commit_in_sequence_and_refuse_an_old_version() {
+    let db = TestDb::create().await;
+    let stores = [
+        PgStore::new(&db.url, 2).unwrap(),
+        PgStore::new(&db.url, 2).unwrap(),
+    ];
+    stores[0].migrate().await.unwrap();
+    let record = SessionRecord::new(SessionId::new("seq"), 1);
+    let Written::Committed(mut version) = stores[0].save_session(0, &record).await.unwrap() else {
+        panic!("a new session is created");
+    };
+    assert_eq!(
+        stores[1].save_session(0, &record).await.unwrap(),
+        Written::Stale
+    );
+    for turn in 1..=5 {
+        let mut next = record.clone();
+        next.turn_number = turn;
+        let old = version;
+        version = match stores[turn as usize % 2]
+            .save_session(version, &next)
+            .await
+            .unwrap()
+        {
+            Written::Committed(version) => version,
+            Written::Stale => panic!("turn {turn} from the current version was refused"),
+        };
+        assert_ne!(version, old);
+        assert_eq!(
+            stores[0].save_session(old, &record).await.unwrap(),
+            Written::Stale
+        );
+    }
+    let loaded = stores[1].load(&record.id).await.unwrap().unwrap();
+    assert_eq!((loaded.version, loaded.record.turn_number), (version, 5));
 }

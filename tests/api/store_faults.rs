@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actors::conversation::{Message, PendingAction, SessionRecord};
-use actors::ids::{SessionId, ToolCallId};
+use actors::conversation::{Message, SessionRecord};
+use actors::ids::SessionId;
 use actors::store::memory::MemoryStore;
-use actors::store::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult};
+use actors::store::{
+    SessionSnapshot, SessionSummary, Store, StoreError, StoreResult, Version, Written,
+};
 use assistant_runtime::settings::Settings;
 use assistant_runtime::startup::Application;
 use futures_util::future::{self, BoxFuture, FutureExt};
@@ -68,35 +70,16 @@ impl Store for FlakyStore {
         self.inner.load(id)
     }
 
-    fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>> {
-        if !self.allow_write() {
-            return refused();
-        }
-        self.inner.save_session(record)
-    }
-
     fn save_messages(
         &self,
+        expected: Version,
         record: &SessionRecord,
         messages: &[Message],
-    ) -> BoxFuture<'static, StoreResult<()>> {
+    ) -> BoxFuture<'static, StoreResult<Written>> {
         if !self.allow_write() {
             return refused();
         }
-        self.inner.save_messages(record, messages)
-    }
-
-    fn accept_result(
-        &self,
-        record: &SessionRecord,
-        call_id: &ToolCallId,
-        next: Option<&PendingAction>,
-        message: &Message,
-    ) -> BoxFuture<'static, StoreResult<bool>> {
-        if !self.allow_write() {
-            return refused();
-        }
-        self.inner.accept_result(record, call_id, next, message)
+        self.inner.save_messages(expected, record, messages)
     }
 
     fn list(

@@ -52,12 +52,16 @@ const deadline = setTimeout(() => { result.error = "timed out"; finish(); }, 6 *
 
 // Optional credentials: `auth` goes in the CONNECT packet, `headers` on
 // every HTTP request of the connection (as an authenticating proxy would set).
+// `scenario.query` rides on every Engine.IO request of the connection (the
+// handshake, each poll, the websocket upgrade), so a balancer can route by it
+// (config/nginx-sticky.conf hashes on `session_id`).
 const socket = io(url + NAMESPACE, {
   transports: mode === "websocket" ? ["websocket"] : ["polling", "websocket"],
   reconnection: false,
   timeout: WAIT_MS,
   ...(scenario.auth ? { auth: scenario.auth } : {}),
   ...(scenario.headers ? { extraHeaders: scenario.headers } : {}),
+  query: scenario.query ?? {},
 });
 
 socket.onAny((event, ...args) => {

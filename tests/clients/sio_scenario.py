@@ -4,7 +4,9 @@ event in arrival order, the acks, and the final transport.
 
 usage: sio_scenario.py URL {default,websocket} SCENARIO_JSON
 
-The scenario is `{"steps": [...]}`, each step one of
+The scenario is `{"steps": [...]}` with an optional `"query"` object: its
+parameters go on the connect URL, so they ride on every Engine.IO request of
+the connection (a balancer can route by `session_id`). Each step is one of
 - `{"emit": EVENT, "data": {...}}`: emit without an ack;
 - `{"call": EVENT, "data": {...}}`: emit with an ack and record the ack;
 - `{"wait": EVENT, "count": N, "match": {...}}`: wait until N events named
@@ -22,6 +24,7 @@ order: the client then runs every message handler on a thread of its own
 import json
 import sys
 import threading
+import urllib.parse
 
 import engineio
 import socketio
@@ -85,7 +88,10 @@ def main():
         return None
 
     try:
-        sio.connect(url, namespaces=[NAMESPACE], transports=transports, wait_timeout=WAIT_SECONDS)
+        query = scenario.get("query")
+        connect_url = f"{url}?{urllib.parse.urlencode(query)}" if query else url
+        sio.connect(connect_url, namespaces=[NAMESPACE], transports=transports,
+                    wait_timeout=WAIT_SECONDS)
     except socketio.exceptions.ConnectionError as error:
         result["error"] = f"connect: {error}"
         print(json.dumps(result))

@@ -34,7 +34,7 @@ use crate::events::{
 };
 use crate::ids::{MessageId, SessionId, ToolCallId};
 use crate::prompt::host_block::render_host_context;
-use crate::store::{SessionSnapshot, StoreError, StoreResult};
+use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
 use crate::turn::{
     CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
 };
@@ -49,8 +49,16 @@ const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
 const MAX_QUEUED_STEERING: usize = 32;
 /// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
+/// How many times in a row one request may find the session changed by
+/// another process and decide again before it is answered 503 (send again).
+const MAX_RELOADS: u32 = 8;
 
 type Reply = oneshot::Sender<Result<TurnAccepted, SessionError>>;
+
+/// What to do once the session was loaded again after a stale write: decide
+/// the request again on the fresh state (or answer the reload's error).
+type Redo =
+    Box<dyn FnOnce(&mut SessionActor, &mut Context<SessionActor>, Result<(), SessionError>)>;
 
 pub struct SessionActor {
     id: SessionId,
@@ -61,6 +69,16 @@ pub struct SessionActor {
     /// Whether the session row exists in the store (a session is created by
     /// its first message or join, not by a read).
     stored: bool,
+    /// The stored version this actor's copy is of; every write names it, so
+    /// a copy another process has since changed can never overwrite anything.
+    version: Version,
+    /// Reloads for the request at hand (bounded by `MAX_RELOADS`); reset by
+    /// each outside request and each committed write.
+    n_reloads: u32,
+    /// Whether the copy is known current: just loaded or written, with no
+    /// outside request handled since. A refusal decided on a copy that is not
+    /// is checked against the store first (`refuse`).
+    fresh: bool,
     tree: MessageTree,
     phase: Phase,
     /// Requests that arrived while a turn was live, answered in order once it ends.
@@ -100,6 +118,21 @@ struct LiveTurn {
     message_id: MessageId,
 }
 
+/// A turn that ended, on its way to the store.
+struct FinishedTurn {
+    live: LiveTurn,
+    assistant: StoredMessage,
+    next: Option<PendingAction>,
+    decision: Option<Decision>,
+    /// (error type, message, retry allowed) of a turn that did not complete.
+    failure: Option<(String, String, bool)>,
+    /// Whether the reply becomes the active leaf (false once another
+    /// process's newer message superseded the turn).
+    on_path: bool,
+    /// A summary node made for this turn (history compaction), stored with it.
+    summary: Option<StoredMessage>,
+}
+
 struct Deferred {
     request: ChatRequest,
     sink: EventSink,
@@ -120,6 +153,9 @@ impl SessionActor {
             state: Loaded::Loading,
             record,
             stored: false,
+            version: 0,
+            n_reloads: 0,
+            fresh: false,
             tree: MessageTree::default(),
             phase: Phase::Idle,
             deferred: VecDeque::new(),
@@ -168,14 +204,41 @@ impl SessionActor {
                 return;
             }
         };
+        let recovery = self.apply_snapshot(Some(snapshot));
+        self.write_recovery(recovery, ctx, Box::new(|_actor, _ctx, _written| {}));
+    }
+
+    /// Takes a loaded session (or its absence) as this actor's copy, and
+    /// returns what recovery changed and must be written back. A live turn of
+    /// this actor stays live: its end is reconciled with the store then.
+    fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Recovery> {
+        self.state = Loaded::Ready;
+        self.fresh = true;
+        let running = matches!(self.phase, Phase::Running(_));
+        let Some(snapshot) = snapshot else {
+            // Never stored, or deleted by another process since.
+            self.record = SessionRecord::new(self.id.clone(), now_millis());
+            self.tree = MessageTree::default();
+            self.stored = false;
+            self.version = 0;
+            if !running {
+                self.phase = Phase::Idle;
+            }
+            return None;
+        };
+        self.version = snapshot.version;
         let mut record = snapshot.record.clone();
         let recovered = recover(snapshot);
         record.pending_action = None;
         self.record = record;
-        self.phase = match recovered.pending {
-            Some(pending) => Phase::AwaitingHost(pending),
-            None => Phase::Idle,
-        };
+        let mut stored_record = self.record.clone();
+        stored_record.pending_action = recovered.pending.clone();
+        if !running {
+            self.phase = match recovered.pending {
+                Some(pending) => Phase::AwaitingHost(pending),
+                None => Phase::Idle,
+            };
+        }
         let changed: Vec<StoredMessage> = recovered
             .changed
             .iter()
@@ -183,25 +246,103 @@ impl SessionActor {
             .collect();
         self.tree = MessageTree::from_messages(recovered.messages);
         self.stored = true;
-        self.state = Loaded::Ready;
-        if changed.is_empty() {
+        (!changed.is_empty()).then_some(Recovery {
+            record: stored_record,
+            changed,
+        })
+    }
+
+    /// Writes what recovery changed, then calls `then`. Recovery is a pure
+    /// function of what is stored, so writing its result after applying it is
+    /// safe: a crash here recomputes the same thing; a stale write (another
+    /// process wrote first) reloads and recovers again.
+    fn write_recovery(&mut self, recovery: Option<Recovery>, ctx: &mut Context<Self>, then: Redo) {
+        let Some(recovery) = recovery else {
+            then(self, ctx, Ok(()));
             return;
-        }
-        // Recovery is a pure function of what is stored, so writing its result
-        // after applying it is safe: a crash here recomputes the same thing.
-        let write = self
-            .deps
-            .store
-            .save_messages(&self.stored_record(), &changed);
-        ctx.wait(write.into_actor(self).map(|written, actor, _ctx| {
-            if let Err(error) = written {
+        };
+        let write =
+            self.deps
+                .store
+                .save_messages(self.version, &recovery.record, &recovery.changed);
+        self.persist(ctx, write, move |actor, ctx, written| match written {
+            Ok(Written::Committed(version)) => {
+                actor.committed(version);
+                then(actor, ctx, Ok(()));
+            }
+            Ok(Written::Stale) => actor.reload_then(ctx, then),
+            Err(error) => {
                 log::warn!(
                     "session {}: could not store recovered calls: {error}",
                     actor.id
                 );
+                then(actor, ctx, Ok(()));
             }
-        }));
+        });
     }
+
+    /// A write found the session changed by another writer: loads it again
+    /// (mailbox held) and hands over to `redo`, which decides the request
+    /// again on the fresh state before anything is answered.
+    fn reload_then(&mut self, ctx: &mut Context<Self>, redo: Redo) {
+        self.n_reloads += 1;
+        if self.n_reloads > MAX_RELOADS {
+            self.n_reloads = 0;
+            redo(
+                self,
+                ctx,
+                Err(SessionError::Restarting(
+                    "the session kept changing under other writers".into(),
+                )),
+            );
+            return;
+        }
+        log::debug!("session {}: changed by another writer; reloading", self.id);
+        let load = self.deps.store.load(&self.id);
+        self.persist(ctx, load, move |actor, ctx, loaded| match loaded {
+            Ok(snapshot) => {
+                let recovery = actor.apply_snapshot(snapshot);
+                actor.write_recovery(recovery, ctx, redo);
+            }
+            Err(error) => redo(actor, ctx, Err(error.into())),
+        });
+    }
+
+    /// Answers `error`, a 409 decided on this actor's copy, once the copy is
+    /// known to be current: another process may have made the call pending
+    /// or stored the parent since this copy was loaded, so a refusal on a
+    /// copy not known fresh reloads and decides the request again. Requests
+    /// answered right after a write or load (deferred ones, a redecision)
+    /// are refused at once, as are refusals that do not depend on the
+    /// session (validation).
+    fn refuse(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        error: SessionError,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.fresh || !matches!(error, SessionError::Conflict(_)) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        self.reload_then(ctx, redo_request(request, sink, reply));
+    }
+
+    /// A write of this actor committed: its copy is now at `version`.
+    fn committed(&mut self, version: Version) {
+        self.version = version;
+        self.fresh = true;
+        self.stored = true;
+        self.n_reloads = 0;
+    }
+}
+
+/// Calls recovery resolved on load, with the row to write them with.
+struct Recovery {
+    record: SessionRecord,
+    changed: Vec<StoredMessage>,
 }
 
 // ---- small helpers ---------------------------------------------------------
@@ -334,6 +475,16 @@ impl SessionActor {
             self.screenshot = newest;
         }
     }
+}
+
+/// Decides a chat request again once the session was reloaded.
+fn redo_request(request: ChatRequest, sink: EventSink, reply: Reply) -> Redo {
+    Box::new(move |actor, ctx, reloaded| match reloaded {
+        Ok(()) => actor.accept(request, sink, reply, ctx),
+        Err(error) => {
+            let _ = reply.send(Err(error));
+        }
+    })
 }
 
 /// The request's context as the session keeps it for later messages: without
@@ -497,6 +648,10 @@ impl Handler<SendMessage> for SessionActor {
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
+        // Time has passed since this copy was loaded or written: another
+        // process may have written the session meanwhile.
+        self.fresh = false;
+        self.n_reloads = 0;
         let taken = message
             .slot
             .lock()
@@ -527,27 +682,9 @@ impl Handler<JoinSession> for SessionActor {
 
     fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        if let Err(error) = self.authorize_write(&join.caller) {
-            return Box::pin(async move { Err(error) });
-        }
-        if join.host_context.is_none() && self.stored {
-            return Box::pin(async { Ok(()) });
-        }
+        self.n_reloads = 0;
         let (reply, answer) = oneshot::channel();
-        let mut record = self.stored_record();
-        if let Some(context) = &join.host_context {
-            record.host_context = Some(Arc::new(context.clone()));
-        }
-        let write = self.deps.store.save_session(&record);
-        self.persist(ctx, write, move |actor, _ctx, written| {
-            let outcome = written.map_err(SessionError::from).map(|()| {
-                actor.stored = true;
-                if join.host_context.is_some() {
-                    actor.record.host_context = join.host_context.map(Arc::new);
-                }
-            });
-            let _ = reply.send(outcome);
-        });
+        self.join(join.caller, join.host_context, reply, ctx);
         Box::pin(async move {
             answer
                 .await
@@ -568,6 +705,54 @@ impl Handler<RunDeferred> for SessionActor {
 
     fn handle(&mut self, _: RunDeferred, ctx: &mut Context<Self>) {
         self.run_deferred(ctx);
+    }
+}
+
+impl SessionActor {
+    /// Creates the session if needed and keeps the joining page's context.
+    fn join(
+        &mut self,
+        caller: Caller,
+        host_context: Option<HostContext>,
+        reply: oneshot::Sender<Result<(), SessionError>>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.authorize_write(&caller) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        if host_context.is_none() && self.stored {
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        let mut record = self.stored_record();
+        if let Some(context) = &host_context {
+            record.host_context = Some(Arc::new(context.clone()));
+        }
+        let write = self.deps.store.save_session(self.version, &record);
+        self.persist(ctx, write, move |actor, ctx, written| match written {
+            Ok(Written::Committed(version)) => {
+                actor.committed(version);
+                if host_context.is_some() {
+                    actor.record.host_context = host_context.map(Arc::new);
+                }
+                let _ = reply.send(Ok(()));
+            }
+            // Joined on an old copy: join again on the fresh one, so the old
+            // pending call (or leaf) is never written back.
+            Ok(Written::Stale) => actor.reload_then(
+                ctx,
+                Box::new(move |actor, ctx, reloaded| match reloaded {
+                    Ok(()) => actor.join(caller, host_context, reply, ctx),
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                }),
+            ),
+            Err(error) => {
+                let _ = reply.send(Err(error.into()));
+            }
+        });
     }
 }
 
@@ -730,16 +915,35 @@ impl Handler<RepairSession> for SessionActor {
 
     fn handle(&mut self, repair: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        if let Err(error) = self.authorize_read(&repair.caller) {
+        self.n_reloads = 0;
+        let (reply, answer) = oneshot::channel();
+        self.repair(repair.caller, reply, ctx);
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
+        })
+    }
+}
+
+impl SessionActor {
+    /// Resolves every unresolved call as `unknown` and drops the pending call.
+    fn repair(
+        &mut self,
+        caller: Caller,
+        reply: oneshot::Sender<Result<SessionInfo, SessionError>>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.authorize_read(&caller) {
             self.stop_if_absent(ctx);
-            return Box::pin(async move { Err(error) });
+            let _ = reply.send(Err(error));
+            return;
         }
         if matches!(self.phase, Phase::Running(_)) {
-            return Box::pin(async {
-                Err(SessionError::Conflict(
-                    "a turn is running; cancel it before repairing the session".into(),
-                ))
-            });
+            let _ = reply.send(Err(SessionError::Conflict(
+                "a turn is running; cancel it before repairing the session".into(),
+            )));
+            return;
         }
         let mut changed: Vec<StoredMessage> = Vec::new();
         for message in self.tree.all() {
@@ -752,23 +956,32 @@ impl Handler<RepairSession> for SessionActor {
         }
         let mut record = self.record.clone();
         record.pending_action = None;
-        let write = self.deps.store.save_messages(&record, &changed);
-        let (reply, answer) = oneshot::channel();
-        self.persist(ctx, write, move |actor, _ctx, written| {
-            let outcome = written.map_err(SessionError::from).map(|()| {
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version, &record, &changed);
+        self.persist(ctx, write, move |actor, ctx, written| match written {
+            Ok(Written::Committed(version)) => {
+                actor.committed(version);
                 for message in changed {
                     actor.tree.upsert(message);
                 }
                 actor.phase = Phase::Idle;
-                actor.info()
-            });
-            let _ = reply.send(outcome);
+                let _ = reply.send(Ok(actor.info()));
+            }
+            Ok(Written::Stale) => actor.reload_then(
+                ctx,
+                Box::new(move |actor, ctx, reloaded| match reloaded {
+                    Ok(()) => actor.repair(caller, reply, ctx),
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                }),
+            ),
+            Err(error) => {
+                let _ = reply.send(Err(error.into()));
+            }
         });
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
-        })
     }
 }
 
@@ -943,7 +1156,7 @@ impl SessionActor {
         ctx: &mut Context<Self>,
     ) {
         if let Err(error) = self.check_new_message(&request) {
-            let _ = reply.send(Err(error));
+            self.refuse(request, sink, reply, error, ctx);
             return;
         }
         if let Phase::Running(live) = &mut self.phase {
@@ -1005,18 +1218,30 @@ impl SessionActor {
         }
         record.pending_action = None;
         changed.push(user);
-        let write = self.deps.store.save_messages(&record, &changed);
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version, &record, &changed);
         self.persist(ctx, write, move |actor, ctx, written| {
-            if let Err(error) = written {
-                let _ = reply.send(Err(error.into()));
-                return;
+            match written {
+                Ok(Written::Committed(version)) => actor.committed(version),
+                // Another process moved the session on since this copy was
+                // loaded: decide the message again on the fresh state (its
+                // parent, supersession and turn number come from there).
+                Ok(Written::Stale) => {
+                    actor.reload_then(ctx, redo_request(request, sink, reply));
+                    return;
+                }
+                Err(error) => {
+                    let _ = reply.send(Err(error.into()));
+                    return;
+                }
             }
             let user_id = request.id.clone();
             for message in changed {
                 actor.tree.upsert(message);
             }
             actor.record = record;
-            actor.stored = true;
             actor.phase = Phase::Idle;
             let assistant = StoredMessage {
                 id: MessageId::new(format!("{}:reply", user_id)),
@@ -1108,11 +1333,12 @@ impl SessionActor {
         };
         let call_id = continuation.tool_call_id.clone();
         if !self.stored {
-            let _ = reply.send(Err(SessionError::Conflict(format!(
+            let error = SessionError::Conflict(format!(
                 "session {:?} does not exist, so call {:?} is not pending",
                 self.id.as_str(),
                 call_id.as_str()
-            ))));
+            ));
+            self.refuse(request, sink, reply, error, ctx);
             return;
         }
         if matches!(self.phase, Phase::Running(_)) {
@@ -1127,16 +1353,18 @@ impl SessionActor {
         let pending = match &self.phase {
             Phase::AwaitingHost(pending) if pending.tool_call_id == call_id => pending.clone(),
             Phase::AwaitingHost(pending) if pending.queued.contains(&call_id) => {
-                let _ = reply.send(Err(SessionError::Conflict(format!(
+                let error = SessionError::Conflict(format!(
                     "call {:?} is queued behind call {:?}; answer {:?} first",
                     call_id.as_str(),
                     pending.tool_call_id.as_str(),
                     pending.tool_call_id.as_str()
-                ))));
+                ));
+                self.refuse(request, sink, reply, error, ctx);
                 return;
             }
             _ => {
-                let _ = reply.send(Err(self.not_pending(&call_id)));
+                let error = self.not_pending(&call_id);
+                self.refuse(request, sink, reply, error, ctx);
                 return;
             }
         };
@@ -1213,6 +1441,7 @@ impl SessionActor {
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
         // The call's own output mode governs the resumed run, whatever the
         // continuation says (host-contract.md: the pending action stores it).
+        let asked_mode = request.output_mode;
         request.output_mode = pending.output_mode;
         let context = self.current_context(&request);
         if resumes_model {
@@ -1228,26 +1457,26 @@ impl SessionActor {
         if request.host_context.is_some() {
             record.host_context = shared_context(&request);
         }
-        let write = self.deps.store.accept_result(
-            &record,
-            &pending.tool_call_id,
-            next.as_ref(),
-            &assistant,
-        );
+        record.pending_action = next.clone();
+        // Conditional on this copy's version, which is the version that made
+        // `pending` the pending call: of two processes accepting one result,
+        // exactly one commits; the other reloads and answers 409.
+        let write =
+            self.deps
+                .store
+                .save_messages(self.version, &record, std::slice::from_ref(&assistant));
         self.persist(ctx, write, move |actor, ctx, accepted| {
             match accepted {
                 Err(error) => {
                     let _ = reply.send(Err(error.into()));
                     return;
                 }
-                Ok(false) => {
-                    let _ = reply.send(Err(SessionError::Conflict(format!(
-                        "the result of call {:?} was already accepted elsewhere; a duplicate is never applied twice",
-                        pending.tool_call_id.as_str()
-                    ))));
+                Ok(Written::Stale) => {
+                    request.output_mode = asked_mode;
+                    actor.reload_then(ctx, redo_request(request, sink, reply));
                     return;
                 }
-                Ok(true) => {}
+                Ok(Written::Committed(version)) => actor.committed(version),
             }
             if screenshot.is_some() {
                 actor.screenshot = screenshot;
@@ -1261,14 +1490,22 @@ impl SessionActor {
                 output,
                 call_id: pending.tool_call_id.to_string(),
                 duration_ms: 0,
-                invalidates: actor.deps.tools.invalidations.get(&pending.tool_name).cloned(),
+                invalidates: actor
+                    .deps
+                    .tools
+                    .invalidations
+                    .get(&pending.tool_name)
+                    .cloned(),
             });
             if resumes_model {
                 actor.phase = Phase::Idle;
                 actor.start_turn(&request, assistant, Some(result_event), sink, reply, ctx);
                 return;
             }
-            let _ = reply.send(Ok(TurnAccepted { accepted_as: AcceptedAs::Turn, message_id: Some(assistant.id.clone()) }));
+            let _ = reply.send(Ok(TurnAccepted {
+                accepted_as: AcceptedAs::Turn,
+                message_id: Some(assistant.id.clone()),
+            }));
             status(&sink, &actor.id, TurnStatus::Started);
             // A receipt of a silent decision publishes no tool preview either.
             if pending.output_mode == OutputMode::Text {
@@ -1283,7 +1520,15 @@ impl SessionActor {
                 None => Phase::Idle,
             };
             let model = assistant.model.clone().unwrap_or_default();
-            actor.send_final(&sink, &assistant, model, next.as_ref(), decision, pending.output_mode, None);
+            actor.send_final(
+                &sink,
+                &assistant,
+                model,
+                next.as_ref(),
+                decision,
+                pending.output_mode,
+                None,
+            );
             status(&sink, &actor.id, TurnStatus::Completed);
             actor.run_deferred(ctx);
             actor.hibernate_if_configured(ctx);
@@ -1498,57 +1743,88 @@ impl SessionActor {
         assistant.error_type = failure
             .as_ref()
             .map(|(error_type, _, _)| error_type.clone());
-        let mut record = self.record.clone();
-        record.active_leaf = Some(assistant.id.clone());
-        record.pending_action = next.clone();
+        self.store_turn(
+            FinishedTurn {
+                live,
+                assistant,
+                next,
+                decision,
+                failure,
+                on_path: true,
+                summary: history.summary,
+            },
+            ctx,
+        );
+    }
+
+    /// Stores a finished turn's reply with the pending call it made, then
+    /// sends its final response and answers whatever waited for it.
+    fn store_turn(&mut self, turn: FinishedTurn, ctx: &mut Context<Self>) {
+        let mut record = self.stored_record();
+        if turn.on_path {
+            record.active_leaf = Some(turn.assistant.id.clone());
+            record.pending_action = turn.next.clone();
+        }
         // A new summary node is stored with the turn's result, parents first.
-        let summary = history.summary;
-        let mut written_messages: Vec<StoredMessage> = summary.iter().cloned().collect();
-        written_messages.push(assistant.clone());
-        let write = self.deps.store.save_messages(&record, &written_messages);
+        let mut written_messages: Vec<StoredMessage> = turn.summary.iter().cloned().collect();
+        written_messages.push(turn.assistant.clone());
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version, &record, &written_messages);
         self.persist(ctx, write, move |actor, ctx, written| {
-            let sink = live.sink;
-            if let Err(error) = written {
-                log::warn!(
-                    "session {}: could not store the turn's result: {error}",
-                    actor.id
-                );
-                // `DatabaseError` is the kind of `SessionError::Unavailable`: HTTP answers 503.
-                let error_type = match error {
-                    StoreError::Unavailable(_) => "DatabaseError",
-                    StoreError::Failed(_) => "internal",
-                };
-                let turn_error = TurnErrorEvent {
-                    kind: "error",
-                    message: "Database not reachable; the turn's result was not saved".into(),
-                    error_type: error_type.into(),
-                    terminal: true,
-                    retry_allowed: true,
-                };
-                actor.send_final(
-                    &sink,
-                    &assistant,
-                    live.model,
-                    None,
-                    None,
-                    live.output_mode,
-                    Some(&turn_error),
-                );
-                sink.send(TurnEvent::Error(turn_error));
-                status(&sink, &actor.id, TurnStatus::Completed);
-                actor.run_deferred(ctx);
-                return;
+            match written {
+                Ok(Written::Committed(version)) => actor.committed(version),
+                Ok(Written::Stale) => {
+                    actor.reload_then(
+                        ctx,
+                        Box::new(move |actor, ctx, reloaded| {
+                            actor.restore_turn(turn, reloaded, ctx)
+                        }),
+                    );
+                    return;
+                }
+                Err(error) => {
+                    log::warn!(
+                        "session {}: could not store the turn's result: {error}",
+                        actor.id
+                    );
+                    // `DatabaseError` is the kind of `SessionError::Unavailable`: HTTP answers 503.
+                    let error_type = match error {
+                        StoreError::Unavailable(_) => "DatabaseError",
+                        StoreError::Failed(_) => "internal",
+                    };
+                    actor.turn_not_saved(
+                        turn,
+                        error_type,
+                        "Database not reachable; the turn's result was not saved",
+                        ctx,
+                    );
+                    return;
+                }
             }
-            record.pending_action = None;
-            actor.record = record;
+            let FinishedTurn {
+                live,
+                assistant,
+                next,
+                decision,
+                failure,
+                on_path,
+                summary,
+            } = turn;
             if let Some(summary) = summary {
                 actor.tree.upsert(summary);
             }
+            let sink = live.sink;
             actor.tree.upsert(assistant.clone());
-            actor.phase = match &next {
-                Some(pending) => Phase::AwaitingHost(pending.clone()),
-                None => Phase::Idle,
-            };
+            if on_path {
+                record.pending_action = None;
+                actor.record = record;
+                actor.phase = match &next {
+                    Some(pending) => Phase::AwaitingHost(pending.clone()),
+                    None => Phase::Idle,
+                };
+            }
             let turn_error = failure.map(|(error_type, message, retry_allowed)| TurnErrorEvent {
                 kind: "error",
                 message,
@@ -1573,6 +1849,95 @@ impl SessionActor {
             actor.run_deferred(ctx);
             actor.hibernate_if_configured(ctx);
         });
+    }
+
+    /// The turn's write found the session changed by another process while
+    /// the turn ran. If the session still ends where the turn began (another
+    /// process only joined with a new context, say), the turn is stored as
+    /// usual on the fresh copy. Otherwise a newer message or result came in
+    /// meanwhile: in serial order it superseded this turn, so the reply is
+    /// stored off the active path, its unresolved calls `superseded`, and the
+    /// caller is told the turn was cancelled. An acknowledged message of the
+    /// other process is never moved off the path.
+    fn restore_turn(
+        &mut self,
+        mut turn: FinishedTurn,
+        reloaded: Result<(), SessionError>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = reloaded {
+            log::warn!(
+                "session {}: could not reload to store the turn's result: {error}",
+                self.id
+            );
+            let message = error.to_string();
+            self.turn_not_saved(turn, error.kind(), &message, ctx);
+            return;
+        }
+        let parent_stored = turn
+            .assistant
+            .parent_id
+            .as_ref()
+            .is_some_and(|parent| self.tree.contains(parent));
+        if !self.stored || !parent_stored {
+            self.turn_not_saved(
+                turn,
+                "cancelled",
+                "The session was deleted while the turn ran; its reply was not saved.",
+                ctx,
+            );
+            return;
+        }
+        let leaf = self.record.active_leaf.as_ref();
+        let ends_where_turn_began =
+            leaf == Some(&turn.assistant.id) || leaf == turn.assistant.parent_id.as_ref();
+        if !(ends_where_turn_began && matches!(self.phase, Phase::Idle)) {
+            turn.on_path = false;
+            interrupt_unresolved(&mut turn.assistant, CallStatus::Superseded);
+            turn.next = None;
+            turn.decision = None;
+            turn.assistant.error_type = Some("cancelled".into());
+            turn.failure = Some((
+                "cancelled".into(),
+                "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.".into(),
+                true,
+            ));
+        }
+        self.store_turn(turn, ctx);
+    }
+
+    /// Ends a turn whose reply could not be stored: its final response and a
+    /// terminal error, then whatever waited for it.
+    fn turn_not_saved(
+        &mut self,
+        turn: FinishedTurn,
+        error_type: &str,
+        message: &str,
+        ctx: &mut Context<Self>,
+    ) {
+        let FinishedTurn {
+            live, assistant, ..
+        } = turn;
+        let sink = live.sink;
+        let turn_error = TurnErrorEvent {
+            kind: "error",
+            message: message.into(),
+            error_type: error_type.into(),
+            terminal: true,
+            retry_allowed: true,
+        };
+        self.send_final(
+            &sink,
+            &assistant,
+            live.model,
+            None,
+            None,
+            live.output_mode,
+            Some(&turn_error),
+        );
+        sink.send(TurnEvent::Error(turn_error));
+        status(&sink, &self.id, TurnStatus::Completed);
+        self.run_deferred(ctx);
     }
 
     #[allow(clippy::too_many_arguments)]

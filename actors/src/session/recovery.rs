@@ -16,6 +16,7 @@ pub fn recover(snapshot: SessionSnapshot) -> Recovered {
     let SessionSnapshot {
         record,
         mut messages,
+        ..
     } = snapshot;
     let pending = record.pending_action.filter(|pending| {
         messages

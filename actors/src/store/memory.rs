@@ -13,9 +13,9 @@ use futures_util::future::{self, BoxFuture, FutureExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult};
-use crate::conversation::{Message, PendingAction, SessionRecord};
-use crate::ids::{SessionId, ToolCallId};
+use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult, Version, Written};
+use crate::conversation::{Message, SessionRecord};
+use crate::ids::SessionId;
 
 /// Enough shards that two busy workers rarely meet on one lock.
 const N_SHARDS: usize = 64;
@@ -34,16 +34,18 @@ pub struct MemoryStore {
     /// the rest). Set once the runtime exists.
     evictable: OnceLock<Evictable>,
     n_evicted: AtomicU64,
+    /// The last version handed out, for every session: versions never repeat.
+    last_version: AtomicU64,
 }
 
 /// One session, serialised. The few fields the store itself must read
-/// (listing order, the conditional acceptance) are kept beside the bytes.
+/// (listing order, the version writes are conditional on) are kept beside the bytes.
 struct StoredSession {
     record: Box<[u8]>,
     created_at: u64,
     /// `owner_id`, read by the owner filter of a list without decoding.
     owner: Option<Box<str>>,
-    pending_call: Option<Box<str>>,
+    version: Version,
     messages: Vec<StoredMessage>,
     /// The last write, for the TTL purge.
     updated_at: Instant,
@@ -79,6 +81,7 @@ impl MemoryStore {
             shard_limit: None,
             evictable: OnceLock::new(),
             n_evicted: AtomicU64::new(0),
+            last_version: AtomicU64::new(0),
         }
     }
 
@@ -141,13 +144,24 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Serialises outside the lock, then swaps the buffers in under it.
-    fn upsert(&self, record: &SessionRecord, messages: &[Message]) -> StoreResult<()> {
+    /// Serialises outside the lock, then checks the version and swaps the
+    /// buffers in under it: two writers cannot interleave.
+    fn upsert(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+        messages: &[Message],
+    ) -> StoreResult<Written> {
         let encoded = Encoded::new(record, messages)?;
         let mut shard = self.shard(&record.id);
         self.make_room(&mut shard, &record.id);
-        encoded.apply(&mut shard, &record.id, record.created_at);
-        Ok(())
+        let version_now = shard.get(&record.id).map_or(0, |stored| stored.version);
+        if version_now != expected {
+            return Ok(Written::Stale);
+        }
+        let version = self.last_version.fetch_add(1, Ordering::Relaxed) + 1;
+        encoded.apply(&mut shard, &record.id, record.created_at, version);
+        Ok(Written::Committed(version))
     }
 
     fn snapshot(&self, id: &SessionId) -> StoreResult<Option<SessionSnapshot>> {
@@ -161,29 +175,11 @@ impl MemoryStore {
             .iter()
             .map(|message| decode(&message.bytes))
             .collect::<StoreResult<_>>()?;
-        Ok(Some(SessionSnapshot { record, messages }))
-    }
-
-    fn accept(
-        &self,
-        record: &SessionRecord,
-        call_id: &ToolCallId,
-        next: Option<&PendingAction>,
-        message: &Message,
-    ) -> StoreResult<bool> {
-        let mut updated = record.clone();
-        updated.pending_action = next.cloned();
-        let encoded = Encoded::new(&updated, std::slice::from_ref(message))?;
-        // Checked and applied under one lock: two acceptances cannot interleave.
-        let mut shard = self.shard(&record.id);
-        let pending_now = shard
-            .get(&record.id)
-            .and_then(|stored| stored.pending_call.as_deref());
-        if pending_now != Some(call_id.as_str()) {
-            return Ok(false);
-        }
-        encoded.apply(&mut shard, &record.id, record.created_at);
-        Ok(true)
+        Ok(Some(SessionSnapshot {
+            record,
+            messages,
+            version: stored.version,
+        }))
     }
 
     fn summaries(
@@ -230,7 +226,6 @@ impl MemoryStore {
 struct Encoded {
     record: Box<[u8]>,
     owner: Option<Box<str>>,
-    pending_call: Option<Box<str>>,
     messages: Vec<StoredMessage>,
 }
 
@@ -239,10 +234,6 @@ impl Encoded {
         Ok(Encoded {
             record: encode(record)?,
             owner: record.owner_id.as_deref().map(Box::from),
-            pending_call: record
-                .pending_action
-                .as_ref()
-                .map(|pending| pending.tool_call_id.as_str().into()),
             messages: messages
                 .iter()
                 .map(|message| {
@@ -255,19 +246,26 @@ impl Encoded {
         })
     }
 
-    fn apply(self, shard: &mut HashMap<SessionId, StoredSession>, id: &SessionId, created_at: u64) {
+    /// Applies the change, giving the session `version`.
+    fn apply(
+        self,
+        shard: &mut HashMap<SessionId, StoredSession>,
+        id: &SessionId,
+        created_at: u64,
+        version: Version,
+    ) {
         let stored = shard.entry(id.clone()).or_insert_with(|| StoredSession {
             record: Box::default(),
             created_at,
             owner: None,
-            pending_call: None,
+            version: 0,
             messages: Vec::new(),
             updated_at: Instant::now(),
         });
         stored.record = self.record;
         stored.owner = self.owner;
         stored.updated_at = Instant::now();
-        stored.pending_call = self.pending_call;
+        stored.version = version;
         for message in self.messages {
             match stored
                 .messages
@@ -286,26 +284,13 @@ impl Store for MemoryStore {
         future::ready(self.snapshot(id)).boxed()
     }
 
-    fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>> {
-        future::ready(self.upsert(record, &[])).boxed()
-    }
-
     fn save_messages(
         &self,
+        expected: Version,
         record: &SessionRecord,
         messages: &[Message],
-    ) -> BoxFuture<'static, StoreResult<()>> {
-        future::ready(self.upsert(record, messages)).boxed()
-    }
-
-    fn accept_result(
-        &self,
-        record: &SessionRecord,
-        call_id: &ToolCallId,
-        next: Option<&PendingAction>,
-        message: &Message,
-    ) -> BoxFuture<'static, StoreResult<bool>> {
-        future::ready(self.accept(record, call_id, next, message)).boxed()
+    ) -> BoxFuture<'static, StoreResult<Written>> {
+        future::ready(self.upsert(expected, record, messages)).boxed()
     }
 
     fn list(
@@ -366,9 +351,9 @@ mod purge_tests {
     fn purge_deletes_only_sessions_older_than_the_ttl() {
         let store = MemoryStore::new();
         let saved = store
-            .save_session(&SessionRecord::new(SessionId::new("a"), 0))
+            .save_session(0, &SessionRecord::new(SessionId::new("a"), 0))
             .now_or_never();
-        assert_eq!(saved, Some(Ok(())));
+        assert_eq!(saved, Some(Ok(Written::Committed(1))));
         let n_kept = store
             .purge_expired(Duration::from_secs(3600))
             .now_or_never();
@@ -388,9 +373,12 @@ mod bound_tests {
 
     fn save(store: &MemoryStore, id: &str) {
         let saved = store
-            .save_session(&SessionRecord::new(SessionId::new(id), 0))
+            .save_session(0, &SessionRecord::new(SessionId::new(id), 0))
             .now_or_never();
-        assert_eq!(saved, Some(Ok(())));
+        assert!(
+            matches!(saved, Some(Ok(Written::Committed(_)))),
+            "{saved:?}"
+        );
     }
 
     fn exists(store: &MemoryStore, id: &str) -> bool {
@@ -418,5 +406,46 @@ mod bound_tests {
             .sum();
         assert!(n_total <= N_SHARDS + 1, "{n_total} sessions held");
         assert!(store.n_evicted() >= 500 - N_SHARDS as u64);
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    fn write(store: &MemoryStore, expected: Version, title: &str) -> Written {
+        let mut record = SessionRecord::new(SessionId::new("s"), 0);
+        record.title = Some(title.into());
+        store
+            .save_session(expected, &record)
+            .now_or_never()
+            .expect("the memory store answers at once")
+            .expect("no store error")
+    }
+
+    #[test]
+    fn a_write_naming_an_old_version_changes_nothing() {
+        let store = MemoryStore::new();
+        assert_eq!(write(&store, 0, "first"), Written::Committed(1));
+        // A second creator, and a writer holding version 0, both lose.
+        assert_eq!(write(&store, 0, "second creator"), Written::Stale);
+        assert_eq!(write(&store, 1, "next"), Written::Committed(2));
+        assert_eq!(write(&store, 1, "stale copy"), Written::Stale);
+        // Deleted and created again: the old copy's version does not come back.
+        assert_eq!(
+            store.delete(&SessionId::new("s")).now_or_never(),
+            Some(Ok(true))
+        );
+        assert_eq!(write(&store, 0, "again"), Written::Committed(3));
+        assert_eq!(write(&store, 2, "copy of the deleted one"), Written::Stale);
+        assert_eq!(write(&store, 3, "next"), Written::Committed(4));
+        let loaded = store
+            .load(&SessionId::new("s"))
+            .now_or_never()
+            .and_then(Result::ok)
+            .flatten()
+            .expect("stored");
+        assert_eq!(loaded.version, 4);
+        assert_eq!(loaded.record.title.as_deref(), Some("next"));
     }
 }

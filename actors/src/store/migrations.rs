@@ -23,6 +23,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../sql/0001_init.sql"),
     },
     Migration {
+        version: 2,
+        name: "0002_session_version.sql",
+        sql: include_str!("../../../sql/0002_session_version.sql"),
+    },
+    Migration {
         version: 3,
         name: "0003_session_owner.sql",
         sql: include_str!("../../../sql/0003_session_owner.sql"),

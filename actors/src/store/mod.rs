@@ -2,7 +2,13 @@
 //! in-memory store is the default and Postgres the durable one. The session
 //! actor writes through it before changing its own memory, so memory is never
 //! durably ahead of the store.
+//!
+//! Every write is versioned: it names the version its writer loaded and
+//! changes nothing when the stored session is newer (`Written::Stale`). That
+//! is what makes one database safe under many processes: a process holding an
+//! old copy of a session can never overwrite what another one wrote.
 
+mod group_commit;
 pub mod memory;
 pub mod migrations;
 pub mod postgres;
@@ -14,14 +20,34 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::Serialize;
 
-use crate::conversation::{Message, PendingAction, SessionRecord};
-use crate::ids::{SessionId, ToolCallId};
+use crate::conversation::{Message, SessionRecord};
+use crate::ids::SessionId;
 
-/// A session as loaded: its record and every message of its tree.
+/// A stamp that changes on every write of a session and never repeats
+/// within a store (not even for a session deleted and created again under
+/// its id); 0 stands for "not stored". A write names the version its writer
+/// loaded and commits only if the session still has it.
+pub type Version = u64;
+
+/// A session as loaded: its record, every message of its tree, and the
+/// version a write based on it must name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SessionSnapshot {
     pub record: SessionRecord,
     pub messages: Vec<Message>,
+    pub version: Version,
+}
+
+/// What a versioned write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Written {
+    /// Committed; the session now has this version.
+    Committed(Version),
+    /// The stored session is not at the expected version (another writer got
+    /// there first, or it was deleted): nothing changed. The writer reloads
+    /// and decides again.
+    Stale,
 }
 
 /// One row of `GET /api/sessions`.
@@ -63,27 +89,27 @@ pub trait Store: Send + Sync + 'static {
     /// The session and its messages, or `None` if it was never stored.
     fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>>;
 
-    /// Inserts or updates the session row (everything but messages).
-    fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>>;
+    /// Writes the session row (everything but messages), if the stored
+    /// session is at version `expected` (0: not stored yet).
+    fn save_session(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+    ) -> BoxFuture<'static, StoreResult<Written>> {
+        self.save_messages(expected, record, &[])
+    }
 
-    /// Inserts or replaces these messages, together with the session row
-    /// (leaf, turn number, pending action), in one transaction.
+    /// Writes the session row (leaf, turn number, pending action, ...) and
+    /// inserts or replaces these messages, in one transaction, if the stored
+    /// session is at version `expected` (0: not stored yet). Otherwise nothing
+    /// changes and the answer is `Written::Stale`. Only the messages given are
+    /// written; the others stay as stored.
     fn save_messages(
         &self,
+        expected: Version,
         record: &SessionRecord,
         messages: &[Message],
-    ) -> BoxFuture<'static, StoreResult<()>>;
-
-    /// Accepts the host's result for `call_id`: replaces the pending action by
-    /// `next` only if `call_id` is the one pending now, saving `message` with it.
-    /// `Ok(false)` means another process (or request) got there first.
-    fn accept_result(
-        &self,
-        record: &SessionRecord,
-        call_id: &ToolCallId,
-        next: Option<&PendingAction>,
-        message: &Message,
-    ) -> BoxFuture<'static, StoreResult<bool>>;
+    ) -> BoxFuture<'static, StoreResult<Written>>;
 
     /// A page of sessions, newest first; only `owner`'s when it is given.
     fn list(

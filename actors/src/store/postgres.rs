@@ -1,8 +1,9 @@
 //! `PgStore`: the durable `Store` on PostgreSQL (tokio-postgres through a
-//! deadpool pool). Each trait method is one transaction; acceptance of a host
-//! result is a conditional UPDATE of the session row, so two processes on one
-//! database never both accept one result. It owns all the SQL of the runtime
-//! (with `migrations`), and knows nothing of actors or HTTP.
+//! deadpool pool). Every session write is conditional on the version its
+//! writer loaded (`sessions.version`), so two processes on one database never
+//! both change one session from the same copy; writes go through group commit
+//! (`group_commit`), many sessions per transaction. It owns all the SQL of the
+//! runtime (with `migrations`), and knows nothing of actors or HTTP.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,17 +16,18 @@ use futures_util::future::{BoxFuture, FutureExt};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{IsolationLevel, NoTls};
 
+use super::group_commit::{GroupCommit, SessionWrite};
 use super::migrations;
-use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult};
+use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult, Version, Written};
 use crate::conversation::{Message, PendingAction, Role, SessionRecord};
-use crate::ids::{SessionId, ToolCallId};
+use crate::ids::SessionId;
 
 /// How long opening a connection may take before the database counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request waits for a free pooled connection.
 const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The bound on one store operation, so a stalled network answers 503, never a hang.
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the database could not be used, as a word for startup errors and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,13 +68,14 @@ impl std::fmt::Display for DatabaseError {
 
 impl std::error::Error for DatabaseError {}
 
-/// Cheap to clone: every clone shares one pool.
+/// Cheap to clone: every clone shares one pool and one group-commit queue.
 #[derive(Clone)]
 pub struct PgStore {
     shared: Arc<Shared>,
+    writes: Arc<GroupCommit>,
 }
 
-struct Shared {
+pub(super) struct Shared {
     pool: Pool,
     /// Whether this process has applied (or found) every migration. False after
     /// a start without a reachable database: the first connection that works
@@ -112,13 +115,17 @@ impl PgStore {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|error| format!("cannot build the connection pool: {error}"))?;
-        Ok(PgStore {
-            shared: Arc::new(Shared {
-                pool,
-                schema_ready: AtomicBool::new(false),
-                migrating: tokio::sync::Mutex::new(()),
-            }),
-        })
+        let shared = Arc::new(Shared {
+            pool,
+            schema_ready: AtomicBool::new(false),
+            migrating: tokio::sync::Mutex::new(()),
+        });
+        // Several writers, so batches fill while others commit (a batch waits
+        // mostly on the commit flush); each holds one pooled connection while
+        // it commits, half the pool at most, leaving the rest to loads.
+        let n_writers = (pool_size / 2).clamp(1, 8);
+        let writes = Arc::new(GroupCommit::start(shared.clone(), n_writers)?);
+        Ok(PgStore { shared, writes })
     }
 
     /// Connects and applies pending migrations; returns the versions applied now.
@@ -171,7 +178,7 @@ impl PgStore {
 
 impl Shared {
     /// A pooled connection to a migrated database.
-    async fn client(&self) -> StoreResult<Object> {
+    pub(super) async fn client(&self) -> StoreResult<Object> {
         let mut client = self.pool.get().await.map_err(pool_error)?;
         if !self.schema_ready.load(Ordering::Acquire) {
             let _migrating = self.migrating.lock().await;
@@ -193,7 +200,10 @@ impl Shared {
 
 /// Passes a result through; on a connection-class error the connection is
 /// taken out of the pool, so the next request opens a fresh one.
-fn settle<T>(client: Object, result: Result<T, tokio_postgres::Error>) -> StoreResult<T> {
+pub(super) fn settle<T>(
+    client: Object,
+    result: Result<T, tokio_postgres::Error>,
+) -> StoreResult<T> {
     match result {
         Ok(value) => Ok(value),
         Err(error) => Err(settle_error(client, &error)),
@@ -298,15 +308,15 @@ fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> StoreRes
 }
 
 /// The session row's columns, serialized once before the future is built.
-struct SessionRow {
-    id: String,
-    owner_id: Option<String>,
-    title: Option<String>,
-    created_at: i64,
-    turn_number: i32,
-    active_leaf: Option<String>,
-    host_context: Option<String>,
-    pending_action: Option<String>,
+pub(super) struct SessionRow {
+    pub id: String,
+    pub owner_id: Option<String>,
+    pub title: Option<String>,
+    pub created_at: i64,
+    pub turn_number: i32,
+    pub active_leaf: Option<String>,
+    pub host_context: Option<String>,
+    pub pending_action: Option<String>,
 }
 
 impl SessionRow {
@@ -324,12 +334,12 @@ impl SessionRow {
     }
 }
 
-struct MessageRow {
-    id: String,
-    parent_id: Option<String>,
-    role: &'static str,
-    body: String,
-    created_at: i64,
+pub(super) struct MessageRow {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub role: &'static str,
+    pub body: String,
+    pub created_at: i64,
 }
 
 impl MessageRow {
@@ -348,115 +358,6 @@ impl MessageRow {
     }
 }
 
-const UPSERT_SESSION: &str = "
-    INSERT INTO sessions (id, owner_id, title, created_at, updated_at, turn_number,
-                          active_leaf, host_context, pending_action)
-    VALUES ($1, $2, $3, $4, now(), $5, $6, $7::text::json, $8::text::json)
-    ON CONFLICT (id) DO UPDATE SET
-        owner_id = excluded.owner_id, title = excluded.title, updated_at = now(),
-        turn_number = excluded.turn_number, active_leaf = excluded.active_leaf,
-        host_context = excluded.host_context, pending_action = excluded.pending_action";
-
-/// The conditional acceptance: changes the row only while `$8` is the pending call.
-const ACCEPT_RESULT: &str = "
-    UPDATE sessions SET
-        owner_id = $2, title = $3, updated_at = now(), turn_number = $4,
-        active_leaf = $5, host_context = $6::text::json, pending_action = $7::text::json
-    WHERE id = $1 AND pending_action->>'tool_call_id' = $8";
-
-const UPSERT_MESSAGE: &str = "
-    INSERT INTO messages (session_id, id, parent_id, role, body, created_at)
-    VALUES ($1, $2, $3, $4, $5::text::json, $6)
-    ON CONFLICT (session_id, id) DO UPDATE SET
-        parent_id = excluded.parent_id, role = excluded.role, body = excluded.body";
-
-async fn upsert_messages(
-    transaction: &deadpool_postgres::Transaction<'_>,
-    session_id: &str,
-    messages: &[MessageRow],
-) -> Result<(), tokio_postgres::Error> {
-    if messages.is_empty() {
-        return Ok(());
-    }
-    let statement = transaction.prepare_cached(UPSERT_MESSAGE).await?;
-    for message in messages {
-        transaction
-            .execute(
-                &statement,
-                &[
-                    &session_id,
-                    &message.id,
-                    &message.parent_id,
-                    &message.role,
-                    &message.body,
-                    &message.created_at,
-                ],
-            )
-            .await?;
-    }
-    Ok(())
-}
-
-async fn save(
-    client: &mut Object,
-    row: &SessionRow,
-    messages: &[MessageRow],
-) -> Result<(), tokio_postgres::Error> {
-    let transaction = client.transaction().await?;
-    let statement = transaction.prepare_cached(UPSERT_SESSION).await?;
-    transaction
-        .execute(
-            &statement,
-            &[
-                &row.id,
-                &row.owner_id,
-                &row.title,
-                &row.created_at,
-                &row.turn_number,
-                &row.active_leaf,
-                &row.host_context,
-                &row.pending_action,
-            ],
-        )
-        .await?;
-    upsert_messages(&transaction, &row.id, messages).await?;
-    transaction.commit().await
-}
-
-async fn accept(
-    client: &mut Object,
-    row: &SessionRow,
-    call_id: &str,
-    message: &MessageRow,
-) -> Result<bool, tokio_postgres::Error> {
-    let transaction = client.transaction().await?;
-    let statement = transaction.prepare_cached(ACCEPT_RESULT).await?;
-    // Under READ COMMITTED a second acceptor blocks on the row lock, then
-    // re-checks the WHERE against the committed row and changes nothing.
-    let n_changed = transaction
-        .execute(
-            &statement,
-            &[
-                &row.id,
-                &row.owner_id,
-                &row.title,
-                &row.turn_number,
-                &row.active_leaf,
-                &row.host_context,
-                &row.pending_action,
-                &call_id,
-            ],
-        )
-        .await?;
-    if n_changed != 1 {
-        transaction.rollback().await?;
-        return Ok(false);
-    }
-    upsert_messages(&transaction, &row.id, std::slice::from_ref(message)).await?;
-    transaction.commit().await?;
-    Ok(true)
-}
-
 /// Raw rows of one session, read in one snapshot.
 type LoadedRows = Option<(tokio_postgres::Row, Vec<tokio_postgres::Row>)>;
 
@@ -470,7 +371,7 @@ async fn load_rows(client: &mut Object, id: &str) -> Result<LoadedRows, tokio_po
     let session = transaction
         .prepare_cached(
             "SELECT owner_id, title, created_at, turn_number, active_leaf,
-                    host_context::text, pending_action::text
+                    host_context::text, pending_action::text, version
              FROM sessions WHERE id = $1",
         )
         .await?;
@@ -512,7 +413,11 @@ fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnaps
         .iter()
         .map(|row| from_json::<Message>("message", row.get(0)))
         .collect::<StoreResult<Vec<Message>>>()?;
-    Ok(Some(SessionSnapshot { record, messages }))
+    Ok(Some(SessionSnapshot {
+        record,
+        messages,
+        version: session.get::<_, i64>(7) as Version,
+    }))
 }
 
 impl Store for PgStore {
@@ -526,50 +431,27 @@ impl Store for PgStore {
         })
     }
 
-    fn save_session(&self, record: &SessionRecord) -> BoxFuture<'static, StoreResult<()>> {
-        self.save_messages(record, &[])
-    }
-
     fn save_messages(
         &self,
+        expected: Version,
         record: &SessionRecord,
         messages: &[Message],
-    ) -> BoxFuture<'static, StoreResult<()>> {
-        let rows = SessionRow::from_record(record).and_then(|row| {
+    ) -> BoxFuture<'static, StoreResult<Written>> {
+        // Serialized here, on the caller's thread, so the writer thread only
+        // talks to the database.
+        let write = SessionRow::from_record(record).and_then(|row| {
             let messages = messages
                 .iter()
                 .map(MessageRow::from_message)
                 .collect::<StoreResult<Vec<_>>>()?;
-            Ok((row, messages))
+            Ok(SessionWrite {
+                row,
+                expected,
+                messages,
+            })
         });
-        let shared = self.shared.clone();
-        self.run(async move {
-            let (row, messages) = rows?;
-            let mut client = shared.client().await?;
-            let saved = save(&mut client, &row, &messages).await;
-            settle(client, saved)
-        })
-    }
-
-    fn accept_result(
-        &self,
-        record: &SessionRecord,
-        call_id: &ToolCallId,
-        next: Option<&PendingAction>,
-        message: &Message,
-    ) -> BoxFuture<'static, StoreResult<bool>> {
-        let mut updated = record.clone();
-        updated.pending_action = next.cloned();
-        let rows = SessionRow::from_record(&updated)
-            .and_then(|row| Ok((row, MessageRow::from_message(message)?)));
-        let call_id = call_id.to_string();
-        let shared = self.shared.clone();
-        self.run(async move {
-            let (row, message) = rows?;
-            let mut client = shared.client().await?;
-            let accepted = accept(&mut client, &row, &call_id, &message).await;
-            settle(client, accepted)
-        })
+        let writes = self.writes.clone();
+        self.run(async move { writes.submit(write?).await })
     }
 
     fn list(

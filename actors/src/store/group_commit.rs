@@ -1,0 +1,348 @@
+//! Group commit for `PgStore`: the session writes of many actors, queued
+//! here, are committed together, one statement (one round trip, one commit
+//! flush) per batch instead of one transaction of several round trips per
+//! write. Every write keeps its own condition (the version its writer
+//! loaded), so a stale write in a batch changes nothing while the others
+//! commit. A writer is answered only after its batch committed: grouping
+//! never weakens durability, it shares the flush.
+//!
+//! The writers run on a thread of their own, so they keep going whatever the
+//! HTTP workers do, and stop when the last `PgStore` clone is dropped.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use super::postgres::{settle, MessageRow, SessionRow, Shared, OPERATION_TIMEOUT};
+use super::{StoreError, StoreResult, Version, Written};
+
+/// The most writes one transaction carries; more wait for the next batch.
+const MAX_BATCH: usize = 256;
+/// How many times a batch that lost a deadlock (or serialization) race is run again.
+const MAX_BATCH_ATTEMPTS: usize = 3;
+
+/// One session write: its row, the version it expects, its new or changed messages.
+pub(super) struct SessionWrite {
+    pub row: SessionRow,
+    pub expected: Version,
+    pub messages: Vec<MessageRow>,
+}
+
+struct Queued {
+    write: SessionWrite,
+    answer: oneshot::Sender<StoreResult<Written>>,
+}
+
+type Queue = Arc<Mutex<mpsc::UnboundedReceiver<Queued>>>;
+
+/// The queue writes go in; dropping it stops the writer thread.
+pub(super) struct GroupCommit {
+    sender: mpsc::UnboundedSender<Queued>,
+}
+
+impl GroupCommit {
+    /// Starts `n_writers` batch writers on a thread of their own. Several
+    /// writers let one batch fill while another commits.
+    pub fn start(shared: Arc<Shared>, n_writers: usize) -> Result<GroupCommit, String> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let queue: Queue = Arc::new(Mutex::new(receiver));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| format!("cannot start the database writer: {error}"))?;
+        std::thread::Builder::new()
+            .name("pg-group-commit".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let writers: Vec<_> = (0..n_writers.max(1))
+                        .map(|_| tokio::spawn(write_batches(queue.clone(), shared.clone())))
+                        .collect();
+                    for writer in writers {
+                        let _ = writer.await;
+                    }
+                });
+            })
+            .map_err(|error| format!("cannot start the database writer: {error}"))?;
+        Ok(GroupCommit { sender })
+    }
+
+    /// Queues `write`; the answer comes once its batch committed (or failed).
+    pub async fn submit(&self, write: SessionWrite) -> StoreResult<Written> {
+        let (answer, answered) = oneshot::channel();
+        self.sender
+            .send(Queued { write, answer })
+            .map_err(|_| StoreError::Failed("the database writer has stopped".into()))?;
+        answered
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Failed("the database writer has stopped".into())))
+    }
+}
+
+/// One writer: takes what is queued (at least one write, at most
+/// `MAX_BATCH`, one write per session), commits it, answers, repeats.
+async fn write_batches(queue: Queue, shared: Arc<Shared>) {
+    // Writes of a session already in the batch wait for the next one, so a
+    // batch never holds two conditions on one row.
+    let mut carried: Vec<Queued> = Vec::new();
+    loop {
+        let mut batch: Vec<Queued> = Vec::new();
+        let mut sessions: HashSet<String> = HashSet::new();
+        let mut next_carried = Vec::new();
+        for queued in carried.drain(..) {
+            if sessions.insert(queued.write.row.id.clone()) {
+                batch.push(queued);
+            } else {
+                next_carried.push(queued);
+            }
+        }
+        // With writes carried over, take what else is queued only if no other
+        // writer holds the queue: that writer may be waiting for new writes,
+        // and the carried ones must not wait with it.
+        let receiver = if batch.is_empty() {
+            let mut receiver = queue.lock().await;
+            match receiver.recv().await {
+                Some(queued) => {
+                    sessions.insert(queued.write.row.id.clone());
+                    batch.push(queued);
+                }
+                None => return,
+            }
+            Some(receiver)
+        } else {
+            queue.try_lock().ok()
+        };
+        if let Some(mut receiver) = receiver {
+            while batch.len() < MAX_BATCH {
+                let Ok(queued) = receiver.try_recv() else {
+                    break;
+                };
+                if sessions.insert(queued.write.row.id.clone()) {
+                    batch.push(queued);
+                } else {
+                    next_carried.push(queued);
+                }
+            }
+        }
+        carried = next_carried;
+        let writes: Vec<&SessionWrite> = batch.iter().map(|queued| &queued.write).collect();
+        let outcome =
+            match tokio::time::timeout(OPERATION_TIMEOUT, run_batch(&shared, &writes)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(StoreError::Unavailable(format!(
+                    "no answer from the database within {OPERATION_TIMEOUT:?}"
+                ))),
+            };
+        match outcome {
+            Ok(written) => {
+                for (queued, written) in batch.into_iter().zip(written) {
+                    let _ = queued.answer.send(Ok(written));
+                }
+            }
+            Err(error) => {
+                for queued in batch {
+                    let _ = queued.answer.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Commits one batch, running it again when Postgres aborted it to break a
+/// deadlock with another process's batch (nothing of it was applied).
+async fn run_batch(shared: &Shared, writes: &[&SessionWrite]) -> StoreResult<Vec<Written>> {
+    let mut attempt = 1;
+    loop {
+        let mut client = shared.client().await?;
+        let committed = commit_batch(&mut client, writes).await;
+        let retry = matches!(&committed, Err(error) if is_lost_race(error));
+        if retry && attempt < MAX_BATCH_ATTEMPTS {
+            attempt += 1;
+            continue;
+        }
+        return settle(client, committed);
+    }
+}
+
+fn is_lost_race(error: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    matches!(
+        error.code(),
+        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED
+            || *code == SqlState::T_R_SERIALIZATION_FAILURE
+    )
+}
+
+/// A whole batch in one statement, so it costs one round trip and one
+/// commit (autocommit) however many sessions it carries:
+/// - `locked` takes the rows of existing sessions in id order, so two
+///   processes' batches lock them in the same order and cannot deadlock;
+/// - `updated` changes a row only while it still has the version its writer
+///   loaded (under READ COMMITTED, a row another transaction changed first is
+///   re-checked against its new version, and skipped);
+/// - `created` inserts a new session once: a second creator finds the row;
+/// - `stored` appends (in array order, which keeps `seq` in tree order) or
+///   replaces the messages of the sessions that were written, and only those.
+///
+/// Returns the id and new version of every session written.
+const WRITE_BATCH: &str = "
+    WITH v AS MATERIALIZED (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int4[],
+                             $6::text[], $7::text[], $8::text[], $9::int8[])
+            AS v(id, owner_id, title, created_at, turn_number, active_leaf, host_context,
+                 pending_action, expected)
+    ),
+    locked AS MATERIALIZED (
+        SELECT s.id FROM sessions s
+        WHERE s.id IN (SELECT v.id FROM v WHERE v.expected <> 0)
+        ORDER BY s.id FOR UPDATE
+    ),
+    updated AS (
+        UPDATE sessions AS s SET
+            owner_id = v.owner_id, title = v.title, updated_at = now(),
+            turn_number = v.turn_number, active_leaf = v.active_leaf,
+            host_context = v.host_context::json, pending_action = v.pending_action::json,
+            version = nextval('session_versions')
+        FROM v
+        WHERE (SELECT count(*) FROM locked) >= 0
+          AND s.id = v.id AND v.expected <> 0 AND s.version = v.expected
+        RETURNING s.id, s.version
+    ),
+    created AS (
+        INSERT INTO sessions (id, owner_id, title, created_at, updated_at, turn_number,
+                              active_leaf, host_context, pending_action, version)
+        SELECT v.id, v.owner_id, v.title, v.created_at, now(), v.turn_number, v.active_leaf,
+               v.host_context::json, v.pending_action::json, nextval('session_versions')
+        FROM v WHERE v.expected = 0 ORDER BY v.id
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id, version
+    ),
+    written AS (
+        SELECT id, version FROM updated UNION ALL SELECT id, version FROM created
+    ),
+    stored AS (
+        INSERT INTO messages (session_id, id, parent_id, role, body, created_at)
+        SELECT m.session_id, m.id, m.parent_id, m.role, m.body::json, m.created_at
+        FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                    $15::int8[])
+             WITH ORDINALITY AS m(session_id, id, parent_id, role, body, created_at, n)
+        WHERE m.session_id IN (SELECT id FROM written)
+        ORDER BY m.n
+        ON CONFLICT (session_id, id) DO UPDATE SET
+            parent_id = excluded.parent_id, role = excluded.role, body = excluded.body
+        RETURNING 1
+    )
+    SELECT id, version, (SELECT count(*) FROM stored) FROM written";
+
+async fn commit_batch(
+    client: &mut deadpool_postgres::Object,
+    writes: &[&SessionWrite],
+) -> Result<Vec<Written>, tokio_postgres::Error> {
+    let mut sorted: Vec<&SessionWrite> = writes.to_vec();
+    sorted.sort_by(|a, b| a.row.id.cmp(&b.row.id));
+    let sessions = SessionColumns::of(&sorted);
+    let expected: Vec<i64> = sorted.iter().map(|write| write.expected as i64).collect();
+    let messages = MessageColumns::of(sorted.iter().copied());
+    let statement = client.prepare_cached(WRITE_BATCH).await?;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &sessions.ids,
+                &sessions.owner_ids,
+                &sessions.titles,
+                &sessions.created_ats,
+                &sessions.turn_numbers,
+                &sessions.active_leaves,
+                &sessions.host_contexts,
+                &sessions.pending_actions,
+                &expected,
+                &messages.session_ids,
+                &messages.ids,
+                &messages.parent_ids,
+                &messages.roles,
+                &messages.bodies,
+                &messages.created_ats,
+            ],
+        )
+        .await?;
+    let versions: HashMap<String, Version> = rows
+        .iter()
+        .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as Version))
+        .collect();
+    Ok(writes
+        .iter()
+        .map(|write| match versions.get(&write.row.id) {
+            Some(&version) => Written::Committed(version),
+            None => Written::Stale,
+        })
+        .collect())
+}
+
+/// Session rows as one array per column (the parameters of `unnest`).
+struct SessionColumns<'a> {
+    ids: Vec<&'a str>,
+    owner_ids: Vec<Option<&'a str>>,
+    titles: Vec<Option<&'a str>>,
+    created_ats: Vec<i64>,
+    turn_numbers: Vec<i32>,
+    active_leaves: Vec<Option<&'a str>>,
+    host_contexts: Vec<Option<&'a str>>,
+    pending_actions: Vec<Option<&'a str>>,
+}
+
+impl<'a> SessionColumns<'a> {
+    fn of(writes: &[&'a SessionWrite]) -> SessionColumns<'a> {
+        let rows = writes.iter().map(|write| &write.row);
+        SessionColumns {
+            ids: rows.clone().map(|row| row.id.as_str()).collect(),
+            owner_ids: rows.clone().map(|row| row.owner_id.as_deref()).collect(),
+            titles: rows.clone().map(|row| row.title.as_deref()).collect(),
+            created_ats: rows.clone().map(|row| row.created_at).collect(),
+            turn_numbers: rows.clone().map(|row| row.turn_number).collect(),
+            active_leaves: rows.clone().map(|row| row.active_leaf.as_deref()).collect(),
+            host_contexts: rows
+                .clone()
+                .map(|row| row.host_context.as_deref())
+                .collect(),
+            pending_actions: rows.map(|row| row.pending_action.as_deref()).collect(),
+        }
+    }
+}
+
+/// Message rows as one array per column, in the order they were given.
+#[derive(Default)]
+struct MessageColumns<'a> {
+    session_ids: Vec<&'a str>,
+    ids: Vec<&'a str>,
+    parent_ids: Vec<Option<&'a str>>,
+    roles: Vec<&'a str>,
+    bodies: Vec<&'a str>,
+    created_ats: Vec<i64>,
+}
+
+impl<'a> MessageColumns<'a> {
+    fn of(writes: impl Iterator<Item = &'a SessionWrite>) -> MessageColumns<'a> {
+        let mut columns = MessageColumns::default();
+        for write in writes {
+            // One row per message id (the last wins): a multi-row upsert may
+            // not touch one row twice.
+            let mut seen = HashSet::new();
+            let unique: Vec<&MessageRow> = write
+                .messages
+                .iter()
+                .rev()
+                .filter(|message| seen.insert(message.id.as_str()))
+                .collect();
+            for message in unique.into_iter().rev() {
+                columns.session_ids.push(write.row.id.as_str());
+                columns.ids.push(message.id.as_str());
+                columns.parent_ids.push(message.parent_id.as_deref());
+                columns.roles.push(message.role);
+                columns.bodies.push(message.body.as_str());
+                columns.created_ats.push(message.created_at);
+            }
+        }
+        columns
+    }
+}
