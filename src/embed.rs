@@ -18,7 +18,7 @@ use crate::settings::Settings;
 use crate::startup::{Application, StartupError};
 
 /// What `build` adds to the settings' runtime. `Default` adds nothing.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Extensions {
     /// Backend tools offered after the built-in ones, in this order.
     pub tools: Vec<SharedTool>,
@@ -29,6 +29,21 @@ pub struct Extensions {
     pub profile: Option<Profile>,
     pub max_turns: Option<u32>,
     pub budget: Budget,
+    /// Who a caller is under `ACCESS__MODE=host`.
+    pub authenticate: Option<AuthenticateHook>,
+}
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions")
+            .field("tools", &self.tools.len())
+            .field("mcp_servers", &self.mcp_servers)
+            .field("profile", &self.profile)
+            .field("max_turns", &self.max_turns)
+            .field("budget", &self.budget)
+            .field("authenticate", &self.authenticate.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Extensions {
@@ -151,8 +166,9 @@ impl AssistantDefinition {
         self
     }
 
-    /// The authenticate hook for `ACCESS__MODE=host`. Kept here for the
-    /// access-control layer to call; this runtime does not call it yet.
+    /// The authenticate hook `ACCESS__MODE=host` calls for every HTTP and
+    /// AG-UI request (its headers) and every Socket.IO connect (`auth` and
+    /// the opening request's `Authorization` and `Cookie`).
     pub fn authenticate<F>(mut self, hook: F) -> AssistantDefinition
     where
         F: Fn(&Credentials) -> Result<Principal, Refusal> + Send + Sync + 'static,
@@ -170,7 +186,9 @@ impl AssistantDefinition {
     /// a startup error naming it.
     pub async fn build(self, settings: Settings) -> Result<Application, StartupError> {
         self.check_tools().map_err(StartupError)?;
-        Application::build_extended(settings, self.extensions).await
+        let mut extensions = self.extensions;
+        extensions.authenticate = self.authenticate;
+        Application::build_extended(settings, extensions).await
     }
 
     fn check_tools(&self) -> Result<(), String> {

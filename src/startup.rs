@@ -201,7 +201,9 @@ impl Application {
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
-        let access = Arc::new(Access::new(&settings.access).map_err(StartupError)?);
+        let access = Arc::new(
+            Access::new(&settings.access, extensions.authenticate.clone()).map_err(StartupError)?,
+        );
         warn_if_exposed(&settings);
         let cors = Arc::new(CorsPolicy::new(&settings.access.cors).map_err(StartupError)?);
         let limits = Limits::new(

@@ -28,6 +28,8 @@ pub enum AccessMode {
     },
     /// A bearer JWT verified here, with no network call.
     Jwt(JwtSettings),
+    /// A Rust host's own `authenticate` hook decides (`embed::AssistantDefinition`).
+    Host,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -138,10 +140,11 @@ impl AccessSettings {
                 roles_claim: get("ACCESS__JWT_ROLES_CLAIM")
                     .unwrap_or_else(|| DEFAULT_ROLES_CLAIM.to_string()),
             }),
+            Some("host") => AccessMode::Host,
             Some(other) => {
                 return Err(bad(
                     "ACCESS__MODE",
-                    format!("unknown mode {other:?}; use trusted_local, header or jwt"),
+                    format!("unknown mode {other:?}; use trusted_local, header, jwt or host"),
                 ))
             }
         };

@@ -39,11 +39,16 @@ enum Mode {
         roles: HeaderName,
     },
     Jwt(JwtVerifier),
+    Host(crate::embed::AuthenticateHook),
 }
 
 impl Access {
-    /// Builds the checker; a JWKS file that cannot be used is an error.
-    pub fn new(settings: &AccessSettings) -> Result<Access, String> {
+    /// Builds the checker; a JWKS file that cannot be used is an error, and
+    /// so is `ACCESS__MODE=host` without a host's `authenticate` hook.
+    pub fn new(
+        settings: &AccessSettings,
+        host_hook: Option<crate::embed::AuthenticateHook>,
+    ) -> Result<Access, String> {
         let mode = match &settings.mode {
             AccessMode::TrustedLocal { token } => Mode::TrustedLocal {
                 token: token.clone(),
@@ -56,6 +61,10 @@ impl Access {
                 roles: header_name(roles_header)?,
             },
             AccessMode::Jwt(jwt) => Mode::Jwt(JwtVerifier::new(jwt)?),
+            AccessMode::Host => Mode::Host(host_hook.ok_or(
+                "ACCESS__MODE=host needs an authenticate hook: build the server with \
+                 embed::AssistantDefinition::authenticate",
+            )?),
         };
         Ok(Access { mode })
     }
@@ -77,6 +86,20 @@ impl Access {
             Mode::Jwt(verifier) => {
                 let token = bearer(headers).ok_or("send Authorization: Bearer <JWT>")?;
                 verifier.verify(token)
+            }
+            Mode::Host(hook) => {
+                let headers = headers
+                    .iter()
+                    .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?)))
+                    .map(|(name, value)| (name, value.to_string()))
+                    .collect();
+                host_caller(
+                    hook,
+                    &crate::embed::Credentials {
+                        headers,
+                        socket_auth: None,
+                    },
+                )
             }
         }
     }
@@ -113,6 +136,22 @@ impl Access {
                 };
                 verifier.verify(token)
             }
+            Mode::Host(hook) => {
+                let headers = HOST_HANDSHAKE_HEADERS
+                    .iter()
+                    .filter_map(|name| {
+                        let value = header(name)?;
+                        Some((name.to_string(), value.to_str().ok()?.to_string()))
+                    })
+                    .collect();
+                host_caller(
+                    hook,
+                    &crate::embed::Credentials {
+                        headers,
+                        socket_auth: auth.cloned(),
+                    },
+                )
+            }
         }
     }
 
@@ -122,7 +161,24 @@ impl Access {
             Mode::TrustedLocal { .. } => Vec::new(),
             Mode::Header { principal, roles } => vec![principal.clone(), roles.clone()],
             Mode::Jwt(_) => vec![header::AUTHORIZATION],
+            Mode::Host(_) => HOST_HANDSHAKE_HEADERS.to_vec(),
         }
+    }
+}
+
+/// The opening request's headers a socket keeps for a host's hook (beside
+/// the CONNECT packet's `auth`): the usual places credentials travel.
+const HOST_HANDSHAKE_HEADERS: [HeaderName; 2] = [header::AUTHORIZATION, header::COOKIE];
+
+/// A host's hook's answer as a caller: its principals are never admins.
+fn host_caller(
+    hook: &crate::embed::AuthenticateHook,
+    credentials: &crate::embed::Credentials,
+) -> Result<Caller, String> {
+    match hook(credentials) {
+        Ok(principal) if !principal.id.is_empty() => Ok(Caller::new(principal.id, false)),
+        Ok(_) => Err("the host's authenticate hook named an empty principal".into()),
+        Err(refusal) => Err(refusal.message),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The embedding API: `examples/embedded_host.rs` is built and run as its own
 //! process and driven over HTTP (its tool with per-turn deps, its profile);
-//! `AssistantDefinition` in process (limits are the stricter of both).
+//! `AssistantDefinition` in process (limits are the stricter of both, and
+//! `ACCESS__MODE=host` asks its authenticate hook).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -221,4 +222,61 @@ async fn a_tool_named_like_a_builtin_or_twice_stops_startup() {
         };
         assert!(error.contains(expected), "{error}");
     }
+}
+
+/// `ACCESS__MODE=host`: the host's hook names the caller of every HTTP
+/// request; a refusal is a 401 with its sentence, and ownership follows the
+/// principal it names.
+#[actix_web::test]
+async fn access_mode_host_asks_the_hosts_authenticate_hook() {
+    let application = AssistantDefinition::new()
+        .authenticate(|credentials| {
+            credentials
+                .header("x-app-user")
+                .map(|user| assistant_runtime::embed::Principal { id: user.into() })
+                .ok_or(assistant_runtime::embed::Refusal {
+                    message: "sign in to the app first".into(),
+                })
+        })
+        .build(settings(&[("ACCESS__MODE", "host")]))
+        .await
+        .expect("builds");
+    let port = application.port();
+    actix_web::rt::spawn(application.run_until_stopped());
+    let as_user = |user: Option<&str>| {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(user) = user {
+            headers.insert("x-app-user", user.parse().expect("header value"));
+        }
+        TestApp {
+            address: format!("http://127.0.0.1:{port}"),
+            port,
+            client: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .expect("client"),
+        }
+    };
+    let (status, refused) = as_user(None).say("h1", "m1", "hi", None).await;
+    assert_eq!(status, 401, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("sign in to the app first")),
+        "{refused}"
+    );
+    let alice = as_user(Some("alice"));
+    let (status, reply) = alice.say("h1", "m1", "hi", None).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(alice.get("/api/sessions/h1").await.0, 200);
+    let (status, other) = as_user(Some("bob")).get("/api/sessions/h1").await;
+    assert_eq!(status, 403, "{other}");
+}
+
+#[test]
+fn access_mode_host_without_a_hook_stops_startup() {
+    let started = actix_web::rt::System::new()
+        .block_on(AssistantDefinition::new().build(settings(&[("ACCESS__MODE", "host")])));
+    let error = started.err().expect("refused").to_string();
+    assert!(error.contains("ACCESS__MODE=host"), "{error}");
 }
