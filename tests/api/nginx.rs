@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::tasks_context;
-use crate::postgres::{ServerProcess, TestDb};
+use crate::postgres::{server_on, TestDb};
+use crate::process::free_port;
 use crate::socketio_helpers::{run_scenario, Client};
 
 const STARTUP_DEADLINE: Duration = Duration::from_secs(20);
@@ -34,13 +35,6 @@ fn nginx_binary() -> PathBuf {
         .unwrap_or_else(|| {
             panic!("nginx is not installed: `apt-get install -y nginx` (.ci/run installs it)")
         })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// The repository's config with its ports replaced by the test's.
@@ -180,7 +174,7 @@ async fn nginx_routes_each_session_to_one_of_three_processes_over_http_and_socke
     let db = TestDb::create().await;
     let mut processes = Vec::new();
     for _ in 0..3 {
-        processes.push(ServerProcess::start(&db.url).await);
+        processes.push(server_on(&db.url).await);
     }
     let ports: Vec<u16> = processes.iter().map(|process| process.app.port).collect();
     let nginx = Nginx::start(&ports);

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 
 use crate::helpers::{spawn_app_with, tasks_context, TestApp};
+use crate::process::{free_port, scratch_dir, ServerProcess};
 
 const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 const SERVER_BINARY: &str = env!("CARGO_BIN_EXE_assistant-runtime");
@@ -90,19 +91,6 @@ impl Drop for TestDb {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-fn scratch_dir(prefix: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(unique(prefix));
-    std::fs::create_dir_all(&dir).expect("create a scratch folder");
-    dir
-}
-
 /// The server binary with a clean environment plus `env`, run in `dir` (so
 /// no `config/` or `.env` of the checkout leaks in).
 fn server_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
@@ -119,81 +107,10 @@ fn server_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     command
 }
 
-/// A running server process, killed (SIGKILL) on drop, its folder removed.
-pub(crate) struct ServerProcess {
-    child: Child,
-    pub(crate) app: TestApp,
-    dir: PathBuf,
-    log: PathBuf,
-}
-
-impl ServerProcess {
-    pub(crate) async fn start(database_url: &str) -> ServerProcess {
-        ServerProcess::start_with(&[("DATABASE_URL", database_url)]).await
-    }
-
-    pub(crate) async fn start_with(env: &[(&str, &str)]) -> ServerProcess {
-        let port = free_port();
-        let dir = scratch_dir("ar_server");
-        let log = dir.join("server.log");
-        let port_text = port.to_string();
-        let mut all_env = vec![("SERVER__PORT", port_text.as_str())];
-        all_env.extend_from_slice(env);
-        let child = server_command(&dir, &[], &all_env)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("start the server binary");
-        let mut server = ServerProcess {
-            child,
-            app: TestApp {
-                address: format!("http://127.0.0.1:{port}"),
-                port,
-                client: reqwest::Client::new(),
-            },
-            dir,
-            log,
-        };
-        let deadline = Instant::now() + STARTUP_DEADLINE;
-        loop {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!("server exited with {status}: {}", server.log_text());
-            }
-            let health = server
-                .app
-                .client
-                .get(format!("{}/health", server.app.address))
-                .send()
-                .await;
-            if health.is_ok() {
-                return server;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "server did not come up: {}",
-                server.log_text()
-            );
-            actix_web::rt::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGKILL (what `Child::kill` sends): no shutdown code runs, as in a crash.
-    pub(crate) fn crash(mut self) {
-        self.child.kill().expect("kill the server");
-        self.child.wait().expect("reap the server");
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The runtime's binary as its own process on `database_url`
+/// (`process::ServerProcess`: clean environment, scratch folder).
+pub(crate) async fn server_on(database_url: &str) -> ServerProcess {
+    ServerProcess::runtime(&[("DATABASE_URL", database_url)]).await
 }
 
 fn call_id_of(reply: &Value) -> String {
@@ -239,7 +156,7 @@ where
 #[actix_web::test]
 async fn a_pending_action_survives_a_crash_and_unresolved_calls_read_unknown() {
     let db = TestDb::create().await;
-    let server = ServerProcess::start(&db.url).await;
+    let server = server_on(&db.url).await;
     let (status, first) = server
         .app
         .say("restart", "m1", SELECT_ISSUE, Some(tasks_context()))
@@ -273,7 +190,7 @@ async fn a_pending_action_survives_a_crash_and_unresolved_calls_read_unknown() {
         .await
         .unwrap();
 
-    let server = ServerProcess::start(&db.url).await;
+    let server = server_on(&db.url).await;
     let info = server.app.session("restart").await;
     assert_eq!(
         info["pending_action"]["tool_call_id"],
@@ -450,8 +367,8 @@ async fn a_pending_pointer_whose_call_has_a_result_is_dropped_on_load() {
 #[actix_web::test]
 async fn two_processes_accept_one_continuation_exactly_once() {
     let db = TestDb::create().await;
-    let first = ServerProcess::start(&db.url).await;
-    let second = ServerProcess::start(&db.url).await;
+    let first = server_on(&db.url).await;
+    let second = server_on(&db.url).await;
     let (status, reply) = first
         .app
         .say("race", "m1", SELECT_ISSUE, Some(tasks_context()))
@@ -894,7 +811,7 @@ async fn a_silent_decision_survives_a_restart_and_its_receipt_stays_silent() {
         "host_context": tasks_context(),
     });
     let call_id = {
-        let server = ServerProcess::start(&db.url).await;
+        let server = server_on(&db.url).await;
         let (status, pending) = server.app.post_chat(&decision).await;
         assert_eq!(status, 200, "{pending}");
         assert_eq!(pending["decision"], "pending", "{pending}");
@@ -904,7 +821,7 @@ async fn a_silent_decision_survives_a_restart_and_its_receipt_stays_silent() {
             .to_string()
         // Dropping the server kills it with SIGKILL.
     };
-    let server = ServerProcess::start(&db.url).await;
+    let server = server_on(&db.url).await;
     let info = server.app.session("decide").await;
     assert_eq!(
         info["pending_action"]["output_mode"], "host_tools",

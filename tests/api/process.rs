@@ -30,7 +30,8 @@ pub fn scratch_dir(prefix: &str) -> PathBuf {
     dir
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
@@ -98,8 +99,19 @@ impl ServerProcess {
         }
     }
 
+    /// The runtime's own binary (`SERVER_BINARY`) with `env`.
+    pub async fn runtime(env: &[(&str, &str)]) -> ServerProcess {
+        ServerProcess::start(Path::new(SERVER_BINARY), env).await
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL (what `Child::kill` sends): no shutdown code runs, as in a crash.
+    pub fn crash(mut self) {
+        self.child.kill().expect("kill the server");
+        self.child.wait().expect("reap the server");
     }
 }
 

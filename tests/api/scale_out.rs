@@ -18,7 +18,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app_with, tasks_context, tool_records, TestApp};
-use crate::postgres::{ServerProcess, TestDb};
+use crate::postgres::{server_on, TestDb};
 use crate::raw_ws::RawWs;
 
 const SELECT_ISSUE: &str = "call select_issue {\"number\": 42}";
@@ -398,7 +398,7 @@ async fn random_routing_kills_and_restarts_lose_no_acknowledged_message_or_resul
     let db = TestDb::create().await;
     let mut processes = Vec::new();
     for _ in 0..N_PROCESSES {
-        processes.push(ServerProcess::start(&db.url).await);
+        processes.push(server_on(&db.url).await);
     }
     let mut sessions: Vec<Tracked> = (0..N_SESSIONS).map(|_| Tracked::default()).collect();
     let mut n_ops = 0;
@@ -417,7 +417,7 @@ async fn random_routing_kills_and_restarts_lose_no_acknowledged_message_or_resul
                 killed.crash();
             });
             n_joins += record(&mut sessions, outcomes);
-            processes.insert(victim, ServerProcess::start(&db.url).await);
+            processes.insert(victim, server_on(&db.url).await);
             n_kills += 1;
             n_ops += WAVE_SIZE;
             continue;
