@@ -196,9 +196,12 @@ impl Runtime {
     /// `ask` for a request about a session that must already exist: if its
     /// actor kept stopping (a read of an unknown id stops the actor it
     /// started, and a burst of such reads can race each other), the store
-    /// decides between 404 and 503.
+    /// decides between "absent" and 503. Absent is a 404 to an admin and a
+    /// 403 to anyone else, as the actor answers it (the status never tells
+    /// a non-admin whether an id exists).
     async fn ask_existing<M>(
         &self,
+        caller: &Caller,
         id: &SessionId,
         make: impl Fn() -> M,
     ) -> Result<M::Result, SessionError>
@@ -209,7 +212,8 @@ impl Runtime {
     {
         match self.ask(id, make).await {
             Err(SessionError::Restarting(cause)) => match self.deps.store.load(id).await {
-                Ok(None) => Err(SessionError::NotFound(id.to_string())),
+                Ok(None) if caller.admin => Err(SessionError::NotFound(id.to_string())),
+                Ok(None) => Err(SessionError::forbidden(id)),
                 _ => Err(SessionError::Restarting(cause)),
             },
             other => other,
@@ -324,7 +328,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(id, || GetInfo {
+        self.ask_existing(caller, id, || GetInfo {
             caller: caller.clone(),
         })
         .await?
@@ -336,7 +340,7 @@ impl Runtime {
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(id, || GetPath {
+        self.ask_existing(caller, id, || GetPath {
             leaf_id: leaf_id.clone(),
             caller: caller.clone(),
         })
@@ -348,7 +352,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(id, || GetTree {
+        self.ask_existing(caller, id, || GetTree {
             caller: caller.clone(),
         })
         .await?
@@ -359,7 +363,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(id, || RepairSession {
+        self.ask_existing(caller, id, || RepairSession {
             caller: caller.clone(),
         })
         .await?
@@ -374,7 +378,7 @@ impl Runtime {
         let delete = || DeleteSession {
             caller: caller.clone(),
         };
-        match self.ask_existing(id, delete).await {
+        match self.ask_existing(caller, id, delete).await {
             Ok(Err(SessionError::Internal(cause))) | Err(SessionError::Restarting(cause))
                 if caller.admin =>
             {
