@@ -41,6 +41,8 @@ use crate::turn::{
 
 /// How long an actor whose load failed keeps answering its queued requests.
 const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
+/// How long the actor of a session that does not exist outlives a read of it.
+const ABSENT_LINGER: Duration = Duration::from_millis(100);
 /// How long a session waiting for a host result keeps its (unstored) screenshot.
 const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
 /// Steering messages a live turn may have waiting; more is a 409 until the
@@ -1071,11 +1073,22 @@ impl SessionActor {
         }
     }
 
-    /// A read of a session that does not exist should not leave an actor behind.
+    /// A read of a session that does not exist should not leave an actor
+    /// behind, but the actor lingers a moment before it stops: stopping at
+    /// once would drop a first message already queued behind the read, and a
+    /// burst of reads would keep starting and stopping actors under it.
     fn stop_if_absent(&self, ctx: &mut Context<Self>) {
-        if !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty() {
-            ctx.stop();
+        if self.is_absent() {
+            ctx.run_later(ABSENT_LINGER, |actor, ctx| {
+                if actor.is_absent() && !ctx.waiting() {
+                    ctx.stop();
+                }
+            });
         }
+    }
+
+    fn is_absent(&self) -> bool {
+        !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty()
     }
 }
 
