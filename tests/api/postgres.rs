@@ -945,26 +945,71 @@ async fn a_tool_result_at_the_depth_limit_round_trips_through_postgres() {
 }
 
 /// A session stored before the limit existed, nested deeper than serde_json
-/// reads back, cannot be loaded, but it can still be deleted.
+/// reads back, loads with its too-deep part replaced by a marker: it can be
+/// read, continued, repaired (which stores the readable form) and deleted.
 #[actix_web::test]
-async fn a_session_stored_too_deep_can_still_be_deleted() {
+async fn a_session_stored_too_deep_is_readable_repairable_and_deletable() {
     let db = TestDb::create().await;
     let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
-    let (status, first) = app.say("bricked", "m1", "say hi", None).await;
+    let (status, first) = app
+        .say("bricked", "m1", SELECT_ISSUE, Some(tasks_context()))
+        .await;
     assert_eq!(status, 200, "{first}");
-    let too_deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
-    db.client()
+    let call_id = call_id_of(&first);
+    let (status, resumed) = app
+        .continue_call("bricked", "m2", &call_id, json!("PLANTED"))
+        .await;
+    assert_eq!(status, 200, "{resumed}");
+    let too_deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+    let n_planted = db
+        .client()
         .await
         .execute(
-            &format!(
-                "UPDATE messages SET body = json_build_object('id', 'm1', 'role', 'user', 'content', {too_deep:?}::json) WHERE session_id = 'bricked' AND id = 'm1'"
-            )
-            .replace('"', "'"),
+            "UPDATE messages SET body = replace(body::text, '\"PLANTED\"', $1)::json
+             WHERE session_id = 'bricked' AND body::text LIKE '%PLANTED%'",
+            &[&too_deep],
+        )
+        .await
+        .expect("store a too-deep result the way an older version could");
+    assert_eq!(n_planted, 1);
+
+    let fresh = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    for path in [
+        "/api/sessions/bricked",
+        "/api/sessions/bricked/messages",
+        "/api/sessions/bricked/tree",
+    ] {
+        let (status, body) = fresh.get(path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let output = fresh.tool_record("bricked", &call_id).await["output"].clone();
+    let mut inner = &output;
+    while let Some(first) = inner.get(0) {
+        inner = first;
+    }
+    assert_eq!(inner, actors::store::readback::REMOVED_MARKER);
+
+    let (status, next) = fresh.say("bricked", "m3", "say still here", None).await;
+    assert_eq!(status, 200, "{next}");
+    let (status, repaired) = fresh
+        .post_json("/api/sessions/bricked/repair", &json!({}))
+        .await;
+    assert_eq!(status, 200, "{repaired}");
+    let stored: String = db
+        .client()
+        .await
+        .query_one(
+            "SELECT body::text FROM messages WHERE session_id = 'bricked' AND body::text LIKE '%removed:%'",
             &[],
         )
         .await
-        .expect("store a too-deep message the way an older version could");
-    let fresh = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+        .expect("the repaired row")
+        .get(0);
+    assert!(
+        serde_json::from_str::<Value>(&stored).is_ok(),
+        "the repair stored a readable form"
+    );
+
     let (status, body) = fresh.delete("/api/sessions/bricked").await;
     assert_eq!(status, 200, "{body}");
     let (status, body) = fresh.get("/api/sessions/bricked").await;

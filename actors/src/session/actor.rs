@@ -947,14 +947,12 @@ impl SessionActor {
             )));
             return;
         }
-        let mut changed: Vec<StoredMessage> = Vec::new();
-        for message in self.tree.all() {
-            let mut message = message.clone();
-            let before = message.clone();
-            interrupt_unresolved(&mut message, CallStatus::Unknown);
-            if message != before {
-                changed.push(message);
-            }
+        // Every message is written back, not only those it resolves: a
+        // record an older version stored too deep was read with its deep
+        // part removed (`store::readback`), and this stores that readable form.
+        let mut changed: Vec<StoredMessage> = self.tree.all().to_vec();
+        for message in &mut changed {
+            interrupt_unresolved(message, CallStatus::Unknown);
         }
         let mut record = self.record.clone();
         record.pending_action = None;

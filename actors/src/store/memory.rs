@@ -13,6 +13,7 @@ use futures_util::future::{self, BoxFuture, FutureExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::readback;
 use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult, Version, Written};
 use crate::conversation::{Message, SessionRecord};
 use crate::ids::SessionId;
@@ -69,7 +70,8 @@ fn encode<T: Serialize>(value: &T) -> StoreResult<Box<[u8]>> {
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
-    serde_json::from_slice(bytes)
+    readback::decode_capped(bytes)
+        .map(readback::warn_if_capped)
         .map_err(|error| StoreError::Failed(format!("stored data unreadable: {error}")))
 }
 
@@ -447,5 +449,66 @@ mod version_tests {
             .expect("stored");
         assert_eq!(loaded.version, 4);
         assert_eq!(loaded.record.title.as_deref(), Some("next"));
+    }
+}
+
+#[cfg(test)]
+mod readback_tests {
+    use serde_json::{json, Value};
+
+    use crate::conversation::Segment;
+
+    use super::*;
+
+    /// A message an older version could have stored: a tool result nested
+    /// deeper than serde_json decodes. It loads with that part replaced, and
+    /// writing the loaded message back stores a form that reads as it is.
+    #[test]
+    fn a_message_stored_too_deep_loads_with_its_deep_part_replaced() {
+        let store = MemoryStore::new();
+        let id = SessionId::new("deep");
+        let message: Message = serde_json::from_value(json!({
+            "id": "m1", "role": "assistant", "created_at": 0,
+            "segments": [{"kind": "tool_group", "tools": [{
+                "id": "c1", "name": "act", "input": {}, "category": "host", "output": "PLANTED"
+            }]}]
+        }))
+        .expect("a message");
+        let record = SessionRecord::new(id.clone(), 0);
+        let saved = store.save_messages(0, &record, &[message]).now_or_never();
+        assert_eq!(saved, Some(Ok(Written::Committed(1))));
+        {
+            let mut shard = store.shard(&id);
+            let stored = shard.get_mut(&id).expect("stored");
+            let text = String::from_utf8(stored.messages[0].bytes.to_vec()).expect("utf-8");
+            let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+            stored.messages[0].bytes = text.replace("\"PLANTED\"", &deep).into_bytes().into();
+        }
+
+        let load = |store: &MemoryStore| {
+            store
+                .load(&id)
+                .now_or_never()
+                .expect("the memory store answers at once")
+                .expect("readable")
+                .expect("stored")
+        };
+        let loaded = load(&store);
+        let Segment::ToolGroup { tools } = &loaded.messages[0].segments[0] else {
+            panic!("a tool group");
+        };
+        let mut inner: &Value = tools[0].output.as_ref().expect("an output");
+        while let Some(first) = inner.get(0) {
+            inner = first;
+        }
+        assert_eq!(inner, readback::REMOVED_MARKER);
+
+        let rewritten = store
+            .save_messages(loaded.version, &loaded.record, &loaded.messages)
+            .now_or_never();
+        assert_eq!(rewritten, Some(Ok(Written::Committed(2))));
+        let shard = store.shard(&id);
+        let bytes = &shard.get(&id).expect("stored").messages[0].bytes;
+        assert!(serde_json::from_slice::<Value>(bytes).is_ok());
     }
 }

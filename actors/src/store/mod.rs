@@ -12,6 +12,7 @@ mod group_commit;
 pub mod memory;
 pub mod migrations;
 pub mod postgres;
+pub mod readback;
 
 use std::fmt;
 use std::sync::Arc;

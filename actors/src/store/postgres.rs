@@ -303,7 +303,8 @@ fn optional_json<T: serde::Serialize>(value: Option<&T>) -> StoreResult<Option<S
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> StoreResult<T> {
-    serde_json::from_str(text)
+    super::readback::decode_capped(text.as_bytes())
+        .map(super::readback::warn_if_capped)
         .map_err(|error| StoreError::Failed(format!("stored {what} is not readable: {error}")))
 }
 
