@@ -2,6 +2,11 @@
 //! timeout covers only the request head, so a client sending one byte a
 //! second could hold a connection (and a file descriptor) for as long as it
 //! liked; here the whole body must arrive within `SERVER__BODY_TIMEOUT_SECONDS`.
+//!
+//! A large body is also parsed and checked on the blocking pool
+//! (`parse_off_worker`): a few megabytes of JSON take milliseconds to parse
+//! and validate, and on an HTTP worker thread that time would be taken from
+//! every other connection the worker serves (`/health` included).
 
 use std::time::Duration;
 
@@ -39,4 +44,25 @@ pub async fn read_body(mut payload: web::Payload, limits: &BodyLimits) -> Result
         Ok(read) => read,
         Err(_) => Err(ApiError::BodyTimeout(limits.timeout.as_secs())),
     }
+}
+
+/// Bodies up to this size are parsed where they arrive: moving them to the
+/// blocking pool costs more than parsing them.
+pub const INLINE_PARSE_BYTES: usize = 64 * 1024;
+
+/// `parse(body)`, on the blocking pool when the body is larger than
+/// `INLINE_PARSE_BYTES`.
+pub async fn parse_off_worker<T, F>(body: Bytes, parse: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&[u8]) -> Result<T, ApiError> + Send + 'static,
+{
+    if body.len() <= INLINE_PARSE_BYTES {
+        return parse(&body);
+    }
+    web::block(move || parse(&body)).await.map_err(|error| {
+        ApiError::from(actors::session::SessionError::Internal(format!(
+            "the body could not be parsed: {error}"
+        )))
+    })?
 }

@@ -18,7 +18,7 @@ use super::events::{sse_frame, EventMapper};
 use super::input::RunInput;
 use crate::access::limits::{Limits, LiveGuard};
 use crate::access::{require_json, Authenticated, AGUI_CONTENT_TYPE};
-use crate::body::{read_body, BodyLimits};
+use crate::body::{parse_off_worker, read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
@@ -42,8 +42,7 @@ pub async fn post_agui(
 ) -> Result<HttpResponse, ApiError> {
     require_json(&req, Some(AGUI_CONTENT_TYPE))?;
     let body = read_body(payload, &body_limits).await?;
-    let value = parse_json(&body)?;
-    let input = RunInput::parse(&value)?;
+    let input = parse_off_worker(body, |body| Ok(RunInput::parse(&parse_json(body)?)?)).await?;
     note_session(&req, &input.thread_id);
     let (pending, has_context) = session_view(&runtime, &caller, &input.thread_id).await?;
     let mut requests: VecDeque<ChatRequest> = input.requests(&pending, has_context)?.into();

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::access::limits::Limits;
 use crate::access::{require_json, Authenticated};
-use crate::body::{read_body, BodyLimits};
+use crate::body::{parse_off_worker, read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError, ErrorBody};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
@@ -44,13 +44,23 @@ pub async fn post_chat(
 ) -> Result<HttpResponse, ApiError> {
     require_json(&http, None)?;
     let body = read_body(payload, &body_limits).await?;
-    let mut value = parse_json(&body)?;
-    merge_query_session(&mut value, http.query_string())?;
-    let session_id = value.get("session_id").or_else(|| value.get("sessionId"));
-    if let Some(session_id) = session_id.and_then(|id| id.as_str()) {
+    let query = http.query_string().to_string();
+    let (session_id, request) = parse_off_worker(body, move |body| {
+        let mut value = parse_json(body)?;
+        merge_query_session(&mut value, &query)?;
+        let session_id = value
+            .get("session_id")
+            .or_else(|| value.get("sessionId"))
+            .and_then(|id| id.as_str())
+            .map(str::to_string);
+        // The session is logged even when the rest of the body is refused.
+        Ok((session_id, ChatRequest::parse(&value)))
+    })
+    .await?;
+    if let Some(session_id) = &session_id {
         note_session(&http, session_id);
     }
-    let request = ChatRequest::parse(&value)?;
+    let request = request?;
     if request.message_type == MessageType::Steering {
         return Err(ValidationError {
             path: "message_type".into(),
