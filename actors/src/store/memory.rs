@@ -75,6 +75,38 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
         .map_err(|error| StoreError::Failed(format!("stored data unreadable: {error}")))
 }
 
+/// Sessions whose stored bytes exceed this are decoded on the blocking pool.
+const DECODE_INLINE_BYTES: usize = 64 * 1024;
+
+/// A session's stored bytes, copied out of its shard.
+struct RawSession {
+    record: Box<[u8]>,
+    messages: Vec<Box<[u8]>>,
+    version: Version,
+}
+
+impl RawSession {
+    fn decode(&self) -> StoreResult<SessionSnapshot> {
+        decode_snapshot(
+            &self.record,
+            self.messages.iter().map(|m| &**m),
+            self.version,
+        )
+    }
+}
+
+fn decode_snapshot<'a>(
+    record: &[u8],
+    messages: impl Iterator<Item = &'a [u8]>,
+    version: Version,
+) -> StoreResult<SessionSnapshot> {
+    Ok(SessionSnapshot {
+        record: decode(record)?,
+        messages: messages.map(decode).collect::<StoreResult<_>>()?,
+        version,
+    })
+}
+
 impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore {
@@ -171,17 +203,25 @@ impl MemoryStore {
         let Some(stored) = shard.get(id) else {
             return Ok(None);
         };
-        let record = decode(&stored.record)?;
-        let messages = stored
-            .messages
-            .iter()
-            .map(|message| decode(&message.bytes))
-            .collect::<StoreResult<_>>()?;
-        Ok(Some(SessionSnapshot {
-            record,
-            messages,
+        decode_snapshot(
+            &stored.record,
+            stored.messages.iter().map(|m| &*m.bytes),
+            stored.version,
+        )
+        .map(Some)
+    }
+
+    /// A large session's bytes, copied out under the lock, for decoding
+    /// elsewhere; `None` when the session is small enough to decode in place.
+    fn large_copy(&self, id: &SessionId) -> Option<RawSession> {
+        let shard = self.shard(id);
+        let stored = shard.get(id)?;
+        let n_bytes: usize = stored.messages.iter().map(|m| m.bytes.len()).sum();
+        (n_bytes + stored.record.len() > DECODE_INLINE_BYTES).then(|| RawSession {
+            record: stored.record.clone(),
+            messages: stored.messages.iter().map(|m| m.bytes.clone()).collect(),
             version: stored.version,
-        }))
+        })
     }
 
     fn summaries(
@@ -283,6 +323,23 @@ impl Encoded {
 
 impl Store for MemoryStore {
     fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>> {
+        // Decoding a session of megabytes takes milliseconds: on the blocking
+        // pool, not on the actor's thread (an HTTP worker, whose other
+        // connections, `/health` included, would wait).
+        if let (Some(raw), Ok(runtime)) =
+            (self.large_copy(id), tokio::runtime::Handle::try_current())
+        {
+            return runtime
+                .spawn_blocking(move || raw.decode().map(Some))
+                .map(|decoded| {
+                    decoded.unwrap_or_else(|error| {
+                        Err(StoreError::Failed(format!(
+                            "decoding the session failed: {error}"
+                        )))
+                    })
+                })
+                .boxed();
+        }
         future::ready(self.snapshot(id)).boxed()
     }
 
@@ -510,5 +567,36 @@ mod readback_tests {
         let shard = store.shard(&id);
         let bytes = &shard.get(&id).expect("stored").messages[0].bytes;
         assert!(serde_json::from_slice::<Value>(bytes).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod large_load_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A session past `DECODE_INLINE_BYTES` is decoded on the blocking pool
+    /// and loads the same as it was written.
+    #[tokio::test]
+    async fn a_large_session_loads_whole_from_the_blocking_pool() {
+        let store = MemoryStore::new();
+        let id = SessionId::new("large");
+        let messages: Vec<Message> = (0..4)
+            .map(|n| {
+                serde_json::from_value(json!({
+                    "id": format!("m{n}"), "role": "user", "created_at": n,
+                    "content": "x".repeat(DECODE_INLINE_BYTES / 2)
+                }))
+                .expect("a message")
+            })
+            .collect();
+        let record = SessionRecord::new(id.clone(), 0);
+        let saved = store.save_messages(0, &record, &messages).await;
+        assert_eq!(saved, Ok(Written::Committed(1)));
+        assert!(store.large_copy(&id).is_some());
+        let loaded = store.load(&id).await.expect("readable").expect("stored");
+        assert_eq!(loaded.messages, messages);
+        assert_eq!(loaded.version, 1);
     }
 }
