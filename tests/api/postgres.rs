@@ -1053,3 +1053,23 @@ async fn versioned_writes_commit_in_sequence_and_refuse_an_old_version() {
     let loaded = stores[1].load(&record.id).await.unwrap().unwrap();
     assert_eq!((loaded.version, loaded.record.turn_number), (version, 5));
 }
+
+/// A session of more than 64 KiB is decoded on the blocking pool when a
+/// fresh process loads it, and reads back whole.
+#[actix_web::test]
+async fn a_large_session_reloads_whole_in_a_fresh_process() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let long = format!("say {}", "x".repeat(100_000));
+    let (status, first) = app.say("large", "m1", &long, None).await;
+    assert_eq!(status, 200, "{first}");
+    let fresh = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let (status, messages) = fresh.get("/api/sessions/large/messages").await;
+    assert_eq!(status, 200, "{messages}");
+    assert!(
+        messages.to_string().contains(&long),
+        "the long message reads back"
+    );
+    let (status, next) = fresh.say("large", "m2", "say more", None).await;
+    assert_eq!(status, 200, "{next}");
+}

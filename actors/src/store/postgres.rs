@@ -388,6 +388,22 @@ async fn load_rows(client: &mut Object, id: &str) -> Result<LoadedRows, tokio_po
     Ok(Some((session_row, message_rows)))
 }
 
+/// Sessions whose rows hold more JSON than this are decoded on the blocking pool.
+const DECODE_INLINE_BYTES: usize = 64 * 1024;
+
+/// The JSON text in a session's rows.
+fn n_bytes(rows: &LoadedRows) -> usize {
+    let Some((session, messages)) = rows else {
+        return 0;
+    };
+    let text_len = |row: &tokio_postgres::Row, column: usize| {
+        row.get::<_, Option<&str>>(column).map_or(0, str::len)
+    };
+    text_len(session, 5)
+        + text_len(session, 6)
+        + messages.iter().map(|row| text_len(row, 0)).sum::<usize>()
+}
+
 fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnapshot>> {
     let Some((session, messages)) = rows else {
         return Ok(None);
@@ -428,7 +444,19 @@ impl Store for PgStore {
         self.run(async move {
             let mut client = shared.client().await?;
             let rows = load_rows(&mut client, id.as_str()).await;
-            snapshot(&id, settle(client, rows)?)
+            let rows = settle(client, rows)?;
+            // A session of megabytes takes milliseconds to decode: on the
+            // blocking pool, not on the actor's thread (an HTTP worker).
+            if n_bytes(&rows) <= DECODE_INLINE_BYTES {
+                return snapshot(&id, rows);
+            }
+            tokio::task::spawn_blocking(move || snapshot(&id, rows))
+                .await
+                .unwrap_or_else(|error| {
+                    Err(StoreError::Failed(format!(
+                        "decoding the session failed: {error}"
+                    )))
+                })
         })
     }
 
