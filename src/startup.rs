@@ -269,8 +269,7 @@ impl Application {
                         .configure(crate::routes::configure),
                 )
                 .default_service(web::to(|| async {
-                    HttpResponse::NotFound()
-                        .json(serde_json::json!({"error": "no such route", "type": "not_found"}))
+                    HttpResponse::NotFound().json(crate::errors::no_such_route())
                 }))
         };
         let listeners = bind_listeners(&settings.host, settings.port).map_err(|error| {

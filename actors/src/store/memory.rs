@@ -13,7 +13,9 @@ use futures_util::future::{self, BoxFuture, FutureExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult, Version, Written};
+use super::{
+    SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
+};
 use crate::conversation::{Message, SessionRecord};
 use crate::ids::SessionId;
 
@@ -65,12 +67,21 @@ impl Default for MemoryStore {
 fn encode<T: Serialize>(value: &T) -> StoreResult<Box<[u8]>> {
     serde_json::to_vec(value)
         .map(Vec::into_boxed_slice)
-        .map_err(|error| StoreError::Failed(format!("cannot serialise: {error}")))
+        .map_err(|error| {
+            StoreError::Failed(StoreCause::caused_by(
+                format!("cannot serialise: {error}"),
+                error,
+            ))
+        })
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
-    serde_json::from_slice(bytes)
-        .map_err(|error| StoreError::Failed(format!("stored data unreadable: {error}")))
+    serde_json::from_slice(bytes).map_err(|error| {
+        StoreError::Failed(StoreCause::caused_by(
+            format!("stored data unreadable: {error}"),
+            error,
+        ))
+    })
 }
 
 impl MemoryStore {
