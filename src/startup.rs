@@ -18,7 +18,7 @@ use actix_web::dev::{AppConfig, Server, ServiceRequest, ServiceResponse};
 use actix_web::rt::net::TcpStream;
 use actix_web::{web, App, HttpResponse};
 use actors::model::catalog::StandardCatalog;
-use actors::model::providers::{ModelProviders, ProviderSettings};
+use actors::model::providers::ModelProviders;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
 use actors::store::postgres::{DatabaseError, PgStore};
@@ -507,14 +507,7 @@ pub fn build_runtime_with(
 }
 
 fn model_providers(settings: &Settings) -> ModelProviders {
-    ModelProviders::new(ProviderSettings {
-        openai_api_key: settings.providers.openai_api_key.clone(),
-        openai_base_url: settings.providers.openai_base_url.clone(),
-        anthropic_api_key: settings.providers.anthropic_api_key.clone(),
-        anthropic_base_url: settings.providers.anthropic_base_url.clone(),
-        request_timeout: settings.request_timeout,
-        retry_backoff: settings.retry_backoff,
-    })
+    ModelProviders::new(settings.provider_settings())
 }
 
 fn catalog(settings: &Settings) -> StandardCatalog {
