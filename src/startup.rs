@@ -345,6 +345,9 @@ where
         > + 'static,
     B: MessageBody + 'static,
 {
+    // The AppConfig HttpServer builds for a listener. Its constructor is
+    // pub(crate); `__priv_test_new` is the only other one and is semver-exempt,
+    // hence actix-web's minor-version pin in Cargo.toml.
     let app_config = AppConfig::__priv_test_new(false, addr.to_string(), addr);
     let upgrade = {
         let make_app = make_app.clone();
