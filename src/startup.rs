@@ -322,8 +322,9 @@ impl Application {
 /// same `AppConfig`), plus an upgrade service: a request with `Connection:
 /// upgrade` takes the connection from the h1 dispatcher, so an accepted
 /// websocket runs on the socket without the dispatcher's 16 KiB of buffers
-/// (see `socketio::serve_upgrade`).
-fn http_service<F, T, B>(
+/// (see `socketio::serve_upgrade`). Public so that the Socket.IO protocol
+/// tests serve their app exactly as production does.
+pub fn http_service<F, T, B>(
     make_app: F,
     addr: SocketAddr,
     header_timeout: Duration,
