@@ -114,7 +114,8 @@ pub struct Settings {
     pub budget: Budget,
     pub session_idle: Duration,
     pub session_ttl_hours: Option<u64>,
-    pub database_url: Option<String>,
+    /// A secret: it may hold the database password.
+    pub database_url: Option<SecretString>,
     pub database_required: bool,
     pub database_pool_size: usize,
     /// `ACCESS__*`: identity mode and CORS.
@@ -335,7 +336,7 @@ impl Settings {
             )?,
             database_url: get("DATABASE_URL")
                 .or_else(|| get("DATABASE__URL"))
-                .map(str::to_string),
+                .map(SecretString::from),
             database_required: boolean(get("DATABASE__REQUIRED"), "DATABASE__REQUIRED")?,
             database_pool_size: positive(get("DATABASE__POOL_SIZE"), "DATABASE__POOL_SIZE", 16)?,
             access: AccessSettings::from_map(values)?,
@@ -812,16 +813,24 @@ mod tests {
     }
 
     #[test]
-    fn debug_never_prints_an_api_key() {
-        let settings = settings(&[
+    fn debug_never_prints_a_key_token_or_password() {
+        let keys = [
             ("OPENAI_API_KEY", "sk-secret-openai-0123456789"),
             ("ANTHROPIC_API_KEY", "sk-ant-secret-0123456789"),
+            ("ACCESS__LOCAL_TOKEN", "local-secret-token"),
+            ("DATABASE_URL", "postgres://app:db-secret@127.0.0.1/app"),
+        ];
+        let jwt = settings(&[
+            ("ACCESS__MODE", "jwt"),
+            ("ACCESS__JWT_SECRET", "jwt-secret"),
         ])
         .unwrap();
+        let settings = settings(&keys).unwrap();
         for printed in [
             format!("{settings:?}"),
             format!("{:?}", settings.providers),
             format!("{:?}", settings.provider_settings()),
+            format!("{jwt:?}"),
         ] {
             assert!(!printed.contains("secret"), "{printed}");
             assert!(printed.contains("REDACTED"), "{printed}");

@@ -24,6 +24,7 @@ use actors::store::memory::MemoryStore;
 use actors::store::postgres::{DatabaseError, PgStore};
 use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
+use secrecy::ExposeSecret;
 use serde::Serialize;
 use tokio::net::TcpSocket;
 
@@ -146,7 +147,7 @@ impl Application {
                 Application::build_inner(settings, memory.clone(), Some(memory), extensions).await
             }
             Some(url) => {
-                let store = Arc::new(open_postgres(&settings, url).await?);
+                let store = Arc::new(open_postgres(&settings, url.expose_secret()).await?);
                 Application::build_inner(settings, store, None, extensions).await
             }
         }
@@ -447,7 +448,7 @@ pub async fn migrate_only(settings: &Settings) -> Result<Vec<i32>, StartupError>
             "migrate needs DATABASE_URL (or DATABASE__URL)".into(),
         ));
     };
-    let store = PgStore::new(url, 1)
+    let store = PgStore::new(url.expose_secret(), 1)
         .map_err(|error| StartupError(format!("setting DATABASE_URL: {error}")))?;
     store.migrate().await.map_err(|error: DatabaseError| {
         StartupError(format!("cannot migrate the database: {error}"))

@@ -124,8 +124,8 @@ pub fn settings_in_effect(settings: &Settings) -> Vec<(&'static str, String)> {
             "DATABASE_URL",
             settings
                 .database_url
-                .as_deref()
-                .map(mask_url_password)
+                .as_ref()
+                .map(|url| mask_url_password(url.expose_secret()))
                 .unwrap_or_else(|| "(not set: in memory)".into()),
         ),
         ("ASSISTANT__MAX_TURNS", settings.max_turns.to_string()),
@@ -286,7 +286,7 @@ async fn database_check(settings: &Settings) -> Check {
             "none: sessions live in memory (set DATABASE_URL for PostgreSQL)",
         );
     };
-    let store = match PgStore::new(url, 1) {
+    let store = match PgStore::new(url.expose_secret(), 1) {
         Ok(store) => store,
         Err(error) => return Check::new(Verdict::Fail, "database", error),
     };
