@@ -1,6 +1,7 @@
-//! The one error type of session requests. `kind()` is the machine word the
-//! transports put in `type` (an `ErrorType`); `Display` the sentence a host
-//! developer reads; `source()` the store's error, where there was one.
+//! The one error type of session requests. `error_type()` is the machine
+//! word the transports put in `type` (`kind()` spells it); `Display` the
+//! sentence a host developer reads; `source()` the store's error, where there
+//! was one.
 
 use std::fmt;
 
