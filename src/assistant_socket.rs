@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use actors::contract::{CancelRequest, ChatRequest, JoinRequest};
+use actors::error_type::ErrorType;
 use actors::events::EventSink;
 use actors::session::{Caller, Runtime, SessionError};
 use serde_json::{json, Value};
@@ -69,7 +70,7 @@ impl NamespaceHandler for AssistantNamespace {
             .access
             .socket_caller(|name| socket.handshake_header(name).cloned(), auth.as_ref())
             .map_err(
-                |why| json!({"message": format!("unauthorized: {why}"), "type": "unauthorized"}),
+                |why| json!({"message": format!("unauthorized: {why}"), "type": ErrorType::Unauthorized}),
             )?;
         socket.set_data(caller);
         self.metrics.socket_connected();

@@ -4,7 +4,9 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use actors::contract::ValidationError;
+use actors::error_type::ErrorType;
 use actors::session::SessionError;
+use actors::store::StoreError;
 use serde::Serialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
@@ -58,26 +60,23 @@ pub struct ErrorBody {
     pub error: String,
     /// A word for programs: `validation`, `session_error`, `not_found`, `DatabaseError`, ...
     #[serde(rename = "type")]
-    pub kind: String,
+    #[schema(value_type = String)]
+    pub kind: ErrorType,
 }
 
 impl ApiError {
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> ErrorType {
         match self {
-            ApiError::Session(error) => error.kind(),
-            ApiError::TooLarge(_) => "payload_too_large",
-            ApiError::Unauthorized(_) => "unauthorized",
-            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
-            ApiError::BodyTimeout(_) => "timeout",
+            ApiError::Session(error) => error.error_type(),
+            ApiError::TooLarge(_) => ErrorType::PayloadTooLarge,
+            ApiError::Unauthorized(_) => ErrorType::Unauthorized,
+            ApiError::UnsupportedMediaType(_) => ErrorType::UnsupportedMediaType,
+            ApiError::BodyTimeout(_) => ErrorType::Timeout,
         }
     }
 
     pub fn body(&self) -> Value {
-        serde_json::to_value(ErrorBody {
-            error: self.to_string(),
-            kind: self.kind().to_string(),
-        })
-        .unwrap_or(Value::Null)
+        error_body(self.to_string(), self.kind())
     }
 }
 
@@ -89,10 +88,12 @@ impl ResponseError for ApiError {
             ApiError::Session(SessionError::NotFound(_)) => StatusCode::NOT_FOUND,
             ApiError::Session(SessionError::Forbidden(_)) => StatusCode::FORBIDDEN,
             ApiError::Session(SessionError::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Session(SessionError::Unavailable(_) | SessionError::Restarting(_)) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ApiError::Session(SessionError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Session(
+                SessionError::Store(StoreError::Unavailable(_)) | SessionError::ActorUnavailable(_),
+            ) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Session(
+                SessionError::Internal(_) | SessionError::Store(StoreError::Failed(_)),
+            ) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooLarge(_) | ApiError::Session(SessionError::TooLarge(_)) => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
@@ -103,10 +104,14 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        if let ApiError::Session(SessionError::Internal(cause) | SessionError::Unavailable(cause)) =
-            self
-        {
-            log::warn!("request failed: {cause}");
+        match self {
+            ApiError::Session(SessionError::Internal(cause)) => {
+                log::warn!("request failed: {cause}");
+            }
+            ApiError::Session(SessionError::Store(cause)) => {
+                log::warn!("request failed: {cause}");
+            }
+            _ => {}
         }
         let mut response = HttpResponse::build(self.status_code());
         if let ApiError::Session(SessionError::RateLimited {
@@ -122,27 +127,41 @@ impl ResponseError for ApiError {
     }
 }
 
+/// The HTTP error body `{"error", "type"}`.
+pub fn error_body(error: impl Into<String>, kind: ErrorType) -> Value {
+    serde_json::to_value(ErrorBody {
+        error: error.into(),
+        kind,
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// The body of a 404 for a path no route serves.
+pub fn no_such_route() -> Value {
+    error_body("no such route", ErrorType::NotFound)
+}
+
 /// The `assistant:error` payload for a request error on the socket.
 pub fn socket_error(error: &SessionError) -> Value {
     let kind = match error {
-        SessionError::Validation(_) => "validation",
-        SessionError::Conflict(_) | SessionError::NotFound(_) => "session_error",
-        SessionError::Forbidden(_) => "forbidden",
-        SessionError::RateLimited { .. } => "rate_limited",
-        SessionError::Unavailable(_)
-        | SessionError::Restarting(_)
+        SessionError::Validation(_) => ErrorType::Validation,
+        SessionError::Conflict(_) | SessionError::NotFound(_) => ErrorType::SessionError,
+        SessionError::Forbidden(_) => ErrorType::Forbidden,
+        SessionError::RateLimited { .. } => ErrorType::RateLimited,
+        SessionError::Store(_)
+        | SessionError::ActorUnavailable(_)
         | SessionError::Internal(_)
-        | SessionError::TooLarge(_) => "error",
+        | SessionError::TooLarge(_) => ErrorType::Error,
     };
     let retry_allowed = matches!(
         error,
-        SessionError::Unavailable(_)
-            | SessionError::Restarting(_)
+        SessionError::Store(StoreError::Unavailable(_))
+            | SessionError::ActorUnavailable(_)
             | SessionError::RateLimited { .. }
             | SessionError::TooLarge(_)
     );
-    let mut payload = json!({"type": kind, "message": error.to_string(), "error_type": error.kind(), "terminal": true,
-           "retry_allowed": retry_allowed});
+    let mut payload = json!({"type": kind, "message": error.to_string(), "error_type": error.error_type(),
+           "terminal": true, "retry_allowed": retry_allowed});
     if let SessionError::RateLimited {
         retry_after_secs, ..
     } = error
@@ -198,21 +217,27 @@ pub fn json_error_pages<B: actix_web::body::MessageBody + 'static>(
             .map(|origin| String::from_utf8_lossy(origin.as_bytes()).into_owned());
         let body = match status {
             // actix-cors refused the request's origin before any handler ran.
-            StatusCode::BAD_REQUEST if refused_origin.is_some() => json!({
-                "error": format!(
+            StatusCode::BAD_REQUEST if refused_origin.is_some() => error_body(
+                format!(
                     "origin {:?} is not allowed (ACCESS__CORS_ORIGINS, ACCESS__CORS_ORIGIN_REGEX)",
                     refused_origin.unwrap_or_default()
                 ),
-                "type": "origin_refused",
-            }),
+                ErrorType::OriginRefused,
+            ),
             StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(max_body).body(),
-            StatusCode::METHOD_NOT_ALLOWED => {
-                json!({"error": "method not allowed on this route", "type": "method_not_allowed"})
-            }
-            StatusCode::NOT_FOUND => json!({"error": "no such route", "type": "not_found"}),
-            other => {
-                json!({"error": other.canonical_reason().unwrap_or("request failed"), "type": if other.is_client_error() { "validation" } else { "internal" }})
-            }
+            StatusCode::METHOD_NOT_ALLOWED => error_body(
+                "method not allowed on this route",
+                ErrorType::MethodNotAllowed,
+            ),
+            StatusCode::NOT_FOUND => no_such_route(),
+            other => error_body(
+                other.canonical_reason().unwrap_or("request failed"),
+                if other.is_client_error() {
+                    ErrorType::Validation
+                } else {
+                    ErrorType::Internal
+                },
+            ),
         };
         let (request, original) = response.into_parts();
         let mut replaced = HttpResponse::build(status).json(body);

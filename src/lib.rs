@@ -9,8 +9,8 @@
 //! - `routes`: the HTTP routes.
 //! - `socketio`: the Socket.IO v5 / Engine.IO v4 transport (polling, websocket,
 //!   upgrade, namespaces); it knows nothing of sessions or turns.
-//! - `assistant_namespace`: the `/assistant` namespace, mapping socket events to the `Runtime`.
-//! - `agui`: the AG-UI endpoint (`POST /api/agui`).
+//! - `assistant_socket`: the `/assistant` namespace, mapping socket events to the `Runtime`.
+//! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 //! - `cli`: the command line (clap) and `doctor`.
 //! - `observability`: request ids, the access log, `/metrics`.
 //! - `playground`: the static page at `GET /`.
@@ -19,7 +19,6 @@
 //! - `embed`: `AssistantDefinition`, for Rust hosts building their own binary.
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `body`: reading a request body within a size limit and a deadline.
-//! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 
 pub mod access;
 pub mod agui;

@@ -11,10 +11,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use actors::history::{HistoryConfig, WorkingMemoryConfig};
+use actors::model::providers::ProviderSettings;
 use actors::model::ModelId;
 use actors::prompt::profile::Profile;
 use actors::tools::HostToolConfig;
 use actors::turn::Budget;
+use secrecy::SecretString;
 
 use crate::mcp::McpServerConfig;
 use serde_json::Value;
@@ -84,7 +86,7 @@ const KNOWN_KEYS: &[&str] = &[
     "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
 ];
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub host: String,
     pub port: u16,
@@ -112,7 +114,8 @@ pub struct Settings {
     pub budget: Budget,
     pub session_idle: Duration,
     pub session_ttl_hours: Option<u64>,
-    pub database_url: Option<String>,
+    /// A secret: it may hold the database password.
+    pub database_url: Option<SecretString>,
     pub database_required: bool,
     pub database_pool_size: usize,
     /// `ACCESS__*`: identity mode and CORS.
@@ -141,11 +144,13 @@ pub struct Settings {
     pub attachment_budget: actors::session::AttachmentBudget,
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+/// The provider keys and endpoints. The keys are secrets: `Debug` prints
+/// `[REDACTED]` for them, so logging the settings cannot leak one.
+#[derive(Clone, Debug, Default)]
 pub struct ProviderKeys {
-    pub openai_api_key: Option<String>,
+    pub openai_api_key: Option<SecretString>,
     pub openai_base_url: Option<String>,
-    pub anthropic_api_key: Option<String>,
+    pub anthropic_api_key: Option<SecretString>,
     pub anthropic_base_url: Option<String>,
 }
 
@@ -221,9 +226,9 @@ impl Settings {
                 .filter(|value| !value.is_empty())
         };
         let providers = ProviderKeys {
-            openai_api_key: get("OPENAI_API_KEY").map(str::to_string),
+            openai_api_key: get("OPENAI_API_KEY").map(SecretString::from),
             openai_base_url: base_url(get("OPENAI_BASE_URL"), "OPENAI_BASE_URL")?,
-            anthropic_api_key: get("ANTHROPIC_API_KEY").map(str::to_string),
+            anthropic_api_key: get("ANTHROPIC_API_KEY").map(SecretString::from),
             anthropic_base_url: base_url(get("ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL")?,
         };
         let (primary_model, model_fallback) = match get("LLM__PRIMARY_MODEL") {
@@ -331,7 +336,7 @@ impl Settings {
             )?,
             database_url: get("DATABASE_URL")
                 .or_else(|| get("DATABASE__URL"))
-                .map(str::to_string),
+                .map(SecretString::from),
             database_required: boolean(get("DATABASE__REQUIRED"), "DATABASE__REQUIRED")?,
             database_pool_size: positive(get("DATABASE__POOL_SIZE"), "DATABASE__POOL_SIZE", 16)?,
             access: AccessSettings::from_map(values)?,
@@ -480,6 +485,18 @@ fn in_range<T: std::str::FromStr + PartialOrd + fmt::Display>(
 }
 
 impl Settings {
+    /// What the model providers are built from.
+    pub fn provider_settings(&self) -> ProviderSettings {
+        ProviderSettings {
+            openai_api_key: self.providers.openai_api_key.clone(),
+            openai_base_url: self.providers.openai_base_url.clone(),
+            anthropic_api_key: self.providers.anthropic_api_key.clone(),
+            anthropic_base_url: self.providers.anthropic_base_url.clone(),
+            request_timeout: self.request_timeout,
+            retry_backoff: self.retry_backoff,
+        }
+    }
+
     /// Why the default model cannot answer a turn (its provider has no key),
     /// or `None` when it can. A startup warning, or an error with
     /// `LLM__REQUIRE_USABLE=true`.
@@ -793,6 +810,31 @@ mod tests {
         assert_eq!(with_database.session_idle, Duration::from_secs(300));
         let chosen = settings(&[("ASSISTANT__SESSION_IDLE_SECONDS", "30")]).unwrap();
         assert_eq!(chosen.session_idle, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn debug_never_prints_a_key_token_or_password() {
+        let keys = [
+            ("OPENAI_API_KEY", "sk-secret-openai-0123456789"),
+            ("ANTHROPIC_API_KEY", "sk-ant-secret-0123456789"),
+            ("ACCESS__LOCAL_TOKEN", "local-secret-token"),
+            ("DATABASE_URL", "postgres://app:db-secret@127.0.0.1/app"),
+        ];
+        let jwt = settings(&[
+            ("ACCESS__MODE", "jwt"),
+            ("ACCESS__JWT_SECRET", "jwt-secret"),
+        ])
+        .unwrap();
+        let settings = settings(&keys).unwrap();
+        for printed in [
+            format!("{settings:?}"),
+            format!("{:?}", settings.providers),
+            format!("{:?}", settings.provider_settings()),
+            format!("{jwt:?}"),
+        ] {
+            assert!(!printed.contains("secret"), "{printed}");
+            assert!(printed.contains("REDACTED"), "{printed}");
+        }
     }
 
     #[test]

@@ -18,12 +18,13 @@ use actix_web::dev::{AppConfig, Server, ServiceRequest, ServiceResponse};
 use actix_web::rt::net::TcpStream;
 use actix_web::{web, App, HttpResponse};
 use actors::model::catalog::StandardCatalog;
-use actors::model::providers::{ModelProviders, ProviderSettings};
+use actors::model::providers::ModelProviders;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
 use actors::store::postgres::{DatabaseError, PgStore};
 use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
+use secrecy::ExposeSecret;
 use serde::Serialize;
 use tokio::net::TcpSocket;
 
@@ -146,7 +147,7 @@ impl Application {
                 Application::build_inner(settings, memory.clone(), Some(memory), extensions).await
             }
             Some(url) => {
-                let store = Arc::new(open_postgres(&settings, url).await?);
+                let store = Arc::new(open_postgres(&settings, url.expose_secret()).await?);
                 Application::build_inner(settings, store, None, extensions).await
             }
         }
@@ -269,8 +270,7 @@ impl Application {
                         .configure(crate::routes::configure),
                 )
                 .default_service(web::to(|| async {
-                    HttpResponse::NotFound()
-                        .json(serde_json::json!({"error": "no such route", "type": "not_found"}))
+                    HttpResponse::NotFound().json(crate::errors::no_such_route())
                 }))
         };
         let listeners = bind_listeners(&settings.host, settings.port).map_err(|error| {
@@ -323,8 +323,9 @@ impl Application {
 /// same `AppConfig`), plus an upgrade service: a request with `Connection:
 /// upgrade` takes the connection from the h1 dispatcher, so an accepted
 /// websocket runs on the socket without the dispatcher's 16 KiB of buffers
-/// (see `socketio::serve_upgrade`).
-fn http_service<F, T, B>(
+/// (see `socketio::serve_upgrade`). Public so that the Socket.IO protocol
+/// tests serve their app exactly as production does.
+pub fn http_service<F, T, B>(
     make_app: F,
     addr: SocketAddr,
     header_timeout: Duration,
@@ -346,6 +347,9 @@ where
         > + 'static,
     B: MessageBody + 'static,
 {
+    // The AppConfig HttpServer builds for a listener. Its constructor is
+    // pub(crate); `__priv_test_new` is the only other one and is semver-exempt,
+    // hence actix-web's minor-version pin in Cargo.toml.
     let app_config = AppConfig::__priv_test_new(false, addr.to_string(), addr);
     let upgrade = {
         let make_app = make_app.clone();
@@ -444,7 +448,7 @@ pub async fn migrate_only(settings: &Settings) -> Result<Vec<i32>, StartupError>
             "migrate needs DATABASE_URL (or DATABASE__URL)".into(),
         ));
     };
-    let store = PgStore::new(url, 1)
+    let store = PgStore::new(url.expose_secret(), 1)
         .map_err(|error| StartupError(format!("setting DATABASE_URL: {error}")))?;
     store.migrate().await.map_err(|error: DatabaseError| {
         StartupError(format!("cannot migrate the database: {error}"))
@@ -508,14 +512,7 @@ pub fn build_runtime_with(
 }
 
 fn model_providers(settings: &Settings) -> ModelProviders {
-    ModelProviders::new(ProviderSettings {
-        openai_api_key: settings.providers.openai_api_key.clone(),
-        openai_base_url: settings.providers.openai_base_url.clone(),
-        anthropic_api_key: settings.providers.anthropic_api_key.clone(),
-        anthropic_base_url: settings.providers.anthropic_base_url.clone(),
-        request_timeout: settings.request_timeout,
-        retry_backoff: settings.retry_backoff,
-    })
+    ModelProviders::new(settings.provider_settings())
 }
 
 fn catalog(settings: &Settings) -> StandardCatalog {

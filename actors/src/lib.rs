@@ -12,10 +12,12 @@
 //! - `history`: what the model reads of a long path: compaction and working memory.
 //! - `session`: the session actor, its registry and the `Runtime` handle.
 //! - `events`: what a turn emits, for the transports to encode.
+//! - `error_type`: the error words every transport sends.
 //! - `store`: the store trait with memory and Postgres implementations.
 
 pub mod contract;
 pub mod conversation;
+pub mod error_type;
 pub mod events;
 pub mod history;
 pub mod ids;

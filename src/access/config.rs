@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use regex::Regex;
+use secrecy::SecretString;
 
 use crate::settings::SettingsError;
 
@@ -15,12 +16,13 @@ pub const DEFAULT_PRINCIPAL_HEADER: &str = "X-Assistant-Principal";
 pub const DEFAULT_ROLES_HEADER: &str = "X-Assistant-Roles";
 pub const DEFAULT_ROLES_CLAIM: &str = "roles";
 
-/// How the runtime learns who the caller is.
-#[derive(Clone, Debug, PartialEq)]
+/// How the runtime learns who the caller is. The token and the JWT secret
+/// are `SecretString`s: `Debug` of the settings prints `[REDACTED]`.
+#[derive(Clone, Debug)]
 pub enum AccessMode {
     /// Every caller is the local operator, an admin. With a token, it must
     /// come as `Authorization: Bearer` (HTTP, AG-UI) or `auth.token` (socket).
-    TrustedLocal { token: Option<String> },
+    TrustedLocal { token: Option<SecretString> },
     /// A reverse proxy authenticated the caller and names it in a header.
     Header {
         principal_header: String,
@@ -32,7 +34,7 @@ pub enum AccessMode {
     Host,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct JwtSettings {
     pub keys: JwtKeys,
     pub issuer: Option<String>,
@@ -42,10 +44,10 @@ pub struct JwtSettings {
     pub roles_claim: String,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum JwtKeys {
     /// `ACCESS__JWT_SECRET`: HS256.
-    Secret(String),
+    Secret(SecretString),
     /// `ACCESS__JWT_PUBLIC_KEYS_PATH`: a JWKS file (RS256, ES256, EdDSA).
     Jwks(PathBuf),
 }
@@ -63,7 +65,7 @@ pub struct CorsSettings {
     pub origin_regex: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct AccessSettings {
     pub mode: AccessMode,
     pub cors: CorsSettings,
@@ -101,7 +103,7 @@ impl AccessSettings {
         };
         let mode = match get("ACCESS__MODE").as_deref() {
             None | Some("trusted_local") => AccessMode::TrustedLocal {
-                token: get("ACCESS__LOCAL_TOKEN"),
+                token: get("ACCESS__LOCAL_TOKEN").map(SecretString::from),
             },
             Some("header") => AccessMode::Header {
                 principal_header: header_name(
@@ -120,7 +122,7 @@ impl AccessSettings {
                     get("ACCESS__JWT_SECRET"),
                     get("ACCESS__JWT_PUBLIC_KEYS_PATH"),
                 ) {
-                    (Some(secret), None) => JwtKeys::Secret(secret),
+                    (Some(secret), None) => JwtKeys::Secret(secret.into()),
                     (None, Some(path)) => JwtKeys::Jwks(PathBuf::from(path)),
                     (Some(_), Some(_)) => {
                         return Err(bad(
@@ -231,7 +233,10 @@ mod tests {
     #[test]
     fn default_is_trusted_local_with_loopback_origins() {
         let access = parse(&[]).expect("defaults parse");
-        assert_eq!(access.mode, AccessMode::TrustedLocal { token: None });
+        assert!(matches!(
+            access.mode,
+            AccessMode::TrustedLocal { token: None }
+        ));
         assert_eq!(
             access.cors.origin_regex.as_deref(),
             Some(DEFAULT_ORIGIN_REGEX)

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use super::config::{JwtKeys, JwtSettings};
@@ -33,7 +34,9 @@ impl JwtVerifier {
     /// Reads the keys; a JWKS file that cannot be read or used stops startup.
     pub fn new(settings: &JwtSettings) -> Result<JwtVerifier, String> {
         let keys = match &settings.keys {
-            JwtKeys::Secret(secret) => Keys::Secret(DecodingKey::from_secret(secret.as_bytes())),
+            JwtKeys::Secret(secret) => {
+                Keys::Secret(DecodingKey::from_secret(secret.expose_secret().as_bytes()))
+            }
             JwtKeys::Jwks(path) => {
                 let text = std::fs::read_to_string(path).map_err(|error| {
                     format!(

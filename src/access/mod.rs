@@ -15,6 +15,7 @@ use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::{web, FromRequest, HttpRequest};
 use actors::session::Caller;
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 
@@ -32,7 +33,7 @@ pub struct Access {
 
 enum Mode {
     TrustedLocal {
-        token: Option<String>,
+        token: Option<SecretString>,
     },
     Header {
         principal: HeaderName,
@@ -76,7 +77,7 @@ impl Access {
             Mode::TrustedLocal { token: Some(token) } => {
                 let offered =
                     bearer(headers).ok_or("send Authorization: Bearer <ACCESS__LOCAL_TOKEN>")?;
-                check_token(token, offered)
+                check_token(token.expose_secret(), offered)
             }
             Mode::Header { principal, roles } => from_headers(
                 headers.get(principal),
@@ -118,7 +119,7 @@ impl Access {
             Mode::TrustedLocal { token: None } => Ok(Caller::operator()),
             Mode::TrustedLocal { token: Some(token) } => {
                 let offered = auth_token.ok_or("send auth.token = ACCESS__LOCAL_TOKEN")?;
-                check_token(token, offered)
+                check_token(token.expose_secret(), offered)
             }
             Mode::Header { principal, roles } => from_headers(
                 header(principal).as_ref(),

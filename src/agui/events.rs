@@ -15,11 +15,9 @@
 use std::collections::HashSet;
 
 use actix_web::web::Bytes;
+use actors::error_type::ErrorType;
 use actors::events::{DeltaEvent, FinalResponse, TurnEvent};
 use serde_json::{json, Value};
-
-/// Turn endings that are not failures of the run (`RUN_FINISHED`).
-const FINISHED_ENDINGS: [&str; 1] = ["cancelled"];
 
 /// Translates one run's turn events, in order.
 #[derive(Debug)]
@@ -133,7 +131,8 @@ impl EventMapper {
         let failed = final_response
             .error_type
             .as_deref()
-            .filter(|error_type| !FINISHED_ENDINGS.contains(error_type));
+            // A cancelled run finished (`RUN_FINISHED`); any other ending failed.
+            .filter(|error_type| *error_type != ErrorType::Cancelled);
         if let Some(code) = failed {
             let message = final_response
                 .error_message

@@ -8,6 +8,7 @@ use std::collections::{HashSet, VecDeque};
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::ChatRequest;
+use actors::error_type::ErrorType;
 use actors::events::{EventSink, EventStream, TurnEvent};
 use actors::ids::{is_valid_id, SessionId};
 use actors::session::{Runtime, SessionError};
@@ -195,11 +196,13 @@ impl RunStream {
                 // The client read too slowly; the turn ran on and is saved.
                 self.mapper.run_error(
                     "this client fell too far behind the stream; read the outcome from GET /api/sessions/{id}/messages",
-                    "slow_reader",
+                    ErrorType::SlowReader.as_str(),
                 )
             } else {
-                self.mapper
-                    .run_error("the turn ended without a final response", "internal")
+                self.mapper.run_error(
+                    "the turn ended without a final response",
+                    ErrorType::Internal.as_str(),
+                )
             };
             self.finish(error);
             return;

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use actors::model::providers::{ModelProviders, ProviderSettings};
+use actors::model::providers::ModelProviders;
 use actors::store::postgres::PgStore;
+use secrecy::{ExposeSecret, SecretString};
 
 use crate::settings::Settings;
 
@@ -79,8 +80,8 @@ pub async fn run(settings: &Settings) -> bool {
 
 /// The settings a newcomer asks about, with keys and passwords masked.
 pub fn settings_in_effect(settings: &Settings) -> Vec<(&'static str, String)> {
-    let set = |value: &Option<String>| match value {
-        Some(secret) => mask(secret),
+    let set = |value: &Option<SecretString>| match value {
+        Some(secret) => mask(secret.expose_secret()),
         None => "(not set)".to_string(),
     };
     let plain = |value: &Option<String>| value.clone().unwrap_or_else(|| "(not set)".into());
@@ -123,8 +124,8 @@ pub fn settings_in_effect(settings: &Settings) -> Vec<(&'static str, String)> {
             "DATABASE_URL",
             settings
                 .database_url
-                .as_deref()
-                .map(mask_url_password)
+                .as_ref()
+                .map(|url| mask_url_password(url.expose_secret()))
                 .unwrap_or_else(|| "(not set: in memory)".into()),
         ),
         ("ASSISTANT__MAX_TURNS", settings.max_turns.to_string()),
@@ -174,14 +175,7 @@ fn model_check(settings: &Settings) -> Check {
 /// Each provider that has credentials (or is the default model's) is asked
 /// for its model list: any answer proves reachability, 401/403 a refused key.
 async fn provider_checks(settings: &Settings) -> Vec<Check> {
-    let providers = ModelProviders::new(ProviderSettings {
-        openai_api_key: settings.providers.openai_api_key.clone(),
-        openai_base_url: settings.providers.openai_base_url.clone(),
-        anthropic_api_key: settings.providers.anthropic_api_key.clone(),
-        anthropic_base_url: settings.providers.anthropic_base_url.clone(),
-        request_timeout: settings.request_timeout,
-        retry_backoff: settings.retry_backoff,
-    });
+    let providers = ModelProviders::new(settings.provider_settings());
     let client = match reqwest::Client::builder().timeout(CHECK_TIMEOUT).build() {
         Ok(client) => client,
         Err(error) => {
@@ -224,13 +218,13 @@ async fn probe_provider(
             .get(format!("{base}/v1/models"))
             .header("anthropic-version", "2023-06-01");
         if let Some(key) = &settings.providers.anthropic_api_key {
-            request = request.header("x-api-key", key);
+            request = request.header("x-api-key", key.expose_secret());
         }
         request
     } else {
         let mut request = client.get(format!("{base}/models"));
         if let Some(key) = &settings.providers.openai_api_key {
-            request = request.bearer_auth(key);
+            request = request.bearer_auth(key.expose_secret());
         }
         request
     };
@@ -292,7 +286,7 @@ async fn database_check(settings: &Settings) -> Check {
             "none: sessions live in memory (set DATABASE_URL for PostgreSQL)",
         );
     };
-    let store = match PgStore::new(url, 1) {
+    let store = match PgStore::new(url.expose_secret(), 1) {
         Ok(store) => store,
         Err(error) => return Check::new(Verdict::Fail, "database", error),
     };

@@ -2,8 +2,9 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
+use actors::error_type::ErrorType;
 use actors::events::{EventSink, FinalResponse, TurnEvent};
-use actors::session::{Runtime, SessionError};
+use actors::session::{Runtime, SessionError, DATABASE_UNREACHABLE};
 use serde_json::json;
 
 use crate::access::limits::Limits;
@@ -12,10 +13,6 @@ use crate::body::{parse_off_worker, read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError, ErrorBody};
 use crate::observability::access_log::note_session;
 use crate::observability::{Metrics, Transport, TurnObserver};
-
-/// Turn errors that are the runtime's or the provider's failure (500); a
-/// cancelled or budget-limited turn is a normal, saved ending (200).
-const SAVED_ENDINGS: [&str; 2] = ["cancelled", "usage_limit"];
 
 /// The query of `POST /api/chat`: `?session_id=` lets a load balancer route
 /// by session without reading the body (config/nginx-sticky.conf).
@@ -111,16 +108,19 @@ fn merge_query_session(body: &mut serde_json::Value, query: &str) -> Result<(), 
     }
 }
 
+/// 200 for a completed turn and for a cancelled or budget-limited one (a
+/// normal, saved ending); 503 when the turn's result could not be stored
+/// because the database is unreachable; 500 for the runtime's or the
+/// provider's failure.
 fn final_reply(final_response: FinalResponse) -> HttpResponse {
     let failed = final_response
         .error_type
         .as_deref()
-        .filter(|error_type| !SAVED_ENDINGS.contains(error_type));
+        .filter(|error_type| !ErrorType::parse(error_type).is_some_and(ErrorType::is_saved_ending));
     let mut body = serde_json::to_value(&final_response).unwrap_or_default();
-    if failed == Some(SessionError::Unavailable(String::new()).kind()) {
-        // The turn ran but its result could not be stored: the database's fault (503).
-        body["type"] = json!(failed);
-        body["error"] = json!(SessionError::Unavailable(String::new()).to_string());
+    if failed.is_some_and(|error_type| error_type == ErrorType::DatabaseError) {
+        body["type"] = json!(ErrorType::DatabaseError);
+        body["error"] = json!(DATABASE_UNREACHABLE);
         return HttpResponse::ServiceUnavailable().json(body);
     }
     match failed {

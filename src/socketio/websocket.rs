@@ -294,11 +294,12 @@ impl FrameReader {
             }
         }
     }
+}
 
-    fn finish(self, step: Step) {
-        if let Step::Stop(reason) = step {
-            self.addr.do_send(WsClosed { reason });
-        }
+/// Tells the actor why its websocket ended (nobody, if the actor is gone).
+fn report(addr: &Addr<Connection>, step: Step) {
+    if let Step::Stop(reason) = step {
+        addr.do_send(WsClosed { reason });
     }
 }
 
@@ -317,7 +318,7 @@ async fn read_frames(mut payload: Payload, mut reader: FrameReader) {
             Some(Err(_)) | None => break Step::Stop(DisconnectReason::TransportClose),
         }
     };
-    reader.finish(step);
+    report(&reader.addr, step);
 }
 
 /// Request extension put by [`serve_upgrade`]: the handler leaves the
@@ -400,7 +401,8 @@ async fn write_item(framed: &mut Framed<TcpStream, h1::Codec>, item: H1Item) -> 
 /// One websocket over its own socket: the reader and the writer of the
 /// actor's frames, in this one task.
 async fn run_socket(mut io: TcpStream, mut reader: FrameReader, mut body: WsBody) {
-    let step = {
+    let addr = reader.addr.clone();
+    {
         let (read_half, mut write_half) = io.split();
         let read = read_socket(read_half.as_ref(), &mut reader);
         let write = async {
@@ -433,15 +435,20 @@ async fn run_socket(mut io: TcpStream, mut reader: FrameReader, mut body: WsBody
         tokio::pin!(read, write);
         tokio::select! {
             step = &mut read => {
+                // Tell the actor first: the writer ends only when the actor,
+                // told, drops its end (after its close frame). Told after the
+                // linger instead, it would hear of a refused frame a second late.
+                report(&addr, step);
                 let _ = tokio::time::timeout(LINGER, &mut write).await;
-                step
             }
             () = &mut write => {
-                tokio::time::timeout(LINGER, &mut read).await.unwrap_or(Step::ActorGone)
+                let step = tokio::time::timeout(LINGER, &mut read)
+                    .await
+                    .unwrap_or(Step::ActorGone);
+                report(&addr, step);
             }
         }
-    };
-    reader.finish(step);
+    }
 }
 
 /// Reads a taken socket until the peer closes. An idle connection holds no

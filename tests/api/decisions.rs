@@ -12,7 +12,9 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::fake_provider::{FakeProvider, Script};
-use crate::helpers::{spawn_app, spawn_app_with, TestApp};
+use crate::helpers::{
+    eventually, openai_settings, spawn_app, spawn_app_owned, spawn_app_with, TestApp,
+};
 
 /// The spec's example context: one action, `set_position`, and a scene view.
 fn scene_context() -> Value {
@@ -491,7 +493,7 @@ async fn duplicate_late_and_mismatched_receipts_are_409() {
             (response.status(), response.json::<Value>().await.unwrap())
         })
     };
-    actix_web::rt::time::sleep(Duration::from_millis(250)).await;
+    app.wait_for_live_turn("decision-late-live").await;
     let (status, body) = app
         .post_chat(&receipt_body(
             "decision-late-live",
@@ -649,16 +651,20 @@ async fn model_prose_is_not_kept_in_the_stored_message() {
 
 #[actix_web::test]
 async fn a_cancelled_decision_keeps_no_prose() {
-    let app = spawn_app().await;
+    // The provider streams prose, then stalls with the response open: the
+    // turn is cancelled with the prose already streamed, never before it.
+    let fake = FakeProvider::start();
+    fake.push(Script::OpenAiStall(vec![
+        "one two".into(),
+        " three four".into(),
+        " five six".into(),
+    ]));
+    let app = spawn_app_owned(&openai_settings(&fake.base_url_openai())).await;
     let running = {
         let app_address = app.address.clone();
         let client = app.client.clone();
         actix_web::rt::spawn(async move {
-            let body = decision_body(
-                "decision-cancel",
-                "d1",
-                &format!("slow 300\nsay one two three four five six\n{SET_X}"),
-            );
+            let body = decision_body("decision-cancel", "d1", "decide");
             let response = client
                 .post(format!("{app_address}/api/chat"))
                 .json(&body)
@@ -669,8 +675,10 @@ async fn a_cancelled_decision_keeps_no_prose() {
             (status, response.json::<Value>().await.unwrap())
         })
     };
-    // Several deltas have been streamed into the message by then.
-    actix_web::rt::time::sleep(Duration::from_millis(1000)).await;
+    eventually("the provider to answer", || async {
+        !fake.requests().is_empty()
+    })
+    .await;
     let (status, cancel) = app
         .post_json("/api/chat/decision-cancel/cancel", &json!({}))
         .await;

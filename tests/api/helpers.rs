@@ -6,6 +6,8 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use assistant_runtime::settings::Settings;
 use assistant_runtime::startup::Application;
@@ -130,6 +132,30 @@ impl TestApp {
         self.get(&format!("/api/sessions/{session_id}/tree"))
             .await
             .1
+    }
+
+    /// Waits until the session's turn is live.
+    pub async fn wait_for_live_turn(&self, session_id: &str) {
+        eventually(
+            &format!("the turn of {session_id} to start"),
+            move || async move { self.session(session_id).await["turn_running"] == true },
+        )
+        .await;
+    }
+}
+
+/// How long `eventually` waits: a bound for a condition that never comes,
+/// never a timing the test relies on.
+const EVENTUALLY: Duration = Duration::from_secs(10);
+
+/// Polls `done` until it holds, so a test orders its steps on what the
+/// server did instead of on fixed sleeps; fails the test naming `what` if it
+/// never holds.
+pub async fn eventually<F: Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
+    let deadline = Instant::now() + EVENTUALLY;
+    while !done().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

@@ -8,18 +8,6 @@ use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 
-/// Polls until the session's turn is live; a turn that never starts fails the
-/// test after a few seconds instead of hanging it.
-async fn wait_for_live_turn(app: &TestApp, session_id: &str) {
-    for _ in 0..500 {
-        if app.session(session_id).await["turn_running"] == true {
-            return;
-        }
-        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the turn of {session_id} never started");
-}
-
 fn ids(messages: &Value) -> Vec<String> {
     messages
         .as_array()
@@ -220,7 +208,7 @@ async fn cancel_is_false_when_idle_and_stops_a_slow_turn_keeping_its_partial_tex
     let turn = app.post_chat(&body);
     let canceller = async {
         // Wait until some text has streamed; the turn runs for about four seconds.
-        wait_for_live_turn(&app, "slow").await;
+        app.wait_for_live_turn("slow").await;
         actix_web::rt::time::sleep(Duration::from_millis(600)).await;
         app.post_json("/api/chat/slow/cancel", &json!({})).await
     };
@@ -254,7 +242,7 @@ async fn a_new_message_cancels_the_live_turn_and_then_runs() {
     let slow = json!({"id": "m1", "session_id": "interrupt", "content": format!("slow 100\nsay {}", words.join(" "))});
     let first = app.post_chat(&slow);
     let second = async {
-        wait_for_live_turn(&app, "interrupt").await;
+        app.wait_for_live_turn("interrupt").await;
         app.say("interrupt", "m2", "say next", None).await
     };
     let ((status, cancelled), (next_status, next)) = futures_util::join!(first, second);
@@ -272,7 +260,7 @@ async fn deleting_a_session_mid_turn_ends_that_turn_as_cancelled() {
     let slow = json!({"id": "m1", "session_id": "gone", "content": "slow 200\nsay a b c d e f g h i j k l m n o p"});
     let turn = app.post_chat(&slow);
     let deleter = async {
-        wait_for_live_turn(&app, "gone").await;
+        app.wait_for_live_turn("gone").await;
         app.delete("/api/sessions/gone").await
     };
     let ((status, answer), (deleted, _)) = futures_util::join!(turn, deleter);

@@ -2,22 +2,26 @@
 //! namespace, installs the stock clients once (`tests/clients/install.sh`) and
 //! runs their probe scripts, returning the JSON each prints.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer};
 use assistant_runtime::socketio::{
     AckSender, NamespaceHandler, SocketIo, SocketIoConfig, SocketRef,
 };
+use assistant_runtime::startup::http_service;
 use serde_json::{json, Value};
 
 /// Namespace the echo handler is registered under.
 pub const TEST_NAMESPACE: &str = "/test";
 /// A second echo namespace, to check multiplexing on one connection.
 pub const OTHER_NAMESPACE: &str = "/other";
+/// The takeover server's request head deadline (`SERVER__HEADER_TIMEOUT`'s role).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Echoes `echo` back as an emit, acknowledges with the arguments it got, and
 /// answers `burst {count}` with `count` numbered `burst_item` emits and
@@ -76,21 +80,49 @@ impl Drop for TestServer {
     }
 }
 
-/// Starts a server with the echo namespace under `config`.
-pub fn spawn_server(config: SocketIoConfig) -> TestServer {
+/// Which server serves the transport.
+#[derive(Debug, Clone, Copy)]
+pub enum ServerKind {
+    /// `actix_web::HttpServer`: a websocket runs inside the h1 dispatcher.
+    HttpServer,
+    /// What production runs (`startup::http_service` under `actix_server`):
+    /// an accepted websocket is taken out of the dispatcher.
+    Takeover,
+}
+
+/// Starts a server of `kind` with the echo namespace under `config`.
+pub fn spawn_server(kind: ServerKind, config: SocketIoConfig) -> TestServer {
     let io = SocketIo::new(config)
         .namespace(TEST_NAMESPACE, EchoHandler)
         .namespace(OTHER_NAMESPACE, EchoHandler);
-    let server = HttpServer::new(move || {
+    let make_app = move || {
         let io = io.clone();
         App::new().configure(move |cfg| io.configure(cfg))
-    })
-    .workers(2)
-    .bind(("127.0.0.1", 0))
-    .expect("bind 127.0.0.1:0");
-    let addr = server.addrs()[0];
-    let server = server.run();
-    let handle = server.handle();
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("bound address");
+    let (server, handle) = match kind {
+        ServerKind::HttpServer => {
+            let server = HttpServer::new(make_app)
+                .workers(2)
+                .listen(listener)
+                .expect("listen on 127.0.0.1")
+                .run();
+            let handle = server.handle();
+            (server, handle)
+        }
+        ServerKind::Takeover => {
+            let server = actix_server::Server::build()
+                .workers(2)
+                .listen("socketio-test", listener, move || {
+                    http_service(make_app.clone(), addr, HEADER_TIMEOUT)
+                })
+                .expect("listen on 127.0.0.1")
+                .run();
+            let handle = server.handle();
+            (server, handle)
+        }
+    };
     actix_web::rt::spawn(server);
     TestServer { addr, handle }
 }

@@ -8,7 +8,9 @@ use assistant_runtime::socketio::SocketIoConfig;
 use serde_json::{json, Value};
 
 use crate::raw_ws::RawWs;
-use crate::socketio_helpers::{run_probe, spawn_server, Client, TestServer, TEST_NAMESPACE};
+use crate::socketio_helpers::{
+    run_probe, spawn_server, Client, ServerKind, TestServer, TEST_NAMESPACE,
+};
 
 /// Server emits per probe; enough to catch reordering across the upgrade.
 const BURST: u32 = 100;
@@ -16,6 +18,53 @@ const BURST: u32 = 100;
 const EVENTUALLY: Duration = Duration::from_secs(10);
 /// Short ping timings so dead-peer detection is observable in a test.
 const FAST_PING: Duration = Duration::from_millis(300);
+
+/// Every test below runs against both servers the transport is served by:
+/// `HttpServer` (a websocket stays inside the h1 dispatcher) and the
+/// takeover server production builds (`startup::http_service`: an accepted
+/// websocket leaves the dispatcher and runs on the socket itself). Each name
+/// becomes a module with the tests `http_server` and `takeover`.
+macro_rules! on_both_servers {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use crate::socketio_helpers::ServerKind;
+
+                #[actix_web::test]
+                async fn http_server() {
+                    super::$name(ServerKind::HttpServer).await;
+                }
+
+                #[actix_web::test]
+                async fn takeover() {
+                    super::$name(ServerKind::Takeover).await;
+                }
+            }
+        )*
+    };
+}
+
+on_both_servers!(
+    python_client_round_trips_after_upgrade,
+    python_client_round_trips_over_websocket_only,
+    node_client_round_trips_after_upgrade,
+    node_client_round_trips_over_websocket_only,
+    python_client_gets_connect_error_for_unknown_namespace,
+    node_client_gets_connect_error_for_unknown_namespace,
+    polling_handshake_advertises_the_session,
+    bad_requests_get_engine_io_error_codes,
+    polling_answers_cors_for_allowed_origins_only,
+    polling_session_connects_namespaces_and_echoes,
+    oversized_post_is_refused_and_closes_the_session,
+    malformed_packet_closes_only_its_connection,
+    client_that_stops_reading_is_dropped_while_others_go_on,
+    second_concurrent_poll_is_refused_and_closes_the_session,
+    silent_client_is_dropped_while_a_ponging_one_stays,
+    websocket_malformed_or_oversized_packet_closes_only_its_connection,
+    silent_websocket_client_is_dropped_while_a_ponging_one_stays,
+    client_close_packet_ends_the_session_with_ok,
+    namespaces_share_one_connection_and_leave_independently,
+);
 
 fn fast_config() -> SocketIoConfig {
     SocketIoConfig {
@@ -26,8 +75,8 @@ fn fast_config() -> SocketIoConfig {
     }
 }
 
-async fn check_round_trips(client: Client, mode: &str) {
-    let server = spawn_server(SocketIoConfig::default());
+async fn check_round_trips(kind: ServerKind, client: Client, mode: &str) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let report = run_probe(client, server.url(), TEST_NAMESPACE, mode, BURST).await;
     let context = format!("{client:?} {mode}: {report}");
     assert_eq!(report["connected"], true, "{context}");
@@ -43,44 +92,38 @@ async fn check_round_trips(client: Client, mode: &str) {
     assert_eq!(report["transport"], "websocket", "{context}");
 }
 
-async fn check_unknown_namespace(client: Client, mode: &str) {
-    let server = spawn_server(SocketIoConfig::default());
+async fn check_unknown_namespace(kind: ServerKind, client: Client, mode: &str) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let report = run_probe(client, server.url(), "/nope", mode, 0).await;
     let context = format!("{client:?} {mode}: {report}");
     assert_eq!(report["connected"], false, "{context}");
     assert_eq!(report["connect_error"], "Invalid namespace", "{context}");
 }
 
-#[actix_web::test]
-async fn python_client_round_trips_after_upgrade() {
-    check_round_trips(Client::Python, "default").await;
+async fn python_client_round_trips_after_upgrade(kind: ServerKind) {
+    check_round_trips(kind, Client::Python, "default").await;
 }
 
-#[actix_web::test]
-async fn python_client_round_trips_over_websocket_only() {
-    check_round_trips(Client::Python, "websocket").await;
+async fn python_client_round_trips_over_websocket_only(kind: ServerKind) {
+    check_round_trips(kind, Client::Python, "websocket").await;
 }
 
-#[actix_web::test]
-async fn node_client_round_trips_after_upgrade() {
-    check_round_trips(Client::Node, "default").await;
+async fn node_client_round_trips_after_upgrade(kind: ServerKind) {
+    check_round_trips(kind, Client::Node, "default").await;
 }
 
-#[actix_web::test]
-async fn node_client_round_trips_over_websocket_only() {
-    check_round_trips(Client::Node, "websocket").await;
+async fn node_client_round_trips_over_websocket_only(kind: ServerKind) {
+    check_round_trips(kind, Client::Node, "websocket").await;
 }
 
-#[actix_web::test]
-async fn python_client_gets_connect_error_for_unknown_namespace() {
-    check_unknown_namespace(Client::Python, "default").await;
-    check_unknown_namespace(Client::Python, "websocket").await;
+async fn python_client_gets_connect_error_for_unknown_namespace(kind: ServerKind) {
+    check_unknown_namespace(kind, Client::Python, "default").await;
+    check_unknown_namespace(kind, Client::Python, "websocket").await;
 }
 
-#[actix_web::test]
-async fn node_client_gets_connect_error_for_unknown_namespace() {
-    check_unknown_namespace(Client::Node, "default").await;
-    check_unknown_namespace(Client::Node, "websocket").await;
+async fn node_client_gets_connect_error_for_unknown_namespace(kind: ServerKind) {
+    check_unknown_namespace(kind, Client::Node, "default").await;
+    check_unknown_namespace(kind, Client::Node, "websocket").await;
 }
 
 // Raw Engine.IO over HTTP.
@@ -147,9 +190,8 @@ async fn assert_session_closed(server: &TestServer, sid: &str) {
     }
 }
 
-#[actix_web::test]
-async fn polling_handshake_advertises_the_session() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn polling_handshake_advertises_the_session(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let res = http()
         .get(server.engine_url("EIO=4&transport=polling&t=abc"))
         .send()
@@ -169,9 +211,8 @@ async fn polling_handshake_advertises_the_session() {
     assert_eq!(handshake["maxPayload"], 1_000_000);
 }
 
-#[actix_web::test]
-async fn bad_requests_get_engine_io_error_codes() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn bad_requests_get_engine_io_error_codes(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let cases = [
         (
             "EIO=4&transport=polling&sid=nosuchsession",
@@ -195,9 +236,8 @@ async fn bad_requests_get_engine_io_error_codes() {
     }
 }
 
-#[actix_web::test]
-async fn polling_answers_cors_for_allowed_origins_only() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn polling_answers_cors_for_allowed_origins_only(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let origin = "http://localhost:5173";
     let res = http()
         .get(server.engine_url("EIO=4&transport=polling"))
@@ -238,9 +278,8 @@ async fn polling_answers_cors_for_allowed_origins_only() {
     assert_eq!(body["code"], 4);
 }
 
-#[actix_web::test]
-async fn polling_session_connects_namespaces_and_echoes() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn polling_session_connects_namespaces_and_echoes(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let sid = open_polling(&server).await;
     assert_eq!(post(&server, &sid, "40/test,\u{1e}40/nope,").await, 200);
     let (_, body) = poll(&server, &sid).await;
@@ -260,18 +299,16 @@ async fn polling_session_connects_namespaces_and_echoes() {
     assert_eq!(body, r#"43/test,7[{"a":1}]"#);
 }
 
-#[actix_web::test]
-async fn oversized_post_is_refused_and_closes_the_session() {
-    let server = spawn_server(fast_config());
+async fn oversized_post_is_refused_and_closes_the_session(kind: ServerKind) {
+    let server = spawn_server(kind, fast_config());
     let sid = open_polling(&server).await;
     let body = format!("42/test,[\"echo\",\"{}\"]", "x".repeat(20_000));
     assert_eq!(post(&server, &sid, body).await, 413);
     assert_session_closed(&server, &sid).await;
 }
 
-#[actix_web::test]
-async fn malformed_packet_closes_only_its_connection() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn malformed_packet_closes_only_its_connection(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let bad = open_polling(&server).await;
     let good = open_polling(&server).await;
     assert_eq!(post(&server, &good, "40/test,").await, 200);
@@ -288,13 +325,15 @@ async fn malformed_packet_closes_only_its_connection() {
     assert!(body.starts_with("40/test,"), "{body}");
 }
 
-#[actix_web::test]
-async fn client_that_stops_reading_is_dropped_while_others_go_on() {
+async fn client_that_stops_reading_is_dropped_while_others_go_on(kind: ServerKind) {
     // Default ping timings, so only the queue limit can close the session in time.
-    let server = spawn_server(SocketIoConfig {
-        max_payload: 10_000,
-        ..Default::default()
-    });
+    let server = spawn_server(
+        kind,
+        SocketIoConfig {
+            max_payload: 10_000,
+            ..Default::default()
+        },
+    );
     let slow = open_polling(&server).await;
     let healthy = open_polling(&server).await;
     for sid in [&slow, &healthy] {
@@ -309,33 +348,23 @@ async fn client_that_stops_reading_is_dropped_while_others_go_on() {
     assert!(body.starts_with("40/test,"), "{body}");
 }
 
-#[actix_web::test]
-async fn second_concurrent_poll_is_refused_and_closes_the_session() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn second_concurrent_poll_is_refused_and_closes_the_session(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let sid = open_polling(&server).await;
-    let first = {
-        let url = server.engine_url(&format!("EIO=4&transport=polling&sid={sid}"));
-        actix_web::rt::spawn(async move {
-            http()
-                .get(url)
-                .send()
-                .await
-                .expect("first poll")
-                .text()
-                .await
-        })
-    };
-    // Let the first poll reach the actor and wait there.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let (status, body) = poll(&server, &sid).await;
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(first.await.expect("join").expect("body"), "1");
+    // Two polls at once, with no sleep to order them: whichever reaches the
+    // session second is refused (400), and closing the session answers the
+    // one waiting there with a close packet.
+    let (one, other) = tokio::join!(poll(&server, &sid), poll(&server, &sid));
+    let mut outcomes = [one, other];
+    outcomes.sort();
+    let [(waited, close), (refused, error)] = outcomes;
+    assert_eq!((waited, close.as_str()), (200, "1"), "{error}");
+    assert_eq!(refused, 400, "{error}");
     assert_session_closed(&server, &sid).await;
 }
 
-#[actix_web::test]
-async fn silent_client_is_dropped_while_a_ponging_one_stays() {
-    let server = spawn_server(fast_config());
+async fn silent_client_is_dropped_while_a_ponging_one_stays(kind: ServerKind) {
+    let server = spawn_server(kind, fast_config());
     let silent = open_polling(&server).await;
     let healthy = open_polling(&server).await;
     assert_eq!(post(&server, &healthy, "40/test,").await, 200);
@@ -390,9 +419,8 @@ fn assert_echoes(ws: &mut RawWs) {
     assert_eq!(echo.as_deref(), Some(r#"42/test,["echo","still here"]"#));
 }
 
-#[actix_web::test]
-async fn websocket_malformed_or_oversized_packet_closes_only_its_connection() {
-    let server = spawn_server(fast_config());
+async fn websocket_malformed_or_oversized_packet_closes_only_its_connection(kind: ServerKind) {
+    let server = spawn_server(kind, fast_config());
     let addr = server.addr;
     blocking(move || {
         let mut good = ws_joined(addr);
@@ -406,9 +434,8 @@ async fn websocket_malformed_or_oversized_packet_closes_only_its_connection() {
     .await;
 }
 
-#[actix_web::test]
-async fn silent_websocket_client_is_dropped_while_a_ponging_one_stays() {
-    let server = spawn_server(fast_config());
+async fn silent_websocket_client_is_dropped_while_a_ponging_one_stays(kind: ServerKind) {
+    let server = spawn_server(kind, fast_config());
     let addr = server.addr;
     blocking(move || {
         let mut silent = ws_joined(addr);
@@ -429,17 +456,15 @@ async fn silent_websocket_client_is_dropped_while_a_ponging_one_stays() {
     .await;
 }
 
-#[actix_web::test]
-async fn client_close_packet_ends_the_session_with_ok() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn client_close_packet_ends_the_session_with_ok(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let sid = open_polling(&server).await;
     assert_eq!(post(&server, &sid, "1").await, 200);
     assert_session_closed(&server, &sid).await;
 }
 
-#[actix_web::test]
-async fn namespaces_share_one_connection_and_leave_independently() {
-    let server = spawn_server(SocketIoConfig::default());
+async fn namespaces_share_one_connection_and_leave_independently(kind: ServerKind) {
+    let server = spawn_server(kind, SocketIoConfig::default());
     let sid = open_polling(&server).await;
     assert_eq!(post(&server, &sid, "40/test,\u{1e}40/other,").await, 200);
     let (_, body) = poll(&server, &sid).await;

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Map, Value};
 
 use super::sse::SseEvent;
@@ -33,7 +34,7 @@ pub struct AnthropicModel {
     /// API root without `/v1/messages`, e.g. `https://api.anthropic.com`.
     pub base_url: String,
     /// Sent as `x-api-key` when set.
-    pub api_key: Option<String>,
+    pub api_key: Option<SecretString>,
     /// The provider's model name, sent as `model` (the id's part after `anthropic:`).
     pub model: String,
     /// Longest silence allowed before headers and between chunks.
@@ -45,7 +46,7 @@ impl AnthropicModel {
     pub fn new(
         client: reqwest::Client,
         base_url: Option<String>,
-        api_key: Option<String>,
+        api_key: Option<SecretString>,
         model: impl Into<String>,
     ) -> AnthropicModel {
         let base_url = base_url.unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
@@ -138,7 +139,7 @@ impl ModelClient for AnthropicModel {
             .header("anthropic-version", API_VERSION)
             .json(&body);
         if let Some(api_key) = &self.api_key {
-            http_request = http_request.header("x-api-key", api_key);
+            http_request = http_request.header("x-api-key", api_key.expose_secret());
         }
         wire::stream_sse(
             "Anthropic",

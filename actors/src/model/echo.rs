@@ -27,6 +27,7 @@ use super::{
     ChatItem, ContentPart, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
     ModelStream, TokenUsage, Transcript,
 };
+use crate::error_type::ErrorType;
 
 /// The longest `slow` a request may ask for, so a typo cannot stall a turn for hours.
 const MAX_DELAY: Duration = Duration::from_secs(10);
@@ -208,12 +209,12 @@ fn next_call_id() -> String {
 }
 
 fn provider_failure(kind: &str) -> ModelError {
-    let kind = match kind {
-        "rate_limit" => ModelErrorKind::RateLimit,
-        "provider_auth" => ModelErrorKind::ProviderAuth,
-        "provider_client_error" => ModelErrorKind::ProviderClientError,
-        "timeout" => ModelErrorKind::Timeout,
-        "connection_error" => ModelErrorKind::ConnectionError,
+    let kind = match ErrorType::parse(kind) {
+        Some(ErrorType::RateLimit) => ModelErrorKind::RateLimit,
+        Some(ErrorType::ProviderAuth) => ModelErrorKind::ProviderAuth,
+        Some(ErrorType::ProviderClientError) => ModelErrorKind::ProviderClientError,
+        Some(ErrorType::Timeout) => ModelErrorKind::Timeout,
+        Some(ErrorType::ConnectionError) => ModelErrorKind::ConnectionError,
         _ => ModelErrorKind::ProviderError,
     };
     ModelError {

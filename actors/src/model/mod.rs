@@ -23,6 +23,8 @@ use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error_type::ErrorType;
+
 /// `provider:name`, e.g. `openai:gpt-4o-mini`, `anthropic:claude-sonnet-4-5`, `builtin:echo`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ModelId {
@@ -260,15 +262,20 @@ pub enum ModelErrorKind {
 }
 
 impl ModelErrorKind {
-    pub fn as_str(self) -> &'static str {
+    /// The turn's `error_type` for this failure.
+    pub fn error_type(self) -> ErrorType {
         match self {
-            ModelErrorKind::RateLimit => "rate_limit",
-            ModelErrorKind::ProviderAuth => "provider_auth",
-            ModelErrorKind::ProviderClientError => "provider_client_error",
-            ModelErrorKind::ProviderError => "provider_error",
-            ModelErrorKind::Timeout => "timeout",
-            ModelErrorKind::ConnectionError => "connection_error",
+            ModelErrorKind::RateLimit => ErrorType::RateLimit,
+            ModelErrorKind::ProviderAuth => ErrorType::ProviderAuth,
+            ModelErrorKind::ProviderClientError => ErrorType::ProviderClientError,
+            ModelErrorKind::ProviderError => ErrorType::ProviderError,
+            ModelErrorKind::Timeout => ErrorType::Timeout,
+            ModelErrorKind::ConnectionError => ErrorType::ConnectionError,
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.error_type().as_str()
     }
 
     /// Whether the same request may succeed if sent again later.

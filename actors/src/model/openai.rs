@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Map, Value};
 
 use super::sse::SseEvent;
@@ -30,7 +31,7 @@ pub struct OpenAiModel {
     /// API root without the `/chat/completions` suffix, e.g. `https://api.openai.com/v1`.
     pub base_url: String,
     /// Sent as a bearer token when set; local servers usually need none.
-    pub api_key: Option<String>,
+    pub api_key: Option<SecretString>,
     /// The provider's model name, sent as `model` (the id's part after `openai:`).
     pub model: String,
     /// Longest silence allowed before headers and between chunks.
@@ -42,7 +43,7 @@ impl OpenAiModel {
     pub fn new(
         client: reqwest::Client,
         base_url: Option<String>,
-        api_key: Option<String>,
+        api_key: Option<SecretString>,
         model: impl Into<String>,
     ) -> OpenAiModel {
         let base_url = base_url.unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
@@ -106,7 +107,7 @@ impl ModelClient for OpenAiModel {
         let url = format!("{}/chat/completions", self.base_url);
         let mut http_request = self.client.post(url).json(&body);
         if let Some(api_key) = &self.api_key {
-            http_request = http_request.bearer_auth(api_key);
+            http_request = http_request.bearer_auth(api_key.expose_secret());
         }
         wire::stream_sse(
             "OpenAI",

@@ -7,6 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
+
 use super::anthropic::{self, AnthropicModel};
 use super::openai::{self, OpenAiModel};
 use super::retry::{RetryingModel, DEFAULT_RETRY_BACKOFF};
@@ -14,12 +16,14 @@ use super::{wire, ModelId, SharedModelClient};
 
 /// Credentials and endpoints read from the environment
 /// (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The keys are secrets: `Debug` prints `[REDACTED]` for them, so a log of
+/// the settings cannot leak one.
+#[derive(Clone, Debug)]
 pub struct ProviderSettings {
-    pub openai_api_key: Option<String>,
+    pub openai_api_key: Option<SecretString>,
     /// A compatible server's API root (e.g. `http://127.0.0.1:8000/v1`); `None` is OpenAI's.
     pub openai_base_url: Option<String>,
-    pub anthropic_api_key: Option<String>,
+    pub anthropic_api_key: Option<SecretString>,
     pub anthropic_base_url: Option<String>,
     /// Longest silence from a provider: before its response headers and between chunks.
     pub request_timeout: Duration,
@@ -153,15 +157,12 @@ impl ModelProviders {
 
     /// Empty strings count as unset: `OPENAI_API_KEY=` in a `.env` means none.
     pub fn has_credentials(&self, provider: &str) -> bool {
-        let set = |value: &Option<String>| {
-            value
-                .as_deref()
-                .is_some_and(|value| !value.trim().is_empty())
-        };
+        let set = |value: Option<&str>| value.is_some_and(|value| !value.trim().is_empty());
+        let key = |key: &Option<SecretString>| set(key.as_ref().map(|key| key.expose_secret()));
         let settings = &self.settings;
         match provider {
-            "openai" => set(&settings.openai_api_key) || set(&settings.openai_base_url),
-            "anthropic" => set(&settings.anthropic_api_key),
+            "openai" => key(&settings.openai_api_key) || set(settings.openai_base_url.as_deref()),
+            "anthropic" => key(&settings.anthropic_api_key),
             _ => false,
         }
     }
@@ -173,6 +174,36 @@ mod tests {
 
     fn providers(settings: ProviderSettings) -> ModelProviders {
         ModelProviders::new(settings)
+    }
+
+    #[test]
+    fn debug_never_prints_an_api_key() {
+        let settings = ProviderSettings {
+            openai_api_key: Some("sk-secret-openai".into()),
+            anthropic_api_key: Some("sk-ant-secret".into()),
+            ..ProviderSettings::default()
+        };
+        let http_client = reqwest::Client::new();
+        let openai = OpenAiModel::new(
+            http_client.clone(),
+            None,
+            settings.openai_api_key.clone(),
+            "gpt",
+        );
+        let anthropic = AnthropicModel::new(
+            http_client,
+            None,
+            settings.anthropic_api_key.clone(),
+            "claude",
+        );
+        for printed in [
+            format!("{settings:?}"),
+            format!("{openai:?}"),
+            format!("{anthropic:?}"),
+        ] {
+            assert!(!printed.contains("secret"), "{printed}");
+            assert!(printed.contains("REDACTED"), "{printed}");
+        }
     }
 
     #[test]

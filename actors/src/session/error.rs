@@ -1,10 +1,17 @@
-//! The one error type of session requests. `kind()` is the machine word the
-//! transports put in `type`; `Display` the sentence a host developer reads.
+//! The one error type of session requests. `error_type()` is the machine
+//! word the transports put in `type` (`kind()` spells it); `Display` the
+//! sentence a host developer reads; `source()` the store's error, where there
+//! was one.
 
 use std::fmt;
 
 use crate::contract::ValidationError;
+use crate::error_type::ErrorType;
 use crate::store::StoreError;
+
+/// What a host reads when the database cannot be reached, for a refused
+/// request and for a turn whose result could not be saved alike.
+pub const DATABASE_UNREACHABLE: &str = "Database not reachable";
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum SessionError {
@@ -24,11 +31,13 @@ pub enum SessionError {
         message: String,
         retry_after_secs: u64,
     },
-    /// The store cannot be reached (503, `DatabaseError`).
-    Unavailable(String),
+    /// The store failed: it cannot be reached (503, `DatabaseError`), or it
+    /// could not do what was asked (500, `internal`). The store error is the
+    /// `source()`, so a log keeps the driver's error under it.
+    Store(StoreError),
     /// The session's actor stopped or is starting while the request was in
     /// flight (503, `unavailable`); sending the request again is safe.
-    Restarting(String),
+    ActorUnavailable(String),
     /// A bug or an unexpected failure (500).
     Internal(String),
     /// The request needs more memory than the server grants it (413,
@@ -37,18 +46,32 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    pub fn kind(&self) -> &'static str {
+    /// The word for programs (`type`, `error_type`, `code`).
+    pub fn error_type(&self) -> ErrorType {
         match self {
-            SessionError::Validation(_) => "validation",
-            SessionError::Conflict(_) => "session_error",
-            SessionError::NotFound(_) => "not_found",
-            SessionError::Forbidden(_) => "forbidden",
-            SessionError::RateLimited { .. } => "rate_limited",
-            SessionError::Unavailable(_) => "DatabaseError",
-            SessionError::Restarting(_) => "unavailable",
-            SessionError::Internal(_) => "internal",
-            SessionError::TooLarge(_) => "payload_too_large",
+            SessionError::Validation(_) => ErrorType::Validation,
+            SessionError::Conflict(_) => ErrorType::SessionError,
+            SessionError::NotFound(_) => ErrorType::NotFound,
+            SessionError::Forbidden(_) => ErrorType::Forbidden,
+            SessionError::RateLimited { .. } => ErrorType::RateLimited,
+            SessionError::Store(error) => error.error_type(),
+            SessionError::ActorUnavailable(_) => ErrorType::Unavailable,
+            SessionError::Internal(_) => ErrorType::Internal,
+            SessionError::TooLarge(_) => ErrorType::PayloadTooLarge,
         }
+    }
+
+    /// `error_type()` spelled out, for the places that store it as text.
+    pub fn kind(&self) -> &'static str {
+        self.error_type().as_str()
+    }
+
+    /// The old name of `ActorUnavailable`, kept only so the session actor's
+    /// modules, being split on another branch, build unchanged; remove it
+    /// once they say `ActorUnavailable`.
+    #[allow(non_snake_case)]
+    pub fn Restarting(cause: String) -> SessionError {
+        SessionError::ActorUnavailable(cause)
     }
 
     pub fn forbidden(id: &crate::ids::SessionId) -> SessionError {
@@ -75,8 +98,9 @@ impl fmt::Display for SessionError {
                 write!(f, "session {id:?} is not yours to see or change")
             }
             SessionError::RateLimited { message, .. } => f.write_str(message),
-            SessionError::Unavailable(_) => f.write_str("Database not reachable"),
-            SessionError::Restarting(cause) => {
+            SessionError::Store(StoreError::Unavailable(_)) => f.write_str(DATABASE_UNREACHABLE),
+            SessionError::Store(StoreError::Failed(cause)) => write!(f, "storage failed: {cause}"),
+            SessionError::ActorUnavailable(cause) => {
                 write!(
                     f,
                     "the session is not available right now ({cause}); send the request again"
@@ -86,7 +110,14 @@ impl fmt::Display for SessionError {
     }
 }
 
-impl std::error::Error for SessionError {}
+impl std::error::Error for SessionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SessionError::Store(error) => Some(error),
+            _ => None,
+        }
+    }
+}
 
 impl From<ValidationError> for SessionError {
     fn from(error: ValidationError) -> Self {
@@ -96,9 +127,45 @@ impl From<ValidationError> for SessionError {
 
 impl From<StoreError> for SessionError {
     fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::Unavailable(cause) => SessionError::Unavailable(cause),
-            StoreError::Failed(cause) => SessionError::Internal(format!("storage failed: {cause}")),
-        }
+        SessionError::Store(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+    use crate::store::StoreCause;
+
+    fn io_cause() -> StoreCause {
+        StoreCause::caused_by(
+            "connection refused",
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        )
+    }
+
+    #[test]
+    fn a_store_error_keeps_its_source() {
+        let error = SessionError::from(StoreError::Unavailable(io_cause()));
+        let store = error.source().map(ToString::to_string);
+        assert_eq!(
+            store.as_deref(),
+            Some("database unavailable: connection refused")
+        );
+        let driver = error.source().and_then(Error::source);
+        assert!(driver.is_some_and(|driver| driver.is::<std::io::Error>()));
+    }
+
+    #[test]
+    fn store_errors_keep_their_wire_words() {
+        let unreachable = SessionError::from(StoreError::Unavailable(io_cause()));
+        assert_eq!(unreachable.kind(), "DatabaseError");
+        assert_eq!(unreachable.to_string(), DATABASE_UNREACHABLE);
+        let failed = SessionError::from(StoreError::Failed("bad row".into()));
+        assert_eq!(failed.kind(), "internal");
+        assert_eq!(failed.to_string(), "storage failed: bad row");
+        let stopped = SessionError::ActorUnavailable("session stopped".into());
+        assert_eq!(stopped.kind(), "unavailable");
     }
 }

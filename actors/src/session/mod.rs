@@ -14,7 +14,7 @@ mod runtime;
 pub use actor::SessionActor;
 pub use budget::{attachment_bytes, AttachmentBudget, AttachmentLease};
 pub use caller::Caller;
-pub use error::SessionError;
+pub use error::{SessionError, DATABASE_UNREACHABLE};
 pub use messages::{AcceptedAs, SessionInfo, TurnAccepted};
 pub use registry::SessionRegistry;
 pub use runtime::{Runtime, RuntimeHealth, SessionConfig, SessionDeps};

@@ -1,6 +1,6 @@
 //! The `Runtime` handle: what every transport calls. One async method per
 //! request; it finds the session actor through the registry, sends it one
-//! message, and turns a dead mailbox into `SessionError::Unavailable`.
+//! message, and turns a dead mailbox into `SessionError::ActorUnavailable`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use crate::events::EventSink;
 use crate::ids::{MessageId, SessionId};
 use crate::model::catalog::{ModelCatalog, UnconfiguredModel};
 use crate::model::{ModelId, SharedModelClient};
-use crate::store::{SessionSummary, SharedStore};
+use crate::store::{SessionSummary, SharedStore, StoreError};
 use crate::tools::ToolRegistry;
 use crate::turn::Budget;
 
@@ -211,10 +211,10 @@ impl Runtime {
         SessionActor: Handler<M>,
     {
         match self.ask(id, make).await {
-            Err(SessionError::Restarting(cause)) => match self.deps.store.load(id).await {
+            Err(SessionError::ActorUnavailable(cause)) => match self.deps.store.load(id).await {
                 Ok(None) if caller.admin => Err(SessionError::NotFound(id.to_string())),
                 Ok(None) => Err(SessionError::forbidden(id)),
-                _ => Err(SessionError::Restarting(cause)),
+                _ => Err(SessionError::ActorUnavailable(cause)),
             },
             other => other,
         }
@@ -226,7 +226,7 @@ impl Runtime {
     async fn why_unavailable(&self, cause: &str) -> SessionError {
         match self.deps.store.ping().await {
             Err(error) => error.into(),
-            Ok(()) => SessionError::Restarting(cause.into()),
+            Ok(()) => SessionError::ActorUnavailable(cause.into()),
         }
     }
 
@@ -379,7 +379,10 @@ impl Runtime {
             caller: caller.clone(),
         };
         match self.ask_existing(caller, id, delete).await {
-            Ok(Err(SessionError::Internal(cause))) | Err(SessionError::Restarting(cause))
+            Ok(Err(
+                cause @ (SessionError::Internal(_) | SessionError::Store(StoreError::Failed(_))),
+            ))
+            | Err(cause @ SessionError::ActorUnavailable(_))
                 if caller.admin =>
             {
                 log::warn!("session {id}: deleting in the store directly ({cause})");

@@ -129,9 +129,9 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         let outcome =
             match tokio::time::timeout(OPERATION_TIMEOUT, run_batch(&shared, &writes)).await {
                 Ok(outcome) => outcome,
-                Err(_) => Err(StoreError::Unavailable(format!(
-                    "no answer from the database within {OPERATION_TIMEOUT:?}"
-                ))),
+                Err(_) => Err(StoreError::Unavailable(
+                    format!("no answer from the database within {OPERATION_TIMEOUT:?}").into(),
+                )),
             };
         match outcome {
             Ok(written) => {

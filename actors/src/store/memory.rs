@@ -14,7 +14,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::readback;
-use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult, Version, Written};
+use super::{
+    SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
+};
 use crate::conversation::{Message, SessionRecord};
 use crate::ids::SessionId;
 
@@ -66,13 +68,23 @@ impl Default for MemoryStore {
 fn encode<T: Serialize>(value: &T) -> StoreResult<Box<[u8]>> {
     serde_json::to_vec(value)
         .map(Vec::into_boxed_slice)
-        .map_err(|error| StoreError::Failed(format!("cannot serialise: {error}")))
+        .map_err(|error| {
+            StoreError::Failed(StoreCause::caused_by(
+                format!("cannot serialise: {error}"),
+                error,
+            ))
+        })
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
     readback::decode_capped(bytes)
         .map(readback::warn_if_capped)
-        .map_err(|error| StoreError::Failed(format!("stored data unreadable: {error}")))
+        .map_err(|error| {
+            StoreError::Failed(StoreCause::caused_by(
+                format!("stored data unreadable: {error}"),
+                error,
+            ))
+        })
 }
 
 /// Sessions whose stored bytes exceed this are decoded on the blocking pool.
@@ -333,8 +345,9 @@ impl Store for MemoryStore {
                 .spawn_blocking(move || raw.decode().map(Some))
                 .map(|decoded| {
                     decoded.unwrap_or_else(|error| {
-                        Err(StoreError::Failed(format!(
-                            "decoding the session failed: {error}"
+                        Err(StoreError::Failed(StoreCause::caused_by(
+                            "decoding the session failed",
+                            error,
                         )))
                     })
                 })

@@ -22,6 +22,7 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::conversation::{Message, SessionRecord};
+use crate::error_type::ErrorType;
 use crate::ids::SessionId;
 
 /// A stamp that changes on every write of a session and never repeats
@@ -67,9 +68,26 @@ pub struct SessionSummary {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreError {
     /// The database cannot be reached now; the request may succeed later.
-    Unavailable(String),
+    Unavailable(StoreCause),
     /// Anything else the store could not do.
-    Failed(String),
+    Failed(StoreCause),
+}
+
+impl StoreError {
+    /// The word the transports send for this failure: `DatabaseError` (503,
+    /// try later) when the database is unreachable, `internal` otherwise.
+    pub fn error_type(&self) -> ErrorType {
+        match self {
+            StoreError::Unavailable(_) => ErrorType::DatabaseError,
+            StoreError::Failed(_) => ErrorType::Internal,
+        }
+    }
+
+    fn cause(&self) -> &StoreCause {
+        match self {
+            StoreError::Unavailable(cause) | StoreError::Failed(cause) => cause,
+        }
+    }
 }
 
 impl fmt::Display for StoreError {
@@ -81,7 +99,75 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause().source()
+    }
+}
+
+/// Why a store operation failed: a sentence for the log, and the driver's
+/// error when there was one, kept (not flattened into the sentence) so a
+/// caller can walk `source()` down to the I/O or server error. Shared, so a
+/// group commit can hand the one failure to every waiting writer.
+#[derive(Clone, Debug)]
+pub struct StoreCause {
+    message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StoreCause {
+    pub fn new(message: impl Into<String>) -> StoreCause {
+        StoreCause {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// `message` describes `source`, which stays reachable through `source()`.
+    pub fn caused_by(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreCause {
+        StoreCause {
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    pub fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl fmt::Display for StoreCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Two causes are the same failure when they say the same; the source is
+/// detail for the log (driver errors have no equality of their own).
+impl PartialEq for StoreCause {
+    fn eq(&self, other: &StoreCause) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for StoreCause {}
+
+impl From<String> for StoreCause {
+    fn from(message: String) -> StoreCause {
+        StoreCause::new(message)
+    }
+}
+
+impl From<&str> for StoreCause {
+    fn from(message: &str) -> StoreCause {
+        StoreCause::new(message)
+    }
+}
 
 pub type StoreResult<T> = Result<T, StoreError>;
 

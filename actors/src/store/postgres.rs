@@ -18,7 +18,9 @@ use tokio_postgres::{IsolationLevel, NoTls};
 
 use super::group_commit::{GroupCommit, SessionWrite};
 use super::migrations;
-use super::{SessionSnapshot, SessionSummary, Store, StoreError, StoreResult, Version, Written};
+use super::{
+    SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
+};
 use crate::conversation::{Message, PendingAction, Role, SessionRecord};
 use crate::ids::SessionId;
 
@@ -167,9 +169,9 @@ impl PgStore {
         async move {
             match tokio::time::timeout(OPERATION_TIMEOUT, operation).await {
                 Ok(result) => result,
-                Err(_) => Err(StoreError::Unavailable(format!(
-                    "no answer from the database within {OPERATION_TIMEOUT:?}"
-                ))),
+                Err(_) => Err(StoreError::Unavailable(
+                    format!("no answer from the database within {OPERATION_TIMEOUT:?}").into(),
+                )),
             }
         }
         .boxed()
@@ -190,7 +192,7 @@ impl Shared {
                         }
                         self.schema_ready.store(true, Ordering::Release);
                     }
-                    Err(error) => return Err(settle_error(client, &error)),
+                    Err(error) => return Err(settle_error(client, error)),
                 }
             }
         }
@@ -206,11 +208,11 @@ pub(super) fn settle<T>(
 ) -> StoreResult<T> {
     match result {
         Ok(value) => Ok(value),
-        Err(error) => Err(settle_error(client, &error)),
+        Err(error) => Err(settle_error(client, error)),
     }
 }
 
-fn settle_error(client: Object, error: &tokio_postgres::Error) -> StoreError {
+fn settle_error(client: Object, error: tokio_postgres::Error) -> StoreError {
     let mapped = store_error(error);
     if matches!(mapped, StoreError::Unavailable(_)) {
         drop(Object::take(client));
@@ -220,22 +222,26 @@ fn settle_error(client: Object, error: &tokio_postgres::Error) -> StoreError {
 
 fn pool_error(error: PoolError) -> StoreError {
     match error {
-        PoolError::Backend(error) => store_error(&error),
-        PoolError::Timeout(_) | PoolError::Closed => StoreError::Unavailable(error.to_string()),
-        other => StoreError::Failed(other.to_string()),
+        PoolError::Backend(error) => store_error(error),
+        PoolError::Timeout(_) | PoolError::Closed => {
+            StoreError::Unavailable(StoreCause::caused_by(error.to_string(), error))
+        }
+        other => StoreError::Failed(StoreCause::caused_by(other.to_string(), other)),
     }
 }
 
-/// Unavailable for anything that says "no usable connection"; Failed for the rest.
-fn store_error(error: &tokio_postgres::Error) -> StoreError {
+/// Unavailable for anything that says "no usable connection"; Failed for
+/// the rest. The driver's error stays the cause's source.
+fn store_error(error: tokio_postgres::Error) -> StoreError {
     let unavailable = match error.code() {
         Some(code) => connection_class(code),
-        None => is_connection_failure(error),
+        None => is_connection_failure(&error),
     };
+    let cause = StoreCause::caused_by(describe(&error), error);
     if unavailable {
-        StoreError::Unavailable(describe(error))
+        StoreError::Unavailable(cause)
     } else {
-        StoreError::Failed(describe(error))
+        StoreError::Failed(cause)
     }
 }
 
@@ -295,7 +301,8 @@ fn describe(error: &tokio_postgres::Error) -> String {
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
-    serde_json::to_string(value).map_err(|error| StoreError::Failed(error.to_string()))
+    serde_json::to_string(value)
+        .map_err(|error| StoreError::Failed(StoreCause::caused_by(error.to_string(), error)))
 }
 
 fn optional_json<T: serde::Serialize>(value: Option<&T>) -> StoreResult<Option<String>> {
@@ -305,7 +312,12 @@ fn optional_json<T: serde::Serialize>(value: Option<&T>) -> StoreResult<Option<S
 fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> StoreResult<T> {
     super::readback::decode_capped(text.as_bytes())
         .map(super::readback::warn_if_capped)
-        .map_err(|error| StoreError::Failed(format!("stored {what} is not readable: {error}")))
+        .map_err(|error| {
+            StoreError::Failed(StoreCause::caused_by(
+                format!("stored {what} is not readable: {error}"),
+                error,
+            ))
+        })
 }
 
 /// The session row's columns, serialized once before the future is built.
@@ -453,8 +465,9 @@ impl Store for PgStore {
             tokio::task::spawn_blocking(move || snapshot(&id, rows))
                 .await
                 .unwrap_or_else(|error| {
-                    Err(StoreError::Failed(format!(
-                        "decoding the session failed: {error}"
+                    Err(StoreError::Failed(StoreCause::caused_by(
+                        "decoding the session failed",
+                        error,
                     )))
                 })
         })
