@@ -1,0 +1,553 @@
+//! Accepting requests: a new message, steering, and a host's continuation
+//! (`apply_result`). Each is decided on the actor's copy before any await.
+
+use super::screenshot::strip_screenshots;
+use super::turns::pending_for;
+use super::*;
+
+impl SessionActor {
+    pub(super) fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
+        self.tree.all().iter().rev().find_map(|message| {
+            message.segments.iter().find_map(|segment| match segment {
+                Segment::ToolGroup { tools } => tools.iter().find(|tool| &tool.id == call_id),
+                _ => None,
+            })
+        })
+    }
+
+    /// A new message's turn has a screenshot only if the message brings one:
+    /// an older turn's screenshot is not offered again.
+    pub(super) fn reset_screenshot(&mut self, request: &ChatRequest) {
+        self.screenshot = None;
+        self.take_screenshot(request);
+    }
+
+    /// Keeps the newest screenshot of a request for `look_at_screen`.
+    pub(super) fn take_screenshot(&mut self, request: &ChatRequest) {
+        let newest = request.attachments.iter().rev().find_map(|attachment| {
+            match (&attachment.purpose, &attachment.source) {
+                (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
+                    Some(uri.clone())
+                }
+                _ => None,
+            }
+        });
+        if newest.is_some() {
+            self.screenshot = newest;
+        }
+    }
+}
+
+/// The request's context as the session keeps it for later messages: without
+/// its attachments, which belong to this message (references are stored with
+/// it; screenshots are never stored).
+pub(super) fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
+    request.host_context.as_ref().map(|context| {
+        Arc::new(HostContext {
+            attachments: Vec::new(),
+            ..context.clone()
+        })
+    })
+}
+
+pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
+    request
+        .attachments
+        .iter()
+        .filter(|attachment| attachment.purpose == AttachmentPurpose::Reference)
+        .cloned()
+        .collect()
+}
+
+// ---- handlers --------------------------------------------------------------
+
+impl Handler<SendMessage> for SessionActor {
+    type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
+
+    fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        // Time has passed since this copy was loaded or written: another
+        // process may have written the session meanwhile.
+        self.fresh = false;
+        self.n_reloads = 0;
+        let taken = message
+            .slot
+            .lock()
+            .map(|mut slot| slot.take())
+            .unwrap_or(None);
+        let Some((request, sink)) = taken else {
+            return Box::pin(async {
+                Err(SessionError::Internal(
+                    "a message was delivered twice".into(),
+                ))
+            });
+        };
+        let (reply, answer) = oneshot::channel();
+        if let Err(error) = self.authorize_write(&message.caller) {
+            return Box::pin(async move { Err(error) });
+        }
+        self.accept(request, sink, reply, ctx);
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
+        })
+    }
+}
+
+// ---- accepting messages ----------------------------------------------------
+
+impl SessionActor {
+    pub(super) fn accept(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.ready() {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        match (&request.continuation, request.message_type) {
+            (Some(_), _) => self.accept_continuation(request, sink, reply, ctx),
+            (None, MessageType::Steering) => self.accept_steering(request, sink, reply, ctx),
+            (None, MessageType::Standard) => self.accept_message(request, sink, reply, ctx),
+        }
+    }
+
+    pub(super) fn check_new_message(&self, request: &ChatRequest) -> Result<(), SessionError> {
+        if self.tree.contains(&request.id) {
+            return Err(SessionError::Conflict(format!(
+                "message id {:?} already exists in session {:?}",
+                request.id.as_str(),
+                self.id.as_str()
+            )));
+        }
+        if let Some(parent) = &request.parent_id {
+            if self
+                .tree
+                .get(parent)
+                .is_some_and(|message| message.role == Role::Summary)
+            {
+                return Err(SessionError::Conflict(format!(
+                    "parent_id {:?} is a summary node; continue from a message of the conversation",
+                    parent.as_str()
+                )));
+            }
+            if !self.tree.contains(parent) {
+                return Err(SessionError::Conflict(format!(
+                    "parent_id {:?} is not a message of session {:?}",
+                    parent.as_str(),
+                    self.id.as_str()
+                )));
+            }
+        }
+        if request.output_mode == OutputMode::HostTools {
+            let context = self.current_context(request);
+            let declares_hold = context.as_ref().is_some_and(|context| {
+                context
+                    .actions
+                    .iter()
+                    .any(|action| action.name == crate::tools::HOLD_TOOL)
+            });
+            if declares_hold {
+                return Err(SessionError::validation(
+                    "host_context.actions",
+                    "\"hold\" is reserved with output_mode host_tools; give the action another name",
+                ));
+            }
+        }
+        self.deps.plan_model(&request.config)?;
+        Ok(())
+    }
+
+    /// An ordinary message: cancels a live turn (and waits for it), supersedes
+    /// a pending call, stores the user message and starts a turn.
+    pub(super) fn accept_message(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.check_new_message(&request) {
+            self.refuse(request, sink, reply, error, ctx);
+            return;
+        }
+        if let Phase::Running(live) = &mut self.phase {
+            live.cancel.cancel();
+            live.cancelling = true;
+            self.deferred.push_back(Deferred {
+                request,
+                sink,
+                reply,
+            });
+            return;
+        }
+        let mut changed = Vec::with_capacity(2);
+        if let Phase::AwaitingHost(pending) = &self.phase {
+            if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
+                let mut assistant = assistant.clone();
+                interrupt_unresolved(&mut assistant, CallStatus::Superseded);
+                changed.push(assistant);
+            }
+        }
+        self.reset_screenshot(&request);
+        let context = self.current_context(&request);
+        let parent_id = request
+            .parent_id
+            .clone()
+            .or_else(|| self.record.active_leaf.clone());
+        let memory_block = (request.output_mode == OutputMode::Text)
+            .then(|| {
+                crate::history::memory_block_for(
+                    &self.deps.config.history,
+                    &self.tree,
+                    parent_id.as_ref(),
+                )
+            })
+            .flatten();
+        let user = StoredMessage {
+            id: request.id.clone(),
+            parent_id,
+            role: Role::User,
+            content: request.content.clone(),
+            host_block: context.as_deref().map(render_host_context),
+            attachments: reference_attachments(&request),
+            segments: Vec::new(),
+            usage: None,
+            model: None,
+            error_type: None,
+            memory_block,
+            working_memory: None,
+            created_at: now_millis(),
+        };
+        let mut record = self.record.clone();
+        record.active_leaf = Some(user.id.clone());
+        record.turn_number += 1;
+        if request.host_context.is_some() {
+            record.host_context = shared_context(&request);
+        }
+        if record.title.is_none() && !request.content.is_empty() {
+            record.title = Some(request.content.chars().take(MAX_TITLE_CHARS).collect());
+        }
+        record.pending_action = None;
+        changed.push(user);
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version, &record, &changed);
+        self.persist(ctx, write, move |actor, ctx, written| {
+            match written {
+                Ok(Written::Committed(version)) => actor.committed(version),
+                // Another process moved the session on since this copy was
+                // loaded: decide the message again on the fresh state (its
+                // parent, supersession and turn number come from there).
+                Ok(Written::Stale) => {
+                    actor.reload_then(ctx, redo_request(request, sink, reply));
+                    return;
+                }
+                Err(error) => {
+                    let _ = reply.send(Err(error.into()));
+                    return;
+                }
+            }
+            let user_id = request.id.clone();
+            for message in changed {
+                actor.tree.upsert(message);
+            }
+            actor.record = record;
+            actor.phase = Phase::Idle;
+            let assistant = StoredMessage {
+                id: MessageId::new(format!("{}:reply", user_id)),
+                parent_id: Some(user_id),
+                role: Role::Assistant,
+                content: String::new(),
+                host_block: None,
+                attachments: Vec::new(),
+                segments: Vec::new(),
+                usage: None,
+                model: None,
+                error_type: None,
+                memory_block: None,
+                working_memory: None,
+                created_at: now_millis(),
+            };
+            actor.start_turn(&request, assistant, None, sink, reply, ctx);
+        });
+    }
+
+    /// Steering joins the live turn, or becomes an ordinary turn when none is live.
+    pub(super) fn accept_steering(
+        &mut self,
+        mut request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if request.output_mode == OutputMode::HostTools {
+            let _ = reply.send(Err(SessionError::validation(
+                "message_type",
+                "steering is not supported with output_mode host_tools",
+            )));
+            return;
+        }
+        if let Phase::Running(live) = &self.phase {
+            if live.output_mode == OutputMode::HostTools {
+                let _ = reply.send(Err(SessionError::Conflict(
+                    "the live turn is a silent decision; steering is not supported".into(),
+                )));
+                return;
+            }
+            if !live.cancelling {
+                let note = SteeringNote {
+                    id: request.id.clone(),
+                    text: request.content.clone(),
+                    attachments: reference_attachments(&request),
+                };
+                match live.steering.try_send(note) {
+                    Ok(()) => {
+                        self.take_screenshot(&request);
+                        let _ = reply.send(Ok(TurnAccepted {
+                            accepted_as: AcceptedAs::Steering,
+                            message_id: None,
+                        }));
+                        return;
+                    }
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let _ = reply.send(Err(SessionError::Conflict(format!(
+                            "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
+                        ))));
+                        return;
+                    }
+                    // The turn is ending: the message becomes a turn of its own.
+                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+                }
+            }
+        }
+        if self.tree.is_empty() {
+            let _ = reply.send(Err(SessionError::Conflict(format!(
+                "steering needs a conversation; session {:?} has none yet",
+                self.id.as_str()
+            ))));
+            return;
+        }
+        request.message_type = MessageType::Standard;
+        self.accept_message(request, sink, reply, ctx);
+    }
+
+    pub(super) fn accept_continuation(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(continuation) = request.continuation.clone() else {
+            return;
+        };
+        let call_id = continuation.tool_call_id.clone();
+        if !self.stored {
+            let error = SessionError::Conflict(format!(
+                "session {:?} does not exist, so call {:?} is not pending",
+                self.id.as_str(),
+                call_id.as_str()
+            ));
+            self.refuse(request, sink, reply, error, ctx);
+            return;
+        }
+        if matches!(self.phase, Phase::Running(_)) {
+            // A continuation never cancels: it waits for the live turn to end.
+            self.deferred.push_back(Deferred {
+                request,
+                sink,
+                reply,
+            });
+            return;
+        }
+        let pending = match &self.phase {
+            Phase::AwaitingHost(pending) if pending.tool_call_id == call_id => pending.clone(),
+            Phase::AwaitingHost(pending) if pending.queued.contains(&call_id) => {
+                let error = SessionError::Conflict(format!(
+                    "call {:?} is queued behind call {:?}; answer {:?} first",
+                    call_id.as_str(),
+                    pending.tool_call_id.as_str(),
+                    pending.tool_call_id.as_str()
+                ));
+                self.refuse(request, sink, reply, error, ctx);
+                return;
+            }
+            _ => {
+                let error = self.not_pending(&call_id);
+                self.refuse(request, sink, reply, error, ctx);
+                return;
+            }
+        };
+        self.apply_result(request, continuation, pending, sink, reply, ctx);
+    }
+
+    /// Why a continuation for `call_id` cannot be taken now.
+    pub(super) fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
+        let pending_now = match &self.phase {
+            Phase::AwaitingHost(pending) => {
+                format!("; call {:?} is pending", pending.tool_call_id.as_str())
+            }
+            _ => "; nothing is pending".to_string(),
+        };
+        let message = match self.find_call(call_id) {
+            Some(record) if record.status == Some(CallStatus::Superseded) => {
+                format!(
+                    "call {:?} was superseded by a newer message; its result is not applied",
+                    call_id.as_str()
+                )
+            }
+            Some(record) if record.has_result() => {
+                let status = record.status_word();
+                format!(
+                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
+                    call_id.as_str()
+                )
+            }
+            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
+        };
+        SessionError::Conflict(message)
+    }
+
+    pub(super) fn apply_result(
+        &mut self,
+        mut request: ChatRequest,
+        continuation: Continuation,
+        pending: PendingAction,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(assistant) = self.tree.get(&pending.assistant_message_id) else {
+            let _ = reply.send(Err(SessionError::Internal(format!(
+                "pending call {:?} points at a missing message",
+                pending.tool_call_id.as_str()
+            ))));
+            return;
+        };
+        let mut assistant = assistant.clone();
+        let mut screenshot = None;
+        let output = strip_screenshots(&continuation.result, &mut screenshot);
+        let mut tool_name = pending.tool_name.clone();
+        for tool in tool_records_mut(&mut assistant) {
+            if tool.id == pending.tool_call_id {
+                tool.output = Some(output.clone());
+                tool_name = tool.name.clone();
+                match continuation.outcome {
+                    ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
+                    ToolOutcome::Failed => {
+                        tool.outcome = Some(CallOutcome::Failed);
+                        tool.status = Some(CallStatus::Failed);
+                    }
+                }
+            }
+        }
+        let mut queued = pending.queued.clone();
+        let next = if queued.is_empty() {
+            None
+        } else {
+            let next_id = queued.remove(0);
+            pending_for(&assistant, &next_id, queued, pending.output_mode)
+        };
+        let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
+        // The call's own output mode governs the resumed run, whatever the
+        // continuation says (host-contract.md: the pending action stores it).
+        let asked_mode = request.output_mode;
+        request.output_mode = pending.output_mode;
+        let context = self.current_context(&request);
+        if resumes_model {
+            if let Some(context) = &context {
+                assistant.segments.push(Segment::Note {
+                    origin: NoteOrigin::HostContext,
+                    text: render_host_context(context),
+                    attachments: reference_attachments(&request),
+                });
+            }
+        }
+        let mut record = self.stored_record();
+        if request.host_context.is_some() {
+            record.host_context = shared_context(&request);
+        }
+        record.pending_action = next.clone();
+        // Conditional on this copy's version, which is the version that made
+        // `pending` the pending call: of two processes accepting one result,
+        // exactly one commits; the other reloads and answers 409.
+        let write =
+            self.deps
+                .store
+                .save_messages(self.version, &record, std::slice::from_ref(&assistant));
+        self.persist(ctx, write, move |actor, ctx, accepted| {
+            match accepted {
+                Err(error) => {
+                    let _ = reply.send(Err(error.into()));
+                    return;
+                }
+                Ok(Written::Stale) => {
+                    request.output_mode = asked_mode;
+                    actor.reload_then(ctx, redo_request(request, sink, reply));
+                    return;
+                }
+                Ok(Written::Committed(version)) => actor.committed(version),
+            }
+            if screenshot.is_some() {
+                actor.screenshot = screenshot;
+            }
+            actor.take_screenshot(&request);
+            record.pending_action = None;
+            actor.record = record;
+            actor.tree.upsert(assistant.clone());
+            let result_event = TurnEvent::ToolResult(ToolResultEvent {
+                tool_name,
+                output,
+                call_id: pending.tool_call_id.to_string(),
+                duration_ms: 0,
+                invalidates: actor
+                    .deps
+                    .tools
+                    .invalidations
+                    .get(&pending.tool_name)
+                    .cloned(),
+            });
+            if resumes_model {
+                actor.phase = Phase::Idle;
+                actor.start_turn(&request, assistant, Some(result_event), sink, reply, ctx);
+                return;
+            }
+            let _ = reply.send(Ok(TurnAccepted {
+                accepted_as: AcceptedAs::Turn,
+                message_id: Some(assistant.id.clone()),
+            }));
+            status(&sink, &actor.id, TurnStatus::Started);
+            // A receipt of a silent decision publishes no tool preview either.
+            if pending.output_mode == OutputMode::Text {
+                sink.send(result_event);
+            }
+            let decision = match (&next, pending.output_mode) {
+                (_, OutputMode::HostTools) => Some(Decision::Completed),
+                _ => None,
+            };
+            actor.phase = match &next {
+                Some(next) => Phase::AwaitingHost(next.clone()),
+                None => Phase::Idle,
+            };
+            let model = assistant.model.clone().unwrap_or_default();
+            actor.send_final(
+                &sink,
+                &assistant,
+                model,
+                next.as_ref(),
+                decision,
+                pending.output_mode,
+                None,
+            );
+            status(&sink, &actor.id, TurnStatus::Completed);
+            actor.run_deferred(ctx);
+            actor.hibernate_if_configured(ctx);
+        });
+    }
+}
