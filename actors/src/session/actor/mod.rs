@@ -19,11 +19,11 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use super::caller::Caller;
+use super::deps::SessionDeps;
 use super::error::SessionError;
 use super::messages::*;
 use super::recovery::recover;
 use super::registry::SessionRegistry;
-use super::runtime::SessionDeps;
 use crate::contract::{
     AttachmentPurpose, AttachmentSource, ChatRequest, Continuation, HostContext, MessageType,
     OutputMode, ToolOutcome,
