@@ -7,12 +7,11 @@ use super::*;
 
 impl SessionActor {
     pub(super) fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
-        self.tree.all().iter().rev().find_map(|message| {
-            message.segments.iter().find_map(|segment| match segment {
-                Segment::ToolGroup { tools } => tools.iter().find(|tool| &tool.id == call_id),
-                _ => None,
-            })
-        })
+        self.tree
+            .all()
+            .iter()
+            .rev()
+            .find_map(|message| message.find_tool(call_id))
     }
 
     /// A new message's turn has a screenshot only if the message brings one:
@@ -189,7 +188,7 @@ impl SessionActor {
         if let Phase::AwaitingHost(pending) = &self.phase {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
                 let mut assistant = assistant.clone();
-                interrupt_unresolved(&mut assistant, CallStatus::Superseded);
+                assistant.interrupt_unresolved(CallStatus::Superseded);
                 changed.push(assistant);
             }
         }
@@ -434,16 +433,14 @@ impl SessionActor {
         let mut screenshot = None;
         let output = strip_screenshots(&continuation.result, &mut screenshot);
         let mut tool_name = pending.tool_name.clone();
-        for tool in tool_records_mut(&mut assistant) {
-            if tool.id == pending.tool_call_id {
-                tool.output = Some(output.clone());
-                tool_name = tool.name.clone();
-                match continuation.outcome {
-                    ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
-                    ToolOutcome::Failed => {
-                        tool.outcome = Some(CallOutcome::Failed);
-                        tool.status = Some(CallStatus::Failed);
-                    }
+        if let Some(tool) = assistant.find_tool_mut(&pending.tool_call_id) {
+            tool.output = Some(output.clone());
+            tool_name = tool.name.clone();
+            match continuation.outcome {
+                ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
+                ToolOutcome::Failed => {
+                    tool.outcome = Some(CallOutcome::Failed);
+                    tool.status = Some(CallStatus::Failed);
                 }
             }
         }

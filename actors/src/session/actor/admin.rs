@@ -265,7 +265,7 @@ impl SessionActor {
         for message in self.tree.all() {
             let mut message = message.clone();
             let before = message.clone();
-            interrupt_unresolved(&mut message, CallStatus::Unknown);
+            message.interrupt_unresolved(CallStatus::Unknown);
             if message != before {
                 changed.push(message);
             }

@@ -440,24 +440,6 @@ fn redo_request(request: ChatRequest, sink: EventSink, reply: Reply) -> Redo {
     })
 }
 
-fn tool_records_mut(message: &mut StoredMessage) -> impl Iterator<Item = &mut ToolRecord> {
-    message
-        .segments
-        .iter_mut()
-        .flat_map(|segment| match segment {
-            Segment::ToolGroup { tools } => tools.iter_mut(),
-            _ => [].iter_mut(),
-        })
-}
-
-fn interrupt_unresolved(message: &mut StoredMessage, status: CallStatus) {
-    for tool in tool_records_mut(message) {
-        if !tool.has_result() {
-            tool.interrupt(status);
-        }
-    }
-}
-
 fn status(sink: &EventSink, session_id: &SessionId, status: TurnStatus) {
     sink.send(TurnEvent::Status(StatusEvent {
         status,

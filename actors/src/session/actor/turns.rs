@@ -4,30 +4,13 @@
 
 use super::*;
 
-/// The reply's text: its text segments, a blank line between the answers of
-/// separate model requests (before and after a tool result or steering).
-pub(super) fn message_text(message: &StoredMessage) -> String {
-    let texts: Vec<&str> = message
-        .segments
-        .iter()
-        .filter_map(|segment| match segment {
-            Segment::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    texts.join("\n\n")
-}
-
 pub(super) fn pending_for(
     message: &StoredMessage,
     call_id: &ToolCallId,
     queued: Vec<ToolCallId>,
     output_mode: OutputMode,
 ) -> Option<PendingAction> {
-    let record = message.segments.iter().find_map(|segment| match segment {
-        Segment::ToolGroup { tools } => tools.iter().find(|tool| &tool.id == call_id),
-        _ => None,
-    })?;
+    let record = message.find_tool(call_id)?;
     Some(PendingAction {
         tool_call_id: call_id.clone(),
         tool_name: record.name.clone(),
@@ -278,15 +261,15 @@ impl SessionActor {
                 failure = Some(("invalid_decision".into(), reason.clone(), false))
             }
             TurnEnd::Cancelled => {
-                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
                 failure = Some(("cancelled".into(), "The turn was cancelled.".into(), true));
             }
             TurnEnd::UsageLimit(reason) => {
-                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
                 failure = Some(("usage_limit".into(), reason.clone(), false));
             }
             TurnEnd::Panicked(_) => {
-                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
                 failure = Some((
                     "internal".into(),
                     "The turn failed inside the runtime; the session is unharmed. Send the message again.".into(),
@@ -294,7 +277,7 @@ impl SessionActor {
                 ));
             }
             TurnEnd::Failed(error) => {
-                interrupt_unresolved(&mut assistant, CallStatus::Cancelled);
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
                 failure = Some((
                     error.kind.as_str().to_string(),
                     error.message.clone(),
@@ -458,7 +441,7 @@ impl SessionActor {
             leaf == Some(&turn.assistant.id) || leaf == turn.assistant.parent_id.as_ref();
         if !(ends_where_turn_began && matches!(self.phase, Phase::Idle)) {
             turn.on_path = false;
-            interrupt_unresolved(&mut turn.assistant, CallStatus::Superseded);
+            turn.assistant.interrupt_unresolved(CallStatus::Superseded);
             turn.next = None;
             turn.decision = None;
             turn.assistant.error_type = Some("cancelled".into());
@@ -518,11 +501,7 @@ impl SessionActor {
     ) {
         let silent = output_mode == OutputMode::HostTools;
         let final_response = FinalResponse {
-            content: if silent {
-                None
-            } else {
-                Some(message_text(assistant))
-            },
+            content: if silent { None } else { Some(assistant.text()) },
             model,
             streamed: sink.streamed,
             session_id: self.id.to_string(),
