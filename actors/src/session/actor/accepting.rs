@@ -2,7 +2,7 @@
 //! (`apply_result`). Each is decided on the actor's copy before any await.
 
 use super::screenshot::strip_screenshots;
-use super::turns::pending_for;
+use super::turns::{pending_for, TurnEnding};
 use super::*;
 
 impl SessionActor {
@@ -81,16 +81,12 @@ impl Handler<SendMessage> for SessionActor {
                 ))
             });
         };
-        let (reply, answer) = oneshot::channel();
+        let (reply, answer) = reply_channel();
         if let Err(error) = self.authorize_write(&message.caller) {
             return Box::pin(async move { Err(error) });
         }
         self.accept(request, sink, reply, ctx);
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
-        })
+        answer
     }
 }
 
@@ -108,8 +104,10 @@ impl SessionActor {
             let _ = reply.send(Err(error));
             return;
         }
-        match (&request.continuation, request.message_type) {
-            (Some(_), _) => self.accept_continuation(request, sink, reply, ctx),
+        match (request.continuation.clone(), request.message_type) {
+            (Some(continuation), _) => {
+                self.accept_continuation(request, continuation, sink, reply, ctx)
+            }
             (None, MessageType::Steering) => self.accept_steering(request, sink, reply, ctx),
             (None, MessageType::Standard) => self.accept_message(request, sink, reply, ctx),
         }
@@ -336,16 +334,17 @@ impl SessionActor {
         self.accept_message(request, sink, reply, ctx);
     }
 
+    /// A host's result for a call: applied if the call is pending, deferred
+    /// behind a live turn, refused (409) otherwise. `continuation` is the
+    /// request's own, which the request keeps for a redecision or deferral.
     pub(super) fn accept_continuation(
         &mut self,
         request: ChatRequest,
+        continuation: Continuation,
         sink: EventSink,
         reply: Reply,
         ctx: &mut Context<Self>,
     ) {
-        let Some(continuation) = request.continuation.clone() else {
-            return;
-        };
         let call_id = continuation.tool_call_id.clone();
         if !self.stored {
             let error = SessionError::Conflict(format!(
@@ -444,13 +443,9 @@ impl SessionActor {
                 }
             }
         }
-        let mut queued = pending.queued.clone();
-        let next = if queued.is_empty() {
-            None
-        } else {
-            let next_id = queued.remove(0);
-            pending_for(&assistant, &next_id, queued, pending.output_mode)
-        };
+        let next = pending.queued.split_first().and_then(|(next_id, queued)| {
+            pending_for(&assistant, next_id, queued.to_vec(), pending.output_mode)
+        });
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
         // The call's own output mode governs the resumed run, whatever the
         // continuation says (host-contract.md: the pending action stores it).
@@ -535,12 +530,14 @@ impl SessionActor {
             let model = assistant.model.clone().unwrap_or_default();
             actor.send_final(
                 &sink,
-                &assistant,
-                model,
-                next.as_ref(),
-                decision,
-                pending.output_mode,
-                None,
+                TurnEnding {
+                    assistant: &assistant,
+                    model,
+                    pending: next.as_ref(),
+                    decision,
+                    output_mode: pending.output_mode,
+                    failure: None,
+                },
             );
             status(&sink, &actor.id, TurnStatus::Completed);
             actor.run_deferred(ctx);

@@ -33,13 +33,9 @@ impl Handler<JoinSession> for SessionActor {
     fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
         self.n_reloads = 0;
-        let (reply, answer) = oneshot::channel();
+        let (reply, answer) = reply_channel();
         self.join(join.caller, join.host_context, reply, ctx);
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
-        })
+        answer
     }
 }
 
@@ -232,13 +228,9 @@ impl Handler<RepairSession> for SessionActor {
     fn handle(&mut self, repair: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
         self.n_reloads = 0;
-        let (reply, answer) = oneshot::channel();
+        let (reply, answer) = reply_channel();
         self.repair(repair.caller, reply, ctx);
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
-        })
+        answer
     }
 }
 
@@ -319,7 +311,7 @@ impl Handler<DeleteSession> for SessionActor {
         }
         let existed = self.stored;
         let delete = self.deps.store.delete(&self.id);
-        let (reply, answer) = oneshot::channel();
+        let (reply, answer) = reply_channel();
         self.persist(ctx, delete, move |actor, ctx, deleted| {
             let outcome = deleted
                 .map_err(SessionError::from)
@@ -332,11 +324,7 @@ impl Handler<DeleteSession> for SessionActor {
             }
             let _ = reply.send(outcome);
         });
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
-        })
+        answer
     }
 }
 

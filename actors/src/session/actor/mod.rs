@@ -130,8 +130,8 @@ struct FinishedTurn {
     assistant: StoredMessage,
     next: Option<PendingAction>,
     decision: Option<Decision>,
-    /// (error type, message, retry allowed) of a turn that did not complete.
-    failure: Option<(String, String, bool)>,
+    /// Why the turn did not complete, if it did not.
+    failure: Option<turns::TurnFailure>,
     /// Whether the reply becomes the active leaf (false once another
     /// process's newer message superseded the turn).
     on_path: bool,
@@ -428,6 +428,22 @@ impl SessionActor {
             None => self.record.host_context.clone(),
         }
     }
+}
+
+/// The reply end a request's decision answers (now, or after a store write)
+/// and the future its handler returns. A reply dropped unanswered means the
+/// actor stopped first: nothing was decided, so the caller may send again.
+fn reply_channel<T: Send + 'static>() -> (
+    oneshot::Sender<Result<T, SessionError>>,
+    ResponseFuture<Result<T, SessionError>>,
+) {
+    let (reply, answer) = oneshot::channel();
+    let answered = Box::pin(async move {
+        answer
+            .await
+            .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
+    });
+    (reply, answered)
 }
 
 /// Decides a chat request again once the session was reloaded.

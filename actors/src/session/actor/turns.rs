@@ -86,6 +86,55 @@ impl Handler<TurnFinished> for SessionActor {
 
 // ---- running turns ---------------------------------------------------------
 
+/// Why a turn did not complete: its final response's error fields and its
+/// terminal `error` event.
+pub(super) struct TurnFailure {
+    /// The `error_type` word (`cancelled`, `usage_limit`, a model error's kind…).
+    pub(super) error_type: String,
+    /// The sentence the client shows.
+    pub(super) message: String,
+    /// Whether sending the message again may succeed.
+    pub(super) retry_allowed: bool,
+}
+
+impl TurnFailure {
+    pub(super) fn new(
+        error_type: impl Into<String>,
+        message: impl Into<String>,
+        retry_allowed: bool,
+    ) -> TurnFailure {
+        TurnFailure {
+            error_type: error_type.into(),
+            message: message.into(),
+            retry_allowed,
+        }
+    }
+
+    /// The terminal `error` event that follows the final response.
+    pub(super) fn into_event(self) -> TurnErrorEvent {
+        TurnErrorEvent {
+            kind: "error",
+            message: self.message,
+            error_type: self.error_type,
+            terminal: true,
+            retry_allowed: self.retry_allowed,
+        }
+    }
+}
+
+/// What a turn's final response reports: the reply, and how the turn ended.
+pub(super) struct TurnEnding<'a> {
+    pub(super) assistant: &'a StoredMessage,
+    pub(super) model: String,
+    /// The call now pending, if the turn (or a result) left one.
+    pub(super) pending: Option<&'a PendingAction>,
+    /// A silent decision's verdict.
+    pub(super) decision: Option<Decision>,
+    /// `host_tools` sends no content.
+    pub(super) output_mode: OutputMode,
+    pub(super) failure: Option<&'a TurnFailure>,
+}
+
 impl SessionActor {
     /// Starts the model loop for `assistant` (new, or resumed after host results).
     /// `opening` (a continuation's `tool_result`) is sent right after
@@ -247,38 +296,39 @@ impl SessionActor {
         }
         let mut next = None;
         let mut decision = None;
-        let mut failure: Option<(String, String, bool)> = None;
+        let mut failure: Option<TurnFailure> = None;
         match &end {
             TurnEnd::Completed => {}
             TurnEnd::HostCalls(calls) => {
-                let mut queued: Vec<ToolCallId> = calls.clone();
-                let first = queued.remove(0);
-                next = pending_for(&assistant, &first, queued, live.output_mode);
-                decision = (live.output_mode == OutputMode::HostTools).then_some(Decision::Pending);
+                if let Some((first, queued)) = calls.split_first() {
+                    next = pending_for(&assistant, first, queued.to_vec(), live.output_mode);
+                    decision =
+                        (live.output_mode == OutputMode::HostTools).then_some(Decision::Pending);
+                }
             }
             TurnEnd::Hold => decision = Some(Decision::Hold),
             TurnEnd::InvalidDecision(reason) => {
-                failure = Some(("invalid_decision".into(), reason.clone(), false))
+                failure = Some(TurnFailure::new("invalid_decision", reason.clone(), false))
             }
             TurnEnd::Cancelled => {
                 assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(("cancelled".into(), "The turn was cancelled.".into(), true));
-            }
-            TurnEnd::UsageLimit(reason) => {
-                assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(("usage_limit".into(), reason.clone(), false));
-            }
-            TurnEnd::Panicked(_) => {
-                assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some((
-                    "internal".into(),
-                    "The turn failed inside the runtime; the session is unharmed. Send the message again.".into(),
+                failure = Some(TurnFailure::new(
+                    "cancelled",
+                    "The turn was cancelled.",
                     true,
                 ));
             }
+            TurnEnd::UsageLimit(reason) => {
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
+                failure = Some(TurnFailure::new("usage_limit", reason.clone(), false));
+            }
+            TurnEnd::Panicked(_) => {
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
+                failure = Some(TurnFailure::new("internal", "The turn failed inside the runtime; the session is unharmed. Send the message again.", true));
+            }
             TurnEnd::Failed(error) => {
                 assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some((
+                failure = Some(TurnFailure::new(
                     error.kind.as_str().to_string(),
                     error.message.clone(),
                     error.kind.retry_allowed(),
@@ -288,9 +338,7 @@ impl SessionActor {
         if live.output_mode == OutputMode::HostTools {
             crate::turn::strip_prose(&mut assistant);
         }
-        assistant.error_type = failure
-            .as_ref()
-            .map(|(error_type, _, _)| error_type.clone());
+        assistant.error_type = failure.as_ref().map(|failure| failure.error_type.clone());
         self.store_turn(
             FinishedTurn {
                 live,
@@ -373,24 +421,19 @@ impl SessionActor {
                     None => Phase::Idle,
                 };
             }
-            let turn_error = failure.map(|(error_type, message, retry_allowed)| TurnErrorEvent {
-                kind: "error",
-                message,
-                error_type,
-                terminal: true,
-                retry_allowed,
-            });
             actor.send_final(
                 &sink,
-                &assistant,
-                live.model,
-                next.as_ref(),
-                decision,
-                live.output_mode,
-                turn_error.as_ref(),
+                TurnEnding {
+                    assistant: &assistant,
+                    model: live.model,
+                    pending: next.as_ref(),
+                    decision,
+                    output_mode: live.output_mode,
+                    failure: failure.as_ref(),
+                },
             );
-            if let Some(turn_error) = turn_error {
-                sink.send(TurnEvent::Error(turn_error));
+            if let Some(failure) = failure {
+                sink.send(TurnEvent::Error(failure.into_event()));
             }
             status(&sink, &actor.id, TurnStatus::Completed);
             actor.last_activity = Instant::now();
@@ -445,11 +488,7 @@ impl SessionActor {
             turn.next = None;
             turn.decision = None;
             turn.assistant.error_type = Some("cancelled".into());
-            turn.failure = Some((
-                "cancelled".into(),
-                "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.".into(),
-                true,
-            ));
+            turn.failure = Some(TurnFailure::new("cancelled", "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
         }
         self.store_turn(turn, ctx);
     }
@@ -467,38 +506,33 @@ impl SessionActor {
             live, assistant, ..
         } = turn;
         let sink = live.sink;
-        let turn_error = TurnErrorEvent {
-            kind: "error",
-            message: message.into(),
-            error_type: error_type.into(),
-            terminal: true,
-            retry_allowed: true,
-        };
+        let failure = TurnFailure::new(error_type, message, true);
         self.send_final(
             &sink,
-            &assistant,
-            live.model,
-            None,
-            None,
-            live.output_mode,
-            Some(&turn_error),
+            TurnEnding {
+                assistant: &assistant,
+                model: live.model,
+                pending: None,
+                decision: None,
+                output_mode: live.output_mode,
+                failure: Some(&failure),
+            },
         );
-        sink.send(TurnEvent::Error(turn_error));
+        sink.send(TurnEvent::Error(failure.into_event()));
         status(&sink, &self.id, TurnStatus::Completed);
         self.run_deferred(ctx);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn send_final(
-        &self,
-        sink: &EventSink,
-        assistant: &StoredMessage,
-        model: String,
-        pending: Option<&PendingAction>,
-        decision: Option<Decision>,
-        output_mode: OutputMode,
-        error: Option<&TurnErrorEvent>,
-    ) {
+    /// Sends the turn's `final_response` event.
+    pub(super) fn send_final(&self, sink: &EventSink, ending: TurnEnding<'_>) {
+        let TurnEnding {
+            assistant,
+            model,
+            pending,
+            decision,
+            output_mode,
+            failure,
+        } = ending;
         let silent = output_mode == OutputMode::HostTools;
         let final_response = FinalResponse {
             content: if silent { None } else { Some(assistant.text()) },
@@ -510,9 +544,9 @@ impl SessionActor {
             usage: assistant.usage.clone().unwrap_or_default(),
             pending_tool_call: pending.map(pending_event),
             decision,
-            error: error.map(|_| true),
-            error_type: error.map(|error| error.error_type.clone()),
-            error_message: error.map(|error| error.message.clone()),
+            error: failure.map(|_| true),
+            error_type: failure.map(|failure| failure.error_type.clone()),
+            error_message: failure.map(|failure| failure.message.clone()),
         };
         sink.send(TurnEvent::FinalResponse(Box::new(final_response)));
     }
