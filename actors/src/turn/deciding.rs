@@ -84,9 +84,35 @@ fn decided_record(plan: &TurnPlan, call: RawCall, verdict: &str) -> ToolRecord {
         Some(CallStatus::Cancelled),
     )
 }
+
 /// Silent mode publishes and keeps nothing but the decision.
-pub fn strip_prose(assistant: &mut Message) {
+pub(super) fn strip_prose(assistant: &mut Message) {
     assistant
         .segments
         .retain(|segment| matches!(segment, Segment::ToolGroup { .. } | Segment::Note { .. }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strip_prose_keeps_tool_groups_and_notes_only() {
+        let mut assistant: Message = serde_json::from_value(json!({
+            "id": "m1:reply", "role": "assistant", "created_at": 0, "segments": [
+                {"kind": "thinking", "text": "hmm"},
+                {"kind": "text", "text": "I will click"},
+                {"kind": "tool_group", "tools": []},
+                {"kind": "note", "origin": "host_context", "text": "<host_context/>"}
+            ]
+        }))
+        .unwrap();
+        strip_prose(&mut assistant);
+        let kinds: Vec<bool> = assistant
+            .segments
+            .iter()
+            .map(|segment| matches!(segment, Segment::ToolGroup { .. }))
+            .collect();
+        assert_eq!(kinds, [true, false]);
+    }
 }

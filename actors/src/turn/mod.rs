@@ -11,10 +11,9 @@ mod streaming;
 mod tools;
 
 pub use cancel::{CancelHandle, CancelToken};
-pub use deciding::strip_prose;
 pub use limits::{thinking_budget, Budget, TurnLimits};
 
-use deciding::decide;
+use deciding::{decide, strip_prose};
 use streaming::stream_response;
 use tools::{interrupted_record, run_calls};
 
@@ -241,6 +240,10 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             break TurnEnd::HostCalls(host_calls);
         }
     };
+    // The one place prose is dropped from a silent turn. (A turn that
+    // panicked hands back the message as it began: a silent turn always
+    // begins on a new, empty message, since a silent call's result never
+    // resumes the model.)
     if silent {
         strip_prose(&mut assistant);
     }

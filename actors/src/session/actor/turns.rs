@@ -335,9 +335,6 @@ impl SessionActor {
                 ));
             }
         }
-        if live.output_mode == OutputMode::HostTools {
-            crate::turn::strip_prose(&mut assistant);
-        }
         assistant.error_type = failure.as_ref().map(|failure| failure.error_type.clone());
         self.store_turn(
             FinishedTurn {
