@@ -545,3 +545,147 @@ impl SessionActor {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use tokio::sync::Notify;
+
+    use super::super::test_support::*;
+    use crate::events::TurnEvent;
+    use crate::ids::SessionId;
+    use crate::session::{AcceptedAs, SessionError};
+
+    #[test]
+    fn a_new_message_runs_a_turn_to_completion() {
+        run(async {
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hel"), text("lo")])]);
+            let runtime = runtime(model, 10);
+            let (accepted, mut events) = send(
+                &runtime,
+                json!({"id": "m1", "session_id": "s1", "content": "hi"}),
+            )
+            .await;
+            let accepted = accepted.expect("accepted");
+            assert_eq!(accepted.accepted_as, AcceptedAs::Turn);
+            assert_eq!(
+                accepted.message_id.map(|id| id.to_string()),
+                Some("m1:reply".into())
+            );
+            let turn = until_completed(&mut events).await;
+            assert!(matches!(turn.first(), Some(TurnEvent::Status(_))));
+            assert_eq!(final_response(&turn).content.as_deref(), Some("hello"));
+            let path = runtime
+                .messages(&caller(), &SessionId::new("s1"), None)
+                .await
+                .expect("the path");
+            let texts: Vec<String> = path
+                .iter()
+                .map(|message| format!("{}{}", message.content, message.text()))
+                .collect();
+            assert_eq!(texts, ["hi", "hello"]);
+        });
+    }
+
+    #[test]
+    fn a_host_action_is_pending_until_its_continuation_resumes_the_turn() {
+        run(async {
+            let model = ScriptedModel::new(vec![
+                Reply::Events(vec![call("c1", "select_issue", r#"{"id": 3}"#)]),
+                Reply::Events(vec![text("selected")]),
+            ]);
+            let runtime = runtime(model.clone(), 10);
+            let id = SessionId::new("s1");
+            let body = json!({"id": "m1", "session_id": "s1", "content": "pick 3",
+                              "host_context": context_with_action()});
+            let (accepted, mut events) = send(&runtime, body).await;
+            accepted.expect("accepted");
+            let turn = until_completed(&mut events).await;
+            let pending = final_response(&turn).pending_tool_call.as_ref();
+            assert_eq!(pending.map(|call| call.call_id.as_str()), Some("c1"));
+            let info = runtime.session(&caller(), &id).await.expect("info");
+            assert_eq!(
+                info.pending_action
+                    .map(|pending| pending.tool_call_id.to_string()),
+                Some("c1".into())
+            );
+
+            let continuation = json!({"id": "m2", "session_id": "s1", "tool_call_id": "c1",
+                                      "tool_result": {"selected": 3}});
+            let (accepted, mut events) = send(&runtime, continuation).await;
+            accepted.expect("continuation accepted");
+            let turn = until_completed(&mut events).await;
+            assert!(turn.iter().any(
+                |event| matches!(event, TurnEvent::ToolResult(result) if result.call_id == "c1")
+            ));
+            assert_eq!(final_response(&turn).content.as_deref(), Some("selected"));
+            assert_eq!(model.n_requests(), 2);
+            let info = runtime.session(&caller(), &id).await.expect("info");
+            assert!(info.pending_action.is_none());
+        });
+    }
+
+    #[test]
+    fn a_duplicate_continuation_is_a_conflict_reporting_status_completed() {
+        run(async {
+            let model = ScriptedModel::new(vec![
+                Reply::Events(vec![call("c1", "select_issue", "{}")]),
+                Reply::Events(vec![text("done")]),
+            ]);
+            let runtime = runtime(model, 10);
+            let body = json!({"id": "m1", "session_id": "s1", "content": "go",
+                              "host_context": context_with_action()});
+            let (_, mut events) = send(&runtime, body).await;
+            until_completed(&mut events).await;
+            let continuation = |id: &str| json!({"id": id, "session_id": "s1", "tool_call_id": "c1", "tool_result": "ok"});
+            let (accepted, mut events) = send(&runtime, continuation("m2")).await;
+            accepted.expect("the first continuation");
+            until_completed(&mut events).await;
+            let (again, _) = send(&runtime, continuation("m3")).await;
+            match again {
+                Err(SessionError::Conflict(message)) => {
+                    assert!(message.contains("status: completed"), "{message}")
+                }
+                other => panic!("expected a conflict, got {other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn steering_joins_the_live_turn_before_its_next_request() {
+        run(async {
+            let gate = Arc::new(Notify::new());
+            let model = ScriptedModel::new(vec![
+                Reply::After(gate.clone(), vec![text("first")]),
+                Reply::Events(vec![text("second")]),
+            ]);
+            let runtime = runtime(model.clone(), 10);
+            let (_, mut events) = send(
+                &runtime,
+                json!({"id": "m1", "session_id": "s1", "content": "hi"}),
+            )
+            .await;
+            wait_for_requests(&model, 1).await;
+            let steering = json!({"id": "st1", "session_id": "s1", "content": "shorter please",
+                                  "message_type": "steering"});
+            let (accepted, _) = send(&runtime, steering).await;
+            assert_eq!(
+                accepted.expect("steering").accepted_as,
+                AcceptedAs::Steering
+            );
+            gate.notify_one();
+            let turn = until_completed(&mut events).await;
+            assert!(turn
+                .iter()
+                .any(|event| matches!(event, TurnEvent::Note(note)
+                if note.content.as_deref() == Some("shorter please"))));
+            assert_eq!(
+                final_response(&turn).content.as_deref(),
+                Some("first\n\nsecond")
+            );
+            assert_eq!(model.n_requests(), 2);
+        });
+    }
+}

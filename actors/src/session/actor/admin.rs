@@ -393,3 +393,61 @@ impl SessionActor {
         !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::*;
+    use crate::events::TurnEvent;
+    use crate::ids::SessionId;
+
+    #[test]
+    fn repair_resolves_unresolved_calls_as_unknown() {
+        run(async {
+            let model =
+                ScriptedModel::new(vec![Reply::Events(vec![call("c1", "select_issue", "{}")])]);
+            let runtime = runtime(model, 10);
+            let id = SessionId::new("s1");
+            let body = json!({"id": "m1", "session_id": "s1", "content": "go",
+                              "host_context": context_with_action()});
+            let (_, mut events) = send(&runtime, body).await;
+            until_completed(&mut events).await;
+            let info = runtime.repair(&caller(), &id).await.expect("repaired");
+            assert!(info.pending_action.is_none());
+            let tree = runtime.tree(&caller(), &id).await.expect("the tree");
+            let words: Vec<&str> = tree
+                .iter()
+                .flat_map(|message| message.tool_records())
+                .map(|tool| tool.status_word())
+                .collect();
+            assert_eq!(words, ["unknown"]);
+        });
+    }
+
+    #[test]
+    fn delete_during_a_turn_cancels_it() {
+        run(async {
+            // No script: the model never answers, so the turn stays live.
+            let model = ScriptedModel::new(Vec::new());
+            let runtime = runtime(model.clone(), 10);
+            let id = SessionId::new("s1");
+            let (accepted, mut events) = send(
+                &runtime,
+                json!({"id": "m1", "session_id": "s1", "content": "hi"}),
+            )
+            .await;
+            accepted.expect("accepted");
+            wait_for_requests(&model, 1).await;
+            assert_eq!(runtime.delete(&caller(), &id).await, Ok(true));
+            let turn = until_completed(&mut events).await;
+            assert_eq!(
+                final_response(&turn).error_type.as_deref(),
+                Some("cancelled")
+            );
+            assert!(turn.iter().any(
+                |event| matches!(event, TurnEvent::Error(error) if error.error_type == "cancelled")
+            ));
+        });
+    }
+}

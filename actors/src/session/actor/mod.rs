@@ -8,6 +8,8 @@
 mod accepting;
 mod admin;
 mod screenshot;
+#[cfg(test)]
+mod test_support;
 mod turns;
 
 use std::collections::VecDeque;

@@ -48,3 +48,43 @@ pub(super) fn strip_data_uris(text: &str, found: &mut Option<String>) -> String 
     kept.push_str(rest);
     kept
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_whole_string_data_uri_is_replaced_and_kept() {
+        let mut found = None;
+        let cleaned = strip_screenshots(
+            &json!({"shot": "data:image/png;base64,AAAA", "n": 1}),
+            &mut found,
+        );
+        assert_eq!(cleaned, json!({"shot": SCREENSHOT_PLACEHOLDER, "n": 1}));
+        assert_eq!(found.as_deref(), Some("data:image/png;base64,AAAA"));
+    }
+
+    #[test]
+    fn a_uri_inside_text_ends_at_a_quote_space_or_bracket_and_the_last_is_kept() {
+        let mut found = None;
+        let cleaned = strip_data_uris(
+            "see data:image/png;base64,AB and (data:image/jpeg;base64,CD) end",
+            &mut found,
+        );
+        assert_eq!(
+            cleaned,
+            format!("see {SCREENSHOT_PLACEHOLDER} and ({SCREENSHOT_PLACEHOLDER}) end")
+        );
+        assert_eq!(found.as_deref(), Some("data:image/jpeg;base64,CD"));
+    }
+
+    #[test]
+    fn values_without_images_are_unchanged_at_any_depth() {
+        let value = json!([{"a": ["text", 2, null]}, "data:text/plain,hi"]);
+        let mut found = None;
+        assert_eq!(strip_screenshots(&value, &mut found), value);
+        assert_eq!(found, None);
+    }
+}
