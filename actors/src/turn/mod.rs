@@ -62,7 +62,7 @@ pub struct TurnPlan {
     pub output_mode: OutputMode,
     pub invalidations: Arc<HashMap<String, Vec<String>>>,
     /// The turn's latest screenshot (data URI), for `look_at_screen`.
-    pub screenshot: Option<String>,
+    pub screenshot: Option<Arc<str>>,
     /// What custom tools (`tools::Tool`) receive with each call.
     pub tool_context: ToolContext,
 }

@@ -26,7 +26,7 @@ impl SessionActor {
         let newest = request.attachments.iter().rev().find_map(|attachment| {
             match (&attachment.purpose, &attachment.source) {
                 (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
-                    Some(uri.clone())
+                    Some(Arc::<str>::from(uri.as_str()))
                 }
                 _ => None,
             }
@@ -39,14 +39,31 @@ impl SessionActor {
 
 /// The request's context as the session keeps it for later messages: without
 /// its attachments, which belong to this message (references are stored with
-/// it; screenshots are never stored).
+/// it; screenshots are never stored). Field by field, so the attachments
+/// (up to megabytes) are never copied only to be dropped.
 pub(super) fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
-    request.host_context.as_ref().map(|context| {
-        Arc::new(HostContext {
-            attachments: Vec::new(),
-            ..context.clone()
-        })
-    })
+    let HostContext {
+        version,
+        host,
+        view,
+        navigation,
+        actions,
+        attachments: _,
+        background,
+        captured_at,
+        extensions,
+    } = request.host_context.as_ref()?;
+    Some(Arc::new(HostContext {
+        version: *version,
+        host: host.clone(),
+        view: view.clone(),
+        navigation: navigation.clone(),
+        actions: actions.clone(),
+        attachments: Vec::new(),
+        background: background.clone(),
+        captured_at: captured_at.clone(),
+        extensions: extensions.clone(),
+    }))
 }
 
 pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
@@ -142,7 +159,7 @@ impl SessionActor {
         }
         if request.output_mode == OutputMode::HostTools {
             let context = self.current_context(request);
-            let declares_hold = context.as_ref().is_some_and(|context| {
+            let declares_hold = context.is_some_and(|context| {
                 context
                     .actions
                     .iter()
@@ -210,7 +227,7 @@ impl SessionActor {
             parent_id,
             role: Role::User,
             content: request.content.clone(),
-            host_block: context.as_deref().map(render_host_context),
+            host_block: context.map(render_host_context),
             attachments: reference_attachments(&request),
             segments: Vec::new(),
             usage: None,
@@ -453,7 +470,7 @@ impl SessionActor {
         request.output_mode = pending.output_mode;
         let context = self.current_context(&request);
         if resumes_model {
-            if let Some(context) = &context {
+            if let Some(context) = context {
                 assistant.segments.push(Segment::Note {
                     origin: NoteOrigin::HostContext,
                     text: render_host_context(context),
@@ -487,7 +504,7 @@ impl SessionActor {
                 Ok(Written::Committed(version)) => actor.committed(version),
             }
             if screenshot.is_some() {
-                actor.screenshot = screenshot;
+                actor.screenshot = screenshot.map(Arc::from);
             }
             actor.take_screenshot(&request);
             record.pending_action = None;
@@ -557,6 +574,18 @@ mod tests {
     use crate::events::TurnEvent;
     use crate::ids::SessionId;
     use crate::session::{AcceptedAs, SessionError};
+
+    #[test]
+    fn the_kept_context_is_the_requests_without_its_attachments() {
+        let mut context = context_with_action();
+        context["attachments"] = json!([{"kind": "text", "text": "notes"}]);
+        let body = json!({"id": "m1", "session_id": "s1", "host_context": context});
+        let request = crate::contract::ChatRequest::parse(&body).expect("a valid body");
+        let kept = super::shared_context(&request).expect("a context");
+        let mut expected = request.host_context.clone().expect("a context");
+        expected.attachments.clear();
+        assert_eq!(*kept, expected);
+    }
 
     #[test]
     fn a_new_message_runs_a_turn_to_completion() {

@@ -92,7 +92,8 @@ pub struct SessionActor {
     /// Requests that arrived while a turn was live, answered in order once it ends.
     deferred: VecDeque<Deferred>,
     /// The newest screenshot (data URI); never stored, lost on restart.
-    screenshot: Option<String>,
+    /// Shared with each turn's plan rather than copied (it may be megabytes).
+    screenshot: Option<Arc<str>>,
     last_activity: Instant,
     next_turn_id: u64,
 }
@@ -423,12 +424,13 @@ impl SessionActor {
         }
     }
 
-    /// The context of this request's turn: its own (whole), or the session's last.
-    fn current_context(&self, request: &ChatRequest) -> Option<Arc<HostContext>> {
-        match &request.host_context {
-            Some(context) => Some(Arc::new(context.clone())),
-            None => self.record.host_context.clone(),
-        }
+    /// The context of this request's turn: its own (whole), or the session's
+    /// last. Borrowed: a context may carry megabytes of attachments.
+    fn current_context<'a>(&'a self, request: &'a ChatRequest) -> Option<&'a HostContext> {
+        request
+            .host_context
+            .as_ref()
+            .or(self.record.host_context.as_deref())
     }
 }
 

@@ -157,10 +157,10 @@ impl SessionActor {
         };
         let output_mode = request.output_mode;
         let context = self.current_context(request);
-        let tools =
-            self.deps
-                .tools
-                .tool_set(context.as_deref(), self.screenshot.is_some(), output_mode);
+        let tools = self
+            .deps
+            .tools
+            .tool_set(context, self.screenshot.is_some(), output_mode);
         let leaf = assistant.parent_id.clone();
         let path = self.tree.path_to(leaf.as_ref());
         let history = crate::history::transcript(&self.tree, leaf.as_ref());
