@@ -45,7 +45,7 @@ impl SessionActor {
         &mut self,
         caller: Caller,
         host_context: Option<HostContext>,
-        reply: oneshot::Sender<Result<(), SessionError>>,
+        reply: ReplyTo<()>,
         ctx: &mut Context<Self>,
     ) {
         if let Err(error) = self.authorize_write(&caller) {
@@ -239,7 +239,7 @@ impl SessionActor {
     pub(super) fn repair(
         &mut self,
         caller: Caller,
-        reply: oneshot::Sender<Result<SessionInfo, SessionError>>,
+        reply: ReplyTo<SessionInfo>,
         ctx: &mut Context<Self>,
     ) {
         if let Err(error) = self.authorize_read(&caller) {

@@ -61,7 +61,9 @@ const MAX_TITLE_CHARS: usize = 80;
 /// another process and decide again before it is answered 503 (send again).
 const MAX_RELOADS: u32 = 8;
 
-type Reply = oneshot::Sender<Result<TurnAccepted, SessionError>>;
+/// Where a request's decision is answered, now or after a store write.
+type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
+type Reply = ReplyTo<TurnAccepted>;
 
 /// What to do once the session was loaded again after a stale write: decide
 /// the request again on the fresh state (or answer the reload's error).
@@ -437,10 +439,7 @@ impl SessionActor {
 /// The reply end a request's decision answers (now, or after a store write)
 /// and the future its handler returns. A reply dropped unanswered means the
 /// actor stopped first: nothing was decided, so the caller may send again.
-fn reply_channel<T: Send + 'static>() -> (
-    oneshot::Sender<Result<T, SessionError>>,
-    ResponseFuture<Result<T, SessionError>>,
-) {
+fn reply_channel<T: Send + 'static>() -> (ReplyTo<T>, ResponseFuture<Result<T, SessionError>>) {
     let (reply, answer) = oneshot::channel();
     let answered = Box::pin(async move {
         answer
