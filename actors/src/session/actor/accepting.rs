@@ -565,10 +565,7 @@ impl SessionActor {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use serde_json::json;
-    use tokio::sync::Notify;
 
     use super::super::test_support::*;
     use crate::events::TurnEvent;
@@ -685,36 +682,17 @@ mod tests {
     #[test]
     fn steering_joins_the_live_turn_before_its_next_request() {
         run(async {
-            let gate = Arc::new(Notify::new());
-            let model = ScriptedModel::new(vec![
-                Reply::After(gate.clone(), vec![text("first")]),
-                Reply::Events(vec![text("second")]),
-            ]);
-            let runtime = runtime(model.clone(), 10);
-            let (_, mut events) = send(
-                &runtime,
-                json!({"id": "m1", "session_id": "s1", "content": "hi"}),
-            )
-            .await;
-            wait_for_requests(&model, 1).await;
-            let steering = json!({"id": "st1", "session_id": "s1", "content": "shorter please",
-                                  "message_type": "steering"});
-            let (accepted, _) = send(&runtime, steering).await;
-            assert_eq!(
-                accepted.expect("steering").accepted_as,
-                AcceptedAs::Steering
-            );
-            gate.notify_one();
-            let turn = until_completed(&mut events).await;
-            assert!(turn
-                .iter()
-                .any(|event| matches!(event, TurnEvent::Note(note)
-                if note.content.as_deref() == Some("shorter please"))));
-            assert_eq!(
-                final_response(&turn).content.as_deref(),
-                Some("first\n\nsecond")
-            );
-            assert_eq!(model.n_requests(), 2);
+            let mut steered = steer_a_live_turn(10, "shorter please").await;
+            let accepted = steered.accepted.expect("steering");
+            assert_eq!(accepted.accepted_as, AcceptedAs::Steering);
+            let turn = until_completed(&mut steered.events).await;
+            let taken = turn.iter().any(|event| {
+                matches!(event, TurnEvent::Note(note) if note.content.as_deref() == Some("shorter please"))
+            });
+            assert!(taken, "{turn:?}");
+            let content = final_response(&turn).content.as_deref();
+            assert_eq!(content, Some("first\n\nsecond"));
+            assert_eq!(steered.model.n_requests(), 2);
         });
     }
 }

@@ -167,13 +167,48 @@ pub(super) async fn until_completed(events: &mut EventStream) -> Vec<TurnEvent> 
 }
 
 pub(super) fn final_response(events: &[TurnEvent]) -> &FinalResponse {
-    events
-        .iter()
-        .find_map(|event| match event {
-            TurnEvent::FinalResponse(response) => Some(response.as_ref()),
-            _ => None,
-        })
-        .expect("a final response")
+    for event in events {
+        if let TurnEvent::FinalResponse(response) = event {
+            return response;
+        }
+    }
+    panic!("no final response in {events:?}");
+}
+
+/// A turn (message `m1` of session `s1`) with steering `st1` sent while its
+/// first model request is live.
+pub(super) struct SteeredTurn {
+    pub(super) runtime: Runtime,
+    pub(super) model: Arc<ScriptedModel>,
+    /// The turn's events (and those of a turn promoted from the steering).
+    pub(super) events: EventStream,
+    /// How the steering was answered.
+    pub(super) accepted: Result<TurnAccepted, SessionError>,
+}
+
+/// Starts a turn whose first model request answers "first" only once the
+/// steering was sent, and whose next answers "second"; at most `max_turns`
+/// model requests per turn.
+pub(super) async fn steer_a_live_turn(max_turns: u32, steering: &str) -> SteeredTurn {
+    let gate = Arc::new(Notify::new());
+    let model = ScriptedModel::new(vec![
+        Reply::After(gate.clone(), vec![text("first")]),
+        Reply::Events(vec![text("second")]),
+    ]);
+    let runtime = runtime(model.clone(), max_turns);
+    let message = serde_json::json!({"id": "m1", "session_id": "s1", "content": "hi"});
+    let (_, events) = send(&runtime, message).await;
+    wait_for_requests(&model, 1).await;
+    let steering = serde_json::json!({"id": "st1", "session_id": "s1", "content": steering,
+                                      "message_type": "steering"});
+    let (accepted, _) = send(&runtime, steering).await;
+    gate.notify_one();
+    SteeredTurn {
+        runtime,
+        model,
+        events,
+        accepted,
+    }
 }
 
 /// Waits until the model has been asked `n` times.

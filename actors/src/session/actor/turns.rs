@@ -606,41 +606,22 @@ impl SessionActor {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use serde_json::json;
-    use tokio::sync::Notify;
-
     use super::super::test_support::*;
     use crate::ids::SessionId;
 
     #[test]
     fn steering_past_the_last_request_is_promoted_to_a_turn_of_its_own() {
         run(async {
-            let gate = Arc::new(Notify::new());
-            let model = ScriptedModel::new(vec![
-                Reply::After(gate.clone(), vec![text("first")]),
-                Reply::Events(vec![text("second")]),
-            ]);
             // One model request per turn: the steering cannot join this one.
-            let runtime = runtime(model.clone(), 1);
-            let (_, mut events) = send(
-                &runtime,
-                json!({"id": "m1", "session_id": "s1", "content": "hi"}),
-            )
-            .await;
-            wait_for_requests(&model, 1).await;
-            let steering = json!({"id": "st1", "session_id": "s1", "content": "and then?",
-                                  "message_type": "steering"});
-            let (accepted, _) = send(&runtime, steering).await;
-            accepted.expect("steering");
-            gate.notify_one();
-            let first = until_completed(&mut events).await;
+            let mut steered = steer_a_live_turn(1, "and then?").await;
+            steered.accepted.expect("steering");
+            let first = until_completed(&mut steered.events).await;
             assert_eq!(final_response(&first).content.as_deref(), Some("first"));
             // The promoted turn's events come on the same stream.
-            let second = until_completed(&mut events).await;
+            let second = until_completed(&mut steered.events).await;
             assert_eq!(final_response(&second).content.as_deref(), Some("second"));
-            let path = runtime
+            let path = steered
+                .runtime
                 .messages(&caller(), &SessionId::new("s1"), None)
                 .await
                 .expect("the path");
