@@ -26,7 +26,7 @@ impl SessionActor {
         let newest = request.attachments.iter().rev().find_map(|attachment| {
             match (&attachment.purpose, &attachment.source) {
                 (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
-                    Some(Arc::<str>::from(uri.as_str()))
+                    Some(uri.clone())
                 }
                 _ => None,
             }
