@@ -1,9 +1,33 @@
 //! Accepting requests: a new message, steering, and a host's continuation
 //! (`apply_result`). Each is decided on the actor's copy before any await.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tokio::sync::mpsc;
+
 use super::screenshot::strip_screenshots;
 use super::turns::{pending_for, TurnEnding};
-use super::*;
+use super::{
+    redo_request, reply_channel, status, Deferred, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
+    MAX_TITLE_CHARS,
+};
+use crate::contract::{
+    AttachmentPurpose, AttachmentSource, ChatRequest, Continuation, HostContext, MessageType,
+    OutputMode, ToolOutcome,
+};
+use crate::conversation::{
+    now_millis, CallOutcome, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role,
+    Segment, ToolRecord,
+};
+use crate::events::{Decision, EventSink, ToolResultEvent, TurnEvent, TurnStatus};
+use crate::ids::{MessageId, ToolCallId};
+use crate::prompt::host_block::render_host_context;
+use crate::session::messages::{AcceptedAs, SendMessage, TurnAccepted};
+use crate::session::SessionError;
+use crate::store::Written;
+use crate::turn::SteeringNote;
 
 impl SessionActor {
     pub(super) fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {

@@ -1,7 +1,21 @@
 //! The admin handlers: get, join, repair, delete, cancel, and the idle stop
 //! (hibernation) with its timings.
 
-use super::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use super::{reply_channel, status, Phase, ReplyTo, SessionActor, ABSENT_LINGER, SCREENSHOT_GRACE};
+use crate::contract::{HostContext, OutputMode};
+use crate::conversation::{CallStatus, Message as StoredMessage};
+use crate::events::{FinalResponse, TurnErrorEvent, TurnEvent, TurnStatus};
+use crate::session::messages::{
+    CancelTurn, CheckIdle, DeleteSession, GetInfo, GetPath, GetTree, JoinSession, RepairSession,
+    SessionInfo,
+};
+use crate::session::{Caller, SessionError};
+use crate::store::Written;
 
 impl SessionActor {
     pub(super) fn info(&self) -> SessionInfo {

@@ -26,24 +26,14 @@ use super::error::SessionError;
 use super::messages::*;
 use super::recovery::recover;
 use super::registry::SessionRegistry;
-use crate::contract::{
-    AttachmentPurpose, AttachmentSource, ChatRequest, Continuation, HostContext, MessageType,
-    OutputMode, ToolOutcome,
-};
+use crate::contract::{ChatRequest, HostContext, OutputMode};
 use crate::conversation::{
-    now_millis, CallOutcome, CallStatus, Message as StoredMessage, MessageTree, NoteOrigin,
-    PendingAction, Role, Segment, SessionRecord, ToolRecord,
+    now_millis, Message as StoredMessage, MessageTree, PendingAction, SessionRecord,
 };
-use crate::events::{
-    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, StatusEvent, ToolResultEvent,
-    TurnErrorEvent, TurnEvent, TurnStatus,
-};
-use crate::ids::{MessageId, SessionId, ToolCallId};
-use crate::prompt::host_block::render_host_context;
+use crate::events::{Decision, EventSink, StatusEvent, TurnEvent, TurnStatus};
+use crate::ids::{MessageId, SessionId};
 use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
-use crate::turn::{
-    CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
-};
+use crate::turn::{CancelHandle, SteeringNote};
 
 /// How long an actor whose load failed keeps answering its queued requests.
 const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);

@@ -2,7 +2,29 @@
 //! ended (`finish_turn`, `store_turn`), send its final response, and promote
 //! steering that missed it.
 
-use super::*;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    status, Deferred, FinishedTurn, LiveTurn, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
+};
+use crate::contract::{ChatRequest, MessageType, OutputMode};
+use crate::conversation::{
+    CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Segment,
+};
+use crate::events::{
+    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnErrorEvent, TurnEvent,
+    TurnStatus,
+};
+use crate::ids::ToolCallId;
+use crate::session::messages::{AcceptedAs, TurnAccepted};
+use crate::session::SessionError;
+use crate::store::{StoreError, Written};
+use crate::turn::{
+    CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
+};
 
 pub(super) fn pending_for(
     message: &StoredMessage,
