@@ -2,8 +2,11 @@
 //! wins, one valid action becomes pending, several fail the turn. Nothing is
 //! published but the decision, and no prose is kept.
 
+use serde_json::json;
+
 use super::tools::{answered, check_call, retry_record, RawCall};
-use super::*;
+use super::{TurnEnd, TurnPlan};
+use crate::conversation::{CallOutcome, CallStatus, Message, Segment, ToolCategory, ToolRecord};
 
 /// Silent decisions: hold wins, one valid action is pending, several fail the
 /// turn. `None` means a bad call was sent back to the model for a retry.

@@ -19,28 +19,20 @@ use tools::{interrupted_record, run_calls};
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
-use futures_util::StreamExt;
-use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::contract::{Attachment, OutputMode};
 use crate::conversation::{
-    build_transcript, CallOutcome, CallStatus, Message, NoteOrigin, ScreenshotOverlay, Segment,
-    ToolCategory, ToolRecord, Usage,
+    build_transcript, Message, NoteOrigin, ScreenshotOverlay, Segment, Usage,
 };
-use crate::events::{
-    DeltaEvent, EventSink, NoteEvent, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent,
-};
+use crate::events::{EventSink, NoteEvent, TurnEvent};
 use crate::ids::ToolCallId;
-use crate::model::echo::estimate_tokens;
 use crate::model::pricing::{price_for, Price};
 use crate::model::{
-    ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient, TokenUsage,
-    Transcript,
+    ModelError, ModelId, ModelRequest, ModelSettings, SharedModelClient, TokenUsage, Transcript,
 };
-use crate::tools::{check_arguments, success_output, ToolContext, ToolKind, ToolSet};
+use crate::tools::{ToolContext, ToolSet};
 
 /// Text delivered into a live turn before the model's next request.
 #[derive(Clone, Debug, PartialEq)]

@@ -2,8 +2,14 @@
 //! thinking deltas (forwarded to the sink unless silent), tool calls as sent,
 //! and the provider's token counts.
 
+use futures_util::StreamExt;
+
 use super::tools::RawCall;
-use super::*;
+use super::{CancelToken, TurnPlan};
+use crate::conversation::{Message, Segment};
+use crate::events::{DeltaEvent, EventSink, TurnEvent};
+use crate::model::echo::estimate_tokens;
+use crate::model::{ModelError, ModelEvent, ModelRequest, TokenUsage};
 
 pub(super) struct Response {
     pub(super) calls: Vec<RawCall>,

@@ -2,7 +2,15 @@
 //! (a bad one goes back to the model as a retry), backend and custom tools run
 //! here, and host calls end the turn for the host to answer.
 
-use super::*;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::{CancelToken, TurnPlan};
+use crate::conversation::{CallOutcome, CallStatus, ScreenshotOverlay, ToolCategory, ToolRecord};
+use crate::events::{EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent};
+use crate::ids::ToolCallId;
+use crate::tools::{check_arguments, success_output, ToolKind};
 
 /// A tool call as the model sent it.
 pub(super) struct RawCall {
