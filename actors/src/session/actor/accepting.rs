@@ -30,7 +30,7 @@ use crate::store::Written;
 use crate::turn::SteeringNote;
 
 impl SessionActor {
-    pub(super) fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
+    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
         self.tree
             .all()
             .iter()
@@ -40,13 +40,13 @@ impl SessionActor {
 
     /// A new message's turn has a screenshot only if the message brings one:
     /// an older turn's screenshot is not offered again.
-    pub(super) fn reset_screenshot(&mut self, request: &ChatRequest) {
+    fn reset_screenshot(&mut self, request: &ChatRequest) {
         self.screenshot = None;
         self.take_screenshot(request);
     }
 
     /// Keeps the newest screenshot of a request for `look_at_screen`.
-    pub(super) fn take_screenshot(&mut self, request: &ChatRequest) {
+    fn take_screenshot(&mut self, request: &ChatRequest) {
         let newest = request.attachments.iter().rev().find_map(|attachment| {
             match (&attachment.purpose, &attachment.source) {
                 (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
@@ -65,7 +65,7 @@ impl SessionActor {
 /// its attachments, which belong to this message (references are stored with
 /// it; screenshots are never stored). Field by field, so the attachments
 /// (up to megabytes) are never copied only to be dropped.
-pub(super) fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
+fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
     let HostContext {
         version,
         host,
@@ -90,7 +90,7 @@ pub(super) fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> 
     }))
 }
 
-pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
+fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
     request
         .attachments
         .iter()
@@ -154,7 +154,7 @@ impl SessionActor {
         }
     }
 
-    pub(super) fn check_new_message(&self, request: &ChatRequest) -> Result<(), SessionError> {
+    fn check_new_message(&self, request: &ChatRequest) -> Result<(), SessionError> {
         if self.tree.contains(&request.id) {
             return Err(SessionError::Conflict(format!(
                 "message id {:?} already exists in session {:?}",
@@ -202,7 +202,7 @@ impl SessionActor {
 
     /// An ordinary message: cancels a live turn (and waits for it), supersedes
     /// a pending call, stores the user message and starts a turn.
-    pub(super) fn accept_message(
+    fn accept_message(
         &mut self,
         request: ChatRequest,
         sink: EventSink,
@@ -317,7 +317,7 @@ impl SessionActor {
     }
 
     /// Steering joins the live turn, or becomes an ordinary turn when none is live.
-    pub(super) fn accept_steering(
+    fn accept_steering(
         &mut self,
         mut request: ChatRequest,
         sink: EventSink,
@@ -378,7 +378,7 @@ impl SessionActor {
     /// A host's result for a call: applied if the call is pending, deferred
     /// behind a live turn, refused (409) otherwise. `continuation` is the
     /// request's own, which the request keeps for a redecision or deferral.
-    pub(super) fn accept_continuation(
+    fn accept_continuation(
         &mut self,
         request: ChatRequest,
         continuation: Continuation,
@@ -427,7 +427,7 @@ impl SessionActor {
     }
 
     /// Why a continuation for `call_id` cannot be taken now.
-    pub(super) fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
+    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
         let pending_now = match &self.phase {
             Phase::AwaitingHost(pending) => {
                 format!("; call {:?} is pending", pending.tool_call_id.as_str())
@@ -453,7 +453,7 @@ impl SessionActor {
         SessionError::Conflict(message)
     }
 
-    pub(super) fn apply_result(
+    fn apply_result(
         &mut self,
         mut request: ChatRequest,
         continuation: Continuation,

@@ -18,7 +18,7 @@ use crate::session::{Caller, SessionError};
 use crate::store::Written;
 
 impl SessionActor {
-    pub(super) fn info(&self) -> SessionInfo {
+    fn info(&self) -> SessionInfo {
         SessionInfo {
             session_id: self.id.to_string(),
             owner_id: self.record.owner_id.clone(),
@@ -55,7 +55,7 @@ impl Handler<JoinSession> for SessionActor {
 
 impl SessionActor {
     /// Creates the session if needed and keeps the joining page's context.
-    pub(super) fn join(
+    fn join(
         &mut self,
         caller: Caller,
         host_context: Option<HostContext>,
@@ -123,7 +123,7 @@ pub(super) const HOT_WINDOW: Duration = Duration::from_secs(5);
 impl SessionActor {
     /// Stops (hibernates) the actor when nothing is live or waiting and it has
     /// been quiet for `after`; the store holds everything it would reload.
-    pub(super) fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) {
+    fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) {
         let idle = matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
             && self.deferred.is_empty()
             && !ctx.waiting();
@@ -144,7 +144,7 @@ impl SessionActor {
 
     /// How long this session may stay idle before its actor stops: the
     /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session.
-    pub(super) fn idle_after(&self) -> Duration {
+    fn idle_after(&self) -> Duration {
         match self.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
             _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
@@ -250,12 +250,7 @@ impl Handler<RepairSession> for SessionActor {
 
 impl SessionActor {
     /// Resolves every unresolved call as `unknown` and drops the pending call.
-    pub(super) fn repair(
-        &mut self,
-        caller: Caller,
-        reply: ReplyTo<SessionInfo>,
-        ctx: &mut Context<Self>,
-    ) {
+    fn repair(&mut self, caller: Caller, reply: ReplyTo<SessionInfo>, ctx: &mut Context<Self>) {
         if let Err(error) = self.authorize_read(&caller) {
             self.stop_if_absent(ctx);
             let _ = reply.send(Err(error));
@@ -347,7 +342,7 @@ impl SessionActor {
     /// can (the session was deleted under it): a cancelled final response, a
     /// terminal error, then `completed`, so no caller waits on a turn that is
     /// gone. Nothing is saved: the session no longer exists.
-    pub(super) fn abandon_live_turn(&mut self) {
+    fn abandon_live_turn(&mut self) {
         let Phase::Running(live) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
@@ -381,7 +376,7 @@ impl SessionActor {
     /// Messages still waiting for the live turn when the session is deleted
     /// answer 404: the session they were sent to is gone. (A message sent
     /// after the delete starts a new session, as any first message does.)
-    pub(super) fn refuse_deferred(&mut self) {
+    fn refuse_deferred(&mut self) {
         for deferred in self.deferred.drain(..) {
             let _ = deferred
                 .reply
@@ -393,7 +388,7 @@ impl SessionActor {
     /// behind, but the actor lingers a moment before it stops: stopping at
     /// once would drop a first message already queued behind the read, and a
     /// burst of reads would keep starting and stopping actors under it.
-    pub(super) fn stop_if_absent(&self, ctx: &mut Context<Self>) {
+    fn stop_if_absent(&self, ctx: &mut Context<Self>) {
         if self.is_absent() {
             ctx.run_later(ABSENT_LINGER, |actor, ctx| {
                 if actor.is_absent() && !ctx.waiting() {
@@ -403,7 +398,7 @@ impl SessionActor {
         }
     }
 
-    pub(super) fn is_absent(&self) -> bool {
+    fn is_absent(&self) -> bool {
         !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty()
     }
 }

@@ -32,7 +32,7 @@ pub(super) fn strip_screenshots(value: &Value, found: &mut Option<String>) -> Va
 
 /// Replaces each image data URI inside `text`; a URI ends at whitespace, a
 /// quote, a bracket or the end of the text (base64 has none of them).
-pub(super) fn strip_data_uris(text: &str, found: &mut Option<String>) -> String {
+fn strip_data_uris(text: &str, found: &mut Option<String>) -> String {
     let mut kept = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("data:image/") {

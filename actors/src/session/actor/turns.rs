@@ -43,7 +43,7 @@ pub(super) fn pending_for(
     })
 }
 
-pub(super) fn pending_event(pending: &PendingAction) -> PendingToolCall {
+fn pending_event(pending: &PendingAction) -> PendingToolCall {
     PendingToolCall {
         tool_name: pending.tool_name.clone(),
         call_id: pending.tool_call_id.to_string(),
@@ -54,7 +54,7 @@ pub(super) fn pending_event(pending: &PendingAction) -> PendingToolCall {
 
 /// Announces the host-context note a continuation put after the tool results
 /// (its segment takes an index the client would otherwise never see).
-pub(super) fn announce_context_note(sink: &EventSink, assistant: &StoredMessage) {
+fn announce_context_note(sink: &EventSink, assistant: &StoredMessage) {
     let index = assistant.segments.len().saturating_sub(1);
     if let Some(Segment::Note {
         origin: NoteOrigin::HostContext,
@@ -73,7 +73,7 @@ pub(super) fn announce_context_note(sink: &EventSink, assistant: &StoredMessage)
 }
 
 /// Sent by the actor to itself: go on answering deferred requests.
-pub(super) struct RunDeferred;
+struct RunDeferred;
 
 impl actix::Message for RunDeferred {
     type Result = ();
@@ -88,7 +88,7 @@ impl Handler<RunDeferred> for SessionActor {
 }
 
 /// Sent by the actor's own turn task when the turn ends.
-pub(super) struct TurnFinished {
+struct TurnFinished {
     turn_id: u64,
     output: TurnOutput,
     history: crate::history::HistoryOutcome,
@@ -120,7 +120,7 @@ pub(super) struct TurnFailure {
 }
 
 impl TurnFailure {
-    pub(super) fn new(
+    fn new(
         error_type: impl Into<String>,
         message: impl Into<String>,
         retry_allowed: bool,
@@ -133,7 +133,7 @@ impl TurnFailure {
     }
 
     /// The terminal `error` event that follows the final response.
-    pub(super) fn into_event(self) -> TurnErrorEvent {
+    fn into_event(self) -> TurnErrorEvent {
         TurnErrorEvent {
             kind: "error",
             message: self.message,
@@ -277,7 +277,7 @@ impl SessionActor {
     }
 
     /// Records how a turn ended, then answers whatever waited for it.
-    pub(super) fn finish_turn(
+    fn finish_turn(
         &mut self,
         turn_id: u64,
         output: TurnOutput,
@@ -374,7 +374,7 @@ impl SessionActor {
 
     /// Stores a finished turn's reply with the pending call it made, then
     /// sends its final response and answers whatever waited for it.
-    pub(super) fn store_turn(&mut self, turn: FinishedTurn, ctx: &mut Context<Self>) {
+    fn store_turn(&mut self, turn: FinishedTurn, ctx: &mut Context<Self>) {
         let mut record = self.stored_record();
         if turn.on_path {
             record.active_leaf = Some(turn.assistant.id.clone());
@@ -469,7 +469,7 @@ impl SessionActor {
     /// stored off the active path, its unresolved calls `superseded`, and the
     /// caller is told the turn was cancelled. An acknowledged message of the
     /// other process is never moved off the path.
-    pub(super) fn restore_turn(
+    fn restore_turn(
         &mut self,
         mut turn: FinishedTurn,
         reloaded: Result<(), SessionError>,
@@ -514,7 +514,7 @@ impl SessionActor {
 
     /// Ends a turn whose reply could not be stored: its final response and a
     /// terminal error, then whatever waited for it.
-    pub(super) fn turn_not_saved(
+    fn turn_not_saved(
         &mut self,
         turn: FinishedTurn,
         error_type: &str,
@@ -572,7 +572,7 @@ impl SessionActor {
 
     /// Steering that missed the turn it was meant for becomes the next turn,
     /// ahead of anything else waiting, with its events on the same stream.
-    pub(super) fn promote_steering(&mut self, notes: Vec<SteeringNote>, sink: &EventSink) {
+    fn promote_steering(&mut self, notes: Vec<SteeringNote>, sink: &EventSink) {
         for note in notes.into_iter().rev() {
             let request = ChatRequest {
                 id: note.id,
