@@ -141,11 +141,6 @@ impl Message {
         self.tool_records().find(|tool| &tool.id == id)
     }
 
-    /// The tool call `id` of this message, to record its result.
-    pub fn find_tool_mut(&mut self, id: &ToolCallId) -> Option<&mut ToolRecord> {
-        self.tool_records_mut().find(|tool| &tool.id == id)
-    }
-
     /// Every tool call of the message, in order.
     pub fn tool_records(&self) -> impl Iterator<Item = &ToolRecord> {
         self.segments.iter().flat_map(|segment| match segment {

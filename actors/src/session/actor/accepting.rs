@@ -473,7 +473,10 @@ impl SessionActor {
         let mut screenshot = None;
         let output = strip_screenshots(&continuation.result, &mut screenshot);
         let mut tool_name = pending.tool_name.clone();
-        if let Some(tool) = assistant.find_tool_mut(&pending.tool_call_id) {
+        // Every record of the call id is answered: ids are unique in
+        // practice, and should a provider repeat one, none stays open.
+        let records = assistant.tool_records_mut();
+        for tool in records.filter(|tool| tool.id == pending.tool_call_id) {
             tool.output = Some(output.clone());
             tool_name = tool.name.clone();
             match continuation.outcome {
