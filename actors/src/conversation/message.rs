@@ -136,6 +136,31 @@ where
 }
 
 impl Message {
+    /// A message with nothing in it yet: an assistant reply about to be
+    /// streamed into, or the base the other fields are set on.
+    pub fn empty(
+        id: MessageId,
+        parent_id: Option<MessageId>,
+        role: Role,
+        created_at: u64,
+    ) -> Message {
+        Message {
+            id,
+            parent_id,
+            role,
+            content: String::new(),
+            host_block: None,
+            attachments: Vec::new(),
+            segments: Vec::new(),
+            usage: None,
+            model: None,
+            error_type: None,
+            memory_block: None,
+            working_memory: None,
+            created_at,
+        }
+    }
+
     /// The tool call `id` of this message, if it made one.
     pub fn find_tool(&self, id: &ToolCallId) -> Option<&ToolRecord> {
         self.tool_records().find(|tool| &tool.id == id)

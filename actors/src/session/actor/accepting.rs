@@ -297,21 +297,12 @@ impl SessionActor {
             }
             actor.record = record;
             actor.phase = Phase::Idle;
-            let assistant = StoredMessage {
-                id: MessageId::new(format!("{}:reply", user_id)),
-                parent_id: Some(user_id),
-                role: Role::Assistant,
-                content: String::new(),
-                host_block: None,
-                attachments: Vec::new(),
-                segments: Vec::new(),
-                usage: None,
-                model: None,
-                error_type: None,
-                memory_block: None,
-                working_memory: None,
-                created_at: now_millis(),
-            };
+            let assistant = StoredMessage::empty(
+                MessageId::new(format!("{}:reply", user_id)),
+                Some(user_id),
+                Role::Assistant,
+                now_millis(),
+            );
             actor.start_turn(&request, assistant, None, sink, reply, ctx);
         });
     }
