@@ -3,6 +3,8 @@
 //! `Attachment`; the turn decides where each one goes (native content for
 //! references, `look_at_screen` for screenshots).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -57,15 +59,18 @@ pub enum AttachmentPurpose {
     Screenshot,
 }
 
-/// Exactly one of the three content fields.
+/// Exactly one of the three content fields. A data URI or text may hold up
+/// to `MAX_ATTACHMENT_CONTENT_CHARS`, so it is shared (`Arc<str>`): the
+/// request's list, its host_context and the session's screenshot hold one
+/// copy between them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AttachmentSource {
     /// `data:<media type>[;base64],<data>`.
-    DataUri(String),
+    DataUri(Arc<str>),
     /// `http://` or `https://`.
     Url(String),
-    Text(String),
+    Text(Arc<str>),
 }
 
 const FIELDS: &[&str] = &[
@@ -131,11 +136,11 @@ impl Attachment {
             ));
         }
         check_content_chars(data_uri, path)?;
-        Ok(Attachment::screenshot(data_uri.to_string()))
+        Ok(Attachment::screenshot(data_uri.into()))
     }
 
     /// A screenshot attachment of an image data URI, unchecked.
-    pub fn screenshot(data_uri: String) -> Attachment {
+    pub fn screenshot(data_uri: Arc<str>) -> Attachment {
         Attachment {
             kind: AttachmentKind::Image,
             purpose: AttachmentPurpose::Screenshot,
@@ -180,7 +185,7 @@ fn parse_source(fields: &Fields<'_>) -> Result<AttachmentSource, ValidationError
             return Err(fields.error("data_uri", "expected a data URI (data:<media type>,<data>)"));
         }
         check_content_chars(data_uri, &fields.path("data_uri"))?;
-        return Ok(AttachmentSource::DataUri(data_uri.to_string()));
+        return Ok(AttachmentSource::DataUri(data_uri.into()));
     }
     if let Some(url) = url {
         fields.check_max_chars("url", url, MAX_URL_CHARS)?;
@@ -191,7 +196,7 @@ fn parse_source(fields: &Fields<'_>) -> Result<AttachmentSource, ValidationError
     }
     let text = text.unwrap_or_default();
     check_content_chars(text, &fields.path("text"))?;
-    Ok(AttachmentSource::Text(text.to_string()))
+    Ok(AttachmentSource::Text(text.into()))
 }
 
 /// `text` content goes with kind `text` and kind `text` with `text` content,

@@ -135,6 +135,78 @@ where
     }
 }
 
+impl Message {
+    /// A message with nothing in it yet: an assistant reply about to be
+    /// streamed into, or the base the other fields are set on.
+    pub fn empty(
+        id: MessageId,
+        parent_id: Option<MessageId>,
+        role: Role,
+        created_at: u64,
+    ) -> Message {
+        Message {
+            id,
+            parent_id,
+            role,
+            content: String::new(),
+            host_block: None,
+            attachments: Vec::new(),
+            segments: Vec::new(),
+            usage: None,
+            model: None,
+            error_type: None,
+            memory_block: None,
+            working_memory: None,
+            created_at,
+        }
+    }
+
+    /// The tool call `id` of this message, if it made one.
+    pub fn find_tool(&self, id: &ToolCallId) -> Option<&ToolRecord> {
+        self.tool_records().find(|tool| &tool.id == id)
+    }
+
+    /// Every tool call of the message, in order.
+    pub fn tool_records(&self) -> impl Iterator<Item = &ToolRecord> {
+        self.segments.iter().flat_map(|segment| match segment {
+            Segment::ToolGroup { tools } => tools.iter(),
+            _ => [].iter(),
+        })
+    }
+
+    pub fn tool_records_mut(&mut self) -> impl Iterator<Item = &mut ToolRecord> {
+        self.segments.iter_mut().flat_map(|segment| match segment {
+            Segment::ToolGroup { tools } => tools.iter_mut(),
+            _ => [].iter_mut(),
+        })
+    }
+
+    /// Gives every call still without a result the made-up result of
+    /// `status` (cancelled, superseded, unknown): the transcript a provider
+    /// reads must answer every call.
+    pub fn interrupt_unresolved(&mut self, status: CallStatus) {
+        for tool in self.tool_records_mut() {
+            if !tool.has_result() {
+                tool.interrupt(status);
+            }
+        }
+    }
+
+    /// The reply's text: its text segments, a blank line between the answers
+    /// of separate model requests (before and after a tool result or steering).
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .segments
+            .iter()
+            .filter_map(|segment| match segment {
+                Segment::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join("\n\n")
+    }
+}
+
 impl ToolRecord {
     pub fn has_result(&self) -> bool {
         self.outcome.is_some()
@@ -308,5 +380,64 @@ mod tests {
             json!({"id": "c1", "name": "n", "input": {}, "category": "host", "status": "bogus"})
         )
         .is_err());
+    }
+
+    fn assistant(segments: Vec<Segment>) -> Message {
+        serde_json::from_value::<Message>(json!({
+            "id": "m1:reply", "parent_id": "m1", "role": "assistant", "created_at": 0
+        }))
+        .map(|mut message| {
+            message.segments = segments;
+            message
+        })
+        .unwrap()
+    }
+
+    fn call(id: &str, extra: Value) -> ToolRecord {
+        let mut tool = record(extra);
+        tool.id = ToolCallId::new(id);
+        tool
+    }
+
+    #[test]
+    fn find_tool_looks_in_every_tool_group() {
+        let message = assistant(vec![
+            Segment::ToolGroup {
+                tools: vec![call("a", json!({}))],
+            },
+            Segment::Text { text: "x".into() },
+            Segment::ToolGroup {
+                tools: vec![call("b", json!({}))],
+            },
+        ]);
+        let found = message.find_tool(&ToolCallId::new("b"));
+        assert_eq!(found.map(|tool| tool.id.as_str()), Some("b"));
+        assert!(message.find_tool(&ToolCallId::new("c")).is_none());
+    }
+
+    #[test]
+    fn interrupt_unresolved_leaves_answered_calls_alone() {
+        let mut message = assistant(vec![Segment::ToolGroup {
+            tools: vec![
+                call("a", json!({"outcome": "success"})),
+                call("b", json!({})),
+            ],
+        }]);
+        message.interrupt_unresolved(CallStatus::Unknown);
+        let words: Vec<&str> = message
+            .tool_records()
+            .map(ToolRecord::status_word)
+            .collect();
+        assert_eq!(words, ["completed", "unknown"]);
+    }
+
+    #[test]
+    fn text_joins_the_answers_of_separate_requests_with_a_blank_line() {
+        let message = assistant(vec![
+            Segment::Text { text: "one".into() },
+            Segment::ToolGroup { tools: vec![] },
+            Segment::Text { text: "two".into() },
+        ]);
+        assert_eq!(message.text(), "one\n\ntwo");
     }
 }

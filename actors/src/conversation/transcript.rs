@@ -53,7 +53,7 @@ pub fn attachment_part(attachment: &Attachment) -> ContentPart {
     match (&attachment.kind, &attachment.source) {
         (_, AttachmentSource::Text(text)) => match &label {
             Some(label) => ContentPart::Text(format!("[attachment: {label}]\n{text}")),
-            None => ContentPart::Text(text.clone()),
+            None => ContentPart::Text(text.to_string()),
         },
         (AttachmentKind::Image, source) => ContentPart::Image(media_source(source)),
         (_, source) => ContentPart::Document {
@@ -66,10 +66,10 @@ pub fn attachment_part(attachment: &Attachment) -> ContentPart {
 fn media_source(source: &AttachmentSource) -> MediaSource {
     match source {
         AttachmentSource::DataUri(uri) => {
-            MediaSource::from_data_uri(uri).unwrap_or_else(|| MediaSource::Url(uri.clone()))
+            MediaSource::from_data_uri(uri).unwrap_or_else(|| MediaSource::Url(uri.to_string()))
         }
         AttachmentSource::Url(url) => MediaSource::Url(url.clone()),
-        AttachmentSource::Text(text) => MediaSource::Url(text.clone()),
+        AttachmentSource::Text(text) => MediaSource::Url(text.to_string()),
     }
 }
 

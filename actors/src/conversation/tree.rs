@@ -169,21 +169,12 @@ mod tests {
     use crate::conversation::message::Role;
 
     fn message(id: &str, parent: Option<&str>) -> Message {
-        Message {
-            id: MessageId::new(id),
-            parent_id: parent.map(MessageId::new),
-            role: Role::User,
-            content: String::new(),
-            host_block: None,
-            attachments: Vec::new(),
-            segments: Vec::new(),
-            usage: None,
-            model: None,
-            error_type: None,
-            memory_block: None,
-            working_memory: None,
-            created_at: 0,
-        }
+        Message::empty(
+            MessageId::new(id),
+            parent.map(MessageId::new),
+            Role::User,
+            0,
+        )
     }
 
     fn ids(path: &[&Message]) -> Vec<String> {

@@ -7,7 +7,7 @@
 
 use super::auxiliary::AuxiliaryModel;
 use super::HistoryConfig;
-use crate::conversation::{Message, MessageTree, Role, Segment, Usage};
+use crate::conversation::{Message, MessageTree, Role, Usage};
 use crate::ids::MessageId;
 
 /// The extractor's system prompt. `builtin:echo` recognises it and keeps
@@ -37,19 +37,12 @@ pub struct MemoryJob {
 impl MemoryJob {
     /// The updated list for the exchange that ended with `assistant`.
     pub async fn run(self, assistant: &Message) -> Result<(Vec<String>, Usage), String> {
-        let reply: Vec<&str> = assistant
-            .segments
-            .iter()
-            .filter_map(|segment| match segment {
-                Segment::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let reply = assistant.text();
         let input = format!(
             "<current_memory>\n{}\n</current_memory>\n<user>\n{}\n</user>\n<assistant>\n{}\n</assistant>",
             serde_json::to_string(&self.current).unwrap_or_else(|_| "[]".into()),
             cut(&self.user_text, self.truncation_limit),
-            cut(&reply.join("\n\n"), self.truncation_limit),
+            cut(&reply, self.truncation_limit),
         );
         let (text, usage) = self.model.complete(MEMORY_INSTRUCTIONS, input).await?;
         Ok((parse_memory(&text, self.max_entries)?, usage))
@@ -126,6 +119,7 @@ pub fn memory_block_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::Segment;
 
     #[test]
     fn a_fenced_array_is_read_deduplicated_and_capped() {

@@ -50,9 +50,8 @@ pub struct AttachmentLease {
 /// The bytes an attachment's content holds in memory.
 pub fn attachment_bytes(attachment: &Attachment) -> usize {
     match &attachment.source {
-        AttachmentSource::DataUri(text)
-        | AttachmentSource::Url(text)
-        | AttachmentSource::Text(text) => text.len(),
+        AttachmentSource::DataUri(text) | AttachmentSource::Text(text) => text.len(),
+        AttachmentSource::Url(url) => url.len(),
     }
 }
 

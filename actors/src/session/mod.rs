@@ -5,6 +5,7 @@
 mod actor;
 mod budget;
 mod caller;
+mod deps;
 mod error;
 mod messages;
 mod recovery;
@@ -14,7 +15,8 @@ mod runtime;
 pub use actor::SessionActor;
 pub use budget::{attachment_bytes, AttachmentBudget, AttachmentLease};
 pub use caller::Caller;
+pub use deps::{SessionConfig, SessionDeps};
 pub use error::{SessionError, DATABASE_UNREACHABLE};
 pub use messages::{AcceptedAs, SessionInfo, TurnAccepted};
 pub use registry::SessionRegistry;
-pub use runtime::{Runtime, RuntimeHealth, SessionConfig, SessionDeps};
+pub use runtime::{Runtime, RuntimeHealth};

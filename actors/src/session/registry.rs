@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use actix::{Actor, Addr};
 
 use super::actor::SessionActor;
-use super::runtime::SessionDeps;
+use super::deps::SessionDeps;
 use crate::ids::SessionId;
 
 const N_SHARDS: usize = 64;

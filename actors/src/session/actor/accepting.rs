@@ -1,0 +1,716 @@
+//! Accepting requests: a new message, steering, and a host's continuation
+//! (`apply_result`). Each is decided on the actor's copy before any await.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tokio::sync::mpsc;
+
+use super::screenshot::strip_screenshots;
+use super::turns::{pending_for, TurnEnding};
+use super::{
+    redo_request, reply_channel, status, Deferred, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
+    MAX_TITLE_CHARS,
+};
+use crate::contract::{
+    AttachmentPurpose, AttachmentSource, ChatRequest, Continuation, HostContext, MessageType,
+    OutputMode, ToolOutcome,
+};
+use crate::conversation::{
+    now_millis, CallOutcome, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role,
+    Segment, ToolRecord,
+};
+use crate::events::{Decision, EventSink, ToolResultEvent, TurnEvent, TurnStatus};
+use crate::ids::{MessageId, ToolCallId};
+use crate::prompt::host_block::render_host_context;
+use crate::session::messages::{AcceptedAs, SendMessage, TurnAccepted};
+use crate::session::SessionError;
+use crate::store::Written;
+use crate::turn::SteeringNote;
+
+impl SessionActor {
+    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
+        self.tree
+            .all()
+            .iter()
+            .rev()
+            .find_map(|message| message.find_tool(call_id))
+    }
+
+    /// A new message's turn has a screenshot only if the message brings one:
+    /// an older turn's screenshot is not offered again.
+    fn reset_screenshot(&mut self, request: &ChatRequest) {
+        self.screenshot = None;
+        self.take_screenshot(request);
+    }
+
+    /// Keeps the newest screenshot of a request for `look_at_screen`.
+    fn take_screenshot(&mut self, request: &ChatRequest) {
+        let newest = request.attachments.iter().rev().find_map(|attachment| {
+            match (&attachment.purpose, &attachment.source) {
+                (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
+                    Some(uri.clone())
+                }
+                _ => None,
+            }
+        });
+        if newest.is_some() {
+            self.screenshot = newest;
+        }
+    }
+}
+
+/// The request's context as the session keeps it for later messages: without
+/// its attachments, which belong to this message (references are stored with
+/// it; screenshots are never stored). Field by field, so the attachments
+/// (up to megabytes) are never copied only to be dropped.
+fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
+    let HostContext {
+        version,
+        host,
+        view,
+        navigation,
+        actions,
+        attachments: _,
+        background,
+        captured_at,
+        extensions,
+    } = request.host_context.as_ref()?;
+    Some(Arc::new(HostContext {
+        version: *version,
+        host: host.clone(),
+        view: view.clone(),
+        navigation: navigation.clone(),
+        actions: actions.clone(),
+        attachments: Vec::new(),
+        background: background.clone(),
+        captured_at: captured_at.clone(),
+        extensions: extensions.clone(),
+    }))
+}
+
+fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
+    request
+        .attachments
+        .iter()
+        .filter(|attachment| attachment.purpose == AttachmentPurpose::Reference)
+        .cloned()
+        .collect()
+}
+
+// ---- handlers --------------------------------------------------------------
+
+impl Handler<SendMessage> for SessionActor {
+    type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
+
+    fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        // Time has passed since this copy was loaded or written: another
+        // process may have written the session meanwhile.
+        self.fresh = false;
+        self.n_reloads = 0;
+        let taken = message
+            .slot
+            .lock()
+            .map(|mut slot| slot.take())
+            .unwrap_or(None);
+        let Some((request, sink)) = taken else {
+            return Box::pin(async {
+                Err(SessionError::Internal(
+                    "a message was delivered twice".into(),
+                ))
+            });
+        };
+        let (reply, answer) = reply_channel();
+        if let Err(error) = self.authorize_write(&message.caller) {
+            return Box::pin(async move { Err(error) });
+        }
+        self.accept(request, sink, reply, ctx);
+        answer
+    }
+}
+
+// ---- accepting messages ----------------------------------------------------
+
+impl SessionActor {
+    pub(super) fn accept(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.ready() {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        match (request.continuation.clone(), request.message_type) {
+            (Some(continuation), _) => {
+                self.accept_continuation(request, continuation, sink, reply, ctx)
+            }
+            (None, MessageType::Steering) => self.accept_steering(request, sink, reply, ctx),
+            (None, MessageType::Standard) => self.accept_message(request, sink, reply, ctx),
+        }
+    }
+
+    fn check_new_message(&self, request: &ChatRequest) -> Result<(), SessionError> {
+        if self.tree.contains(&request.id) {
+            return Err(SessionError::Conflict(format!(
+                "message id {:?} already exists in session {:?}",
+                request.id.as_str(),
+                self.id.as_str()
+            )));
+        }
+        if let Some(parent) = &request.parent_id {
+            if self
+                .tree
+                .get(parent)
+                .is_some_and(|message| message.role == Role::Summary)
+            {
+                return Err(SessionError::Conflict(format!(
+                    "parent_id {:?} is a summary node; continue from a message of the conversation",
+                    parent.as_str()
+                )));
+            }
+            if !self.tree.contains(parent) {
+                return Err(SessionError::Conflict(format!(
+                    "parent_id {:?} is not a message of session {:?}",
+                    parent.as_str(),
+                    self.id.as_str()
+                )));
+            }
+        }
+        if request.output_mode == OutputMode::HostTools {
+            let context = self.current_context(request);
+            let declares_hold = context.is_some_and(|context| {
+                context
+                    .actions
+                    .iter()
+                    .any(|action| action.name == crate::tools::HOLD_TOOL)
+            });
+            if declares_hold {
+                return Err(SessionError::validation(
+                    "host_context.actions",
+                    "\"hold\" is reserved with output_mode host_tools; give the action another name",
+                ));
+            }
+        }
+        self.deps.plan_model(&request.config)?;
+        Ok(())
+    }
+
+    /// An ordinary message: cancels a live turn (and waits for it), supersedes
+    /// a pending call, stores the user message and starts a turn.
+    fn accept_message(
+        &mut self,
+        request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.check_new_message(&request) {
+            self.refuse(request, sink, reply, error, ctx);
+            return;
+        }
+        if let Phase::Running(live) = &mut self.phase {
+            live.cancel.cancel();
+            live.cancelling = true;
+            self.deferred.push_back(Deferred {
+                request,
+                sink,
+                reply,
+            });
+            return;
+        }
+        let mut changed = Vec::with_capacity(2);
+        if let Phase::AwaitingHost(pending) = &self.phase {
+            if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
+                let mut assistant = assistant.clone();
+                assistant.interrupt_unresolved(CallStatus::Superseded);
+                changed.push(assistant);
+            }
+        }
+        self.reset_screenshot(&request);
+        let context = self.current_context(&request);
+        let parent_id = request
+            .parent_id
+            .clone()
+            .or_else(|| self.record.active_leaf.clone());
+        let memory_block = (request.output_mode == OutputMode::Text)
+            .then(|| {
+                crate::history::memory_block_for(
+                    &self.deps.config.history,
+                    &self.tree,
+                    parent_id.as_ref(),
+                )
+            })
+            .flatten();
+        let user = StoredMessage {
+            id: request.id.clone(),
+            parent_id,
+            role: Role::User,
+            content: request.content.clone(),
+            host_block: context.map(render_host_context),
+            attachments: reference_attachments(&request),
+            segments: Vec::new(),
+            usage: None,
+            model: None,
+            error_type: None,
+            memory_block,
+            working_memory: None,
+            created_at: now_millis(),
+        };
+        let mut record = self.record.clone();
+        record.active_leaf = Some(user.id.clone());
+        record.turn_number += 1;
+        if request.host_context.is_some() {
+            record.host_context = shared_context(&request);
+        }
+        if record.title.is_none() && !request.content.is_empty() {
+            record.title = Some(request.content.chars().take(MAX_TITLE_CHARS).collect());
+        }
+        record.pending_action = None;
+        changed.push(user);
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version, &record, &changed);
+        self.persist(ctx, write, move |actor, ctx, written| {
+            match written {
+                Ok(Written::Committed(version)) => actor.committed(version),
+                // Another process moved the session on since this copy was
+                // loaded: decide the message again on the fresh state (its
+                // parent, supersession and turn number come from there).
+                Ok(Written::Stale) => {
+                    actor.reload_then(ctx, redo_request(request, sink, reply));
+                    return;
+                }
+                Err(error) => {
+                    let _ = reply.send(Err(error.into()));
+                    return;
+                }
+            }
+            let user_id = request.id.clone();
+            for message in changed {
+                actor.tree.upsert(message);
+            }
+            actor.record = record;
+            actor.phase = Phase::Idle;
+            let assistant = StoredMessage::empty(
+                MessageId::new(format!("{}:reply", user_id)),
+                Some(user_id),
+                Role::Assistant,
+                now_millis(),
+            );
+            actor.start_turn(&request, assistant, None, sink, reply, ctx);
+        });
+    }
+
+    /// Steering joins the live turn, or becomes an ordinary turn when none is live.
+    fn accept_steering(
+        &mut self,
+        mut request: ChatRequest,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if request.output_mode == OutputMode::HostTools {
+            let _ = reply.send(Err(SessionError::validation(
+                "message_type",
+                "steering is not supported with output_mode host_tools",
+            )));
+            return;
+        }
+        if let Phase::Running(live) = &self.phase {
+            if live.output_mode == OutputMode::HostTools {
+                let _ = reply.send(Err(SessionError::Conflict(
+                    "the live turn is a silent decision; steering is not supported".into(),
+                )));
+                return;
+            }
+            if !live.cancelling {
+                let note = SteeringNote {
+                    id: request.id.clone(),
+                    text: request.content.clone(),
+                    attachments: reference_attachments(&request),
+                };
+                match live.steering.try_send(note) {
+                    Ok(()) => {
+                        self.take_screenshot(&request);
+                        let _ = reply.send(Ok(TurnAccepted {
+                            accepted_as: AcceptedAs::Steering,
+                            message_id: None,
+                        }));
+                        return;
+                    }
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let _ = reply.send(Err(SessionError::Conflict(format!(
+                            "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
+                        ))));
+                        return;
+                    }
+                    // The turn is ending: the message becomes a turn of its own.
+                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+                }
+            }
+        }
+        if self.tree.is_empty() {
+            let _ = reply.send(Err(SessionError::Conflict(format!(
+                "steering needs a conversation; session {:?} has none yet",
+                self.id.as_str()
+            ))));
+            return;
+        }
+        request.message_type = MessageType::Standard;
+        self.accept_message(request, sink, reply, ctx);
+    }
+
+    /// A host's result for a call: applied if the call is pending, deferred
+    /// behind a live turn, refused (409) otherwise. `continuation` is the
+    /// request's own, which the request keeps for a redecision or deferral.
+    fn accept_continuation(
+        &mut self,
+        request: ChatRequest,
+        continuation: Continuation,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let call_id = continuation.tool_call_id.clone();
+        if !self.stored {
+            let error = SessionError::Conflict(format!(
+                "session {:?} does not exist, so call {:?} is not pending",
+                self.id.as_str(),
+                call_id.as_str()
+            ));
+            self.refuse(request, sink, reply, error, ctx);
+            return;
+        }
+        if matches!(self.phase, Phase::Running(_)) {
+            // A continuation never cancels: it waits for the live turn to end.
+            self.deferred.push_back(Deferred {
+                request,
+                sink,
+                reply,
+            });
+            return;
+        }
+        let pending = match &self.phase {
+            Phase::AwaitingHost(pending) if pending.tool_call_id == call_id => pending.clone(),
+            Phase::AwaitingHost(pending) if pending.queued.contains(&call_id) => {
+                let error = SessionError::Conflict(format!(
+                    "call {:?} is queued behind call {:?}; answer {:?} first",
+                    call_id.as_str(),
+                    pending.tool_call_id.as_str(),
+                    pending.tool_call_id.as_str()
+                ));
+                self.refuse(request, sink, reply, error, ctx);
+                return;
+            }
+            _ => {
+                let error = self.not_pending(&call_id);
+                self.refuse(request, sink, reply, error, ctx);
+                return;
+            }
+        };
+        self.apply_result(request, continuation, pending, sink, reply, ctx);
+    }
+
+    /// Why a continuation for `call_id` cannot be taken now.
+    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
+        let pending_now = match &self.phase {
+            Phase::AwaitingHost(pending) => {
+                format!("; call {:?} is pending", pending.tool_call_id.as_str())
+            }
+            _ => "; nothing is pending".to_string(),
+        };
+        let message = match self.find_call(call_id) {
+            Some(record) if record.status == Some(CallStatus::Superseded) => {
+                format!(
+                    "call {:?} was superseded by a newer message; its result is not applied",
+                    call_id.as_str()
+                )
+            }
+            Some(record) if record.has_result() => {
+                let status = record.status_word();
+                format!(
+                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
+                    call_id.as_str()
+                )
+            }
+            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
+        };
+        SessionError::Conflict(message)
+    }
+
+    fn apply_result(
+        &mut self,
+        mut request: ChatRequest,
+        continuation: Continuation,
+        pending: PendingAction,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(assistant) = self.tree.get(&pending.assistant_message_id) else {
+            let _ = reply.send(Err(SessionError::Internal(format!(
+                "pending call {:?} points at a missing message",
+                pending.tool_call_id.as_str()
+            ))));
+            return;
+        };
+        let mut assistant = assistant.clone();
+        let mut screenshot = None;
+        let output = strip_screenshots(&continuation.result, &mut screenshot);
+        let mut tool_name = pending.tool_name.clone();
+        // Every record of the call id is answered: ids are unique in
+        // practice, and should a provider repeat one, none stays open.
+        let records = assistant.tool_records_mut();
+        for tool in records.filter(|tool| tool.id == pending.tool_call_id) {
+            tool.output = Some(output.clone());
+            tool_name = tool.name.clone();
+            match continuation.outcome {
+                ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
+                ToolOutcome::Failed => {
+                    tool.outcome = Some(CallOutcome::Failed);
+                    tool.status = Some(CallStatus::Failed);
+                }
+            }
+        }
+        let next = pending.queued.split_first().and_then(|(next_id, queued)| {
+            pending_for(&assistant, next_id, queued.to_vec(), pending.output_mode)
+        });
+        let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
+        // The call's own output mode governs the resumed run, whatever the
+        // continuation says (host-contract.md: the pending action stores it).
+        let asked_mode = request.output_mode;
+        request.output_mode = pending.output_mode;
+        let context = self.current_context(&request);
+        if resumes_model {
+            if let Some(context) = context {
+                assistant.segments.push(Segment::Note {
+                    origin: NoteOrigin::HostContext,
+                    text: render_host_context(context),
+                    attachments: reference_attachments(&request),
+                });
+            }
+        }
+        let mut record = self.stored_record();
+        if request.host_context.is_some() {
+            record.host_context = shared_context(&request);
+        }
+        record.pending_action = next.clone();
+        // Conditional on this copy's version, which is the version that made
+        // `pending` the pending call: of two processes accepting one result,
+        // exactly one commits; the other reloads and answers 409.
+        let write =
+            self.deps
+                .store
+                .save_messages(self.version, &record, std::slice::from_ref(&assistant));
+        self.persist(ctx, write, move |actor, ctx, accepted| {
+            match accepted {
+                Err(error) => {
+                    let _ = reply.send(Err(error.into()));
+                    return;
+                }
+                Ok(Written::Stale) => {
+                    request.output_mode = asked_mode;
+                    actor.reload_then(ctx, redo_request(request, sink, reply));
+                    return;
+                }
+                Ok(Written::Committed(version)) => actor.committed(version),
+            }
+            if screenshot.is_some() {
+                actor.screenshot = screenshot.map(Arc::from);
+            }
+            actor.take_screenshot(&request);
+            record.pending_action = None;
+            actor.record = record;
+            actor.tree.upsert(assistant.clone());
+            let result_event = TurnEvent::ToolResult(ToolResultEvent {
+                tool_name,
+                output,
+                call_id: pending.tool_call_id.to_string(),
+                duration_ms: 0,
+                invalidates: actor
+                    .deps
+                    .tools
+                    .invalidations
+                    .get(&pending.tool_name)
+                    .cloned(),
+            });
+            if resumes_model {
+                actor.phase = Phase::Idle;
+                actor.start_turn(&request, assistant, Some(result_event), sink, reply, ctx);
+                return;
+            }
+            let _ = reply.send(Ok(TurnAccepted {
+                accepted_as: AcceptedAs::Turn,
+                message_id: Some(assistant.id.clone()),
+            }));
+            status(&sink, &actor.id, TurnStatus::Started);
+            // A receipt of a silent decision publishes no tool preview either.
+            if pending.output_mode == OutputMode::Text {
+                sink.send(result_event);
+            }
+            let decision = match (&next, pending.output_mode) {
+                (_, OutputMode::HostTools) => Some(Decision::Completed),
+                _ => None,
+            };
+            actor.phase = match &next {
+                Some(next) => Phase::AwaitingHost(next.clone()),
+                None => Phase::Idle,
+            };
+            let model = assistant.model.clone().unwrap_or_default();
+            actor.send_final(
+                &sink,
+                TurnEnding {
+                    assistant: &assistant,
+                    model,
+                    pending: next.as_ref(),
+                    decision,
+                    output_mode: pending.output_mode,
+                    failure: None,
+                },
+            );
+            status(&sink, &actor.id, TurnStatus::Completed);
+            actor.run_deferred(ctx);
+            actor.hibernate_if_configured(ctx);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::*;
+    use crate::events::TurnEvent;
+    use crate::ids::SessionId;
+    use crate::session::{AcceptedAs, SessionError};
+
+    #[test]
+    fn the_kept_context_is_the_requests_without_its_attachments() {
+        let mut context = context_with_action();
+        context["attachments"] = json!([{"kind": "text", "text": "notes"}]);
+        let body = json!({"id": "m1", "session_id": "s1", "host_context": context});
+        let request = crate::contract::ChatRequest::parse(&body).expect("a valid body");
+        let kept = super::shared_context(&request).expect("a context");
+        let mut expected = request.host_context.clone().expect("a context");
+        expected.attachments.clear();
+        assert_eq!(*kept, expected);
+    }
+
+    #[test]
+    fn a_new_message_runs_a_turn_to_completion() {
+        run(async {
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hel"), text("lo")])]);
+            let runtime = runtime(model, 10);
+            let (accepted, mut events) = send(
+                &runtime,
+                json!({"id": "m1", "session_id": "s1", "content": "hi"}),
+            )
+            .await;
+            let accepted = accepted.expect("accepted");
+            assert_eq!(accepted.accepted_as, AcceptedAs::Turn);
+            assert_eq!(
+                accepted.message_id.map(|id| id.to_string()),
+                Some("m1:reply".into())
+            );
+            let turn = until_completed(&mut events).await;
+            assert!(matches!(turn.first(), Some(TurnEvent::Status(_))));
+            assert_eq!(final_response(&turn).content.as_deref(), Some("hello"));
+            let path = runtime
+                .messages(&caller(), &SessionId::new("s1"), None)
+                .await
+                .expect("the path");
+            let texts: Vec<String> = path
+                .iter()
+                .map(|message| format!("{}{}", message.content, message.text()))
+                .collect();
+            assert_eq!(texts, ["hi", "hello"]);
+        });
+    }
+
+    #[test]
+    fn a_host_action_is_pending_until_its_continuation_resumes_the_turn() {
+        run(async {
+            let model = ScriptedModel::new(vec![
+                Reply::Events(vec![call("c1", "select_issue", r#"{"id": 3}"#)]),
+                Reply::Events(vec![text("selected")]),
+            ]);
+            let runtime = runtime(model.clone(), 10);
+            let id = SessionId::new("s1");
+            let body = json!({"id": "m1", "session_id": "s1", "content": "pick 3",
+                              "host_context": context_with_action()});
+            let (accepted, mut events) = send(&runtime, body).await;
+            accepted.expect("accepted");
+            let turn = until_completed(&mut events).await;
+            let pending = final_response(&turn).pending_tool_call.as_ref();
+            assert_eq!(pending.map(|call| call.call_id.as_str()), Some("c1"));
+            let info = runtime.session(&caller(), &id).await.expect("info");
+            assert_eq!(
+                info.pending_action
+                    .map(|pending| pending.tool_call_id.to_string()),
+                Some("c1".into())
+            );
+
+            let continuation = json!({"id": "m2", "session_id": "s1", "tool_call_id": "c1",
+                                      "tool_result": {"selected": 3}});
+            let (accepted, mut events) = send(&runtime, continuation).await;
+            accepted.expect("continuation accepted");
+            let turn = until_completed(&mut events).await;
+            assert!(turn.iter().any(
+                |event| matches!(event, TurnEvent::ToolResult(result) if result.call_id == "c1")
+            ));
+            assert_eq!(final_response(&turn).content.as_deref(), Some("selected"));
+            assert_eq!(model.n_requests(), 2);
+            let info = runtime.session(&caller(), &id).await.expect("info");
+            assert!(info.pending_action.is_none());
+        });
+    }
+
+    #[test]
+    fn a_duplicate_continuation_is_a_conflict_reporting_status_completed() {
+        run(async {
+            let model = ScriptedModel::new(vec![
+                Reply::Events(vec![call("c1", "select_issue", "{}")]),
+                Reply::Events(vec![text("done")]),
+            ]);
+            let runtime = runtime(model, 10);
+            let body = json!({"id": "m1", "session_id": "s1", "content": "go",
+                              "host_context": context_with_action()});
+            let (_, mut events) = send(&runtime, body).await;
+            until_completed(&mut events).await;
+            let continuation = |id: &str| json!({"id": id, "session_id": "s1", "tool_call_id": "c1", "tool_result": "ok"});
+            let (accepted, mut events) = send(&runtime, continuation("m2")).await;
+            accepted.expect("the first continuation");
+            until_completed(&mut events).await;
+            let (again, _) = send(&runtime, continuation("m3")).await;
+            match again {
+                Err(SessionError::Conflict(message)) => {
+                    assert!(message.contains("status: completed"), "{message}")
+                }
+                other => panic!("expected a conflict, got {other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn steering_joins_the_live_turn_before_its_next_request() {
+        run(async {
+            let mut steered = steer_a_live_turn(10, "shorter please").await;
+            let accepted = steered.accepted.expect("steering");
+            assert_eq!(accepted.accepted_as, AcceptedAs::Steering);
+            let turn = until_completed(&mut steered.events).await;
+            let taken = turn.iter().any(|event| {
+                matches!(event, TurnEvent::Note(note) if note.content.as_deref() == Some("shorter please"))
+            });
+            assert!(taken, "{turn:?}");
+            let content = final_response(&turn).content.as_deref();
+            assert_eq!(content, Some("first\n\nsecond"));
+            assert_eq!(steered.model.n_requests(), 2);
+        });
+    }
+}

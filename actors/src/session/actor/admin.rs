@@ -1,0 +1,460 @@
+//! The admin handlers: get, join, repair, delete, cancel, and the idle stop
+//! (hibernation) with its timings.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use super::{reply_channel, status, Phase, ReplyTo, SessionActor, ABSENT_LINGER, SCREENSHOT_GRACE};
+use crate::contract::{HostContext, OutputMode};
+use crate::conversation::{CallStatus, Message as StoredMessage};
+use crate::events::{FinalResponse, TurnErrorEvent, TurnEvent, TurnStatus};
+use crate::session::messages::{
+    CancelTurn, CheckIdle, DeleteSession, GetInfo, GetPath, GetTree, JoinSession, RepairSession,
+    SessionInfo,
+};
+use crate::session::{Caller, SessionError};
+use crate::store::Written;
+
+impl SessionActor {
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            session_id: self.id.to_string(),
+            owner_id: self.record.owner_id.clone(),
+            title: self.record.title.clone(),
+            created_at: self.record.created_at,
+            turn_number: self.record.turn_number,
+            message_count: self.tree.len(),
+            active_leaf: self.record.active_leaf.as_ref().map(|id| id.to_string()),
+            turn_running: matches!(self.phase, Phase::Running(_)),
+            pending_action: match &self.phase {
+                Phase::AwaitingHost(pending) => Some(pending.clone()),
+                _ => None,
+            },
+            host_context: self
+                .record
+                .host_context
+                .as_deref()
+                .map(HostContext::to_value),
+        }
+    }
+}
+
+impl Handler<JoinSession> for SessionActor {
+    type Result = ResponseFuture<Result<(), SessionError>>;
+
+    fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        self.n_reloads = 0;
+        let (reply, answer) = reply_channel();
+        self.join(join.caller, join.host_context, reply, ctx);
+        answer
+    }
+}
+
+impl SessionActor {
+    /// Creates the session if needed and keeps the joining page's context.
+    fn join(
+        &mut self,
+        caller: Caller,
+        host_context: Option<HostContext>,
+        reply: ReplyTo<()>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = self.authorize_write(&caller) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        if host_context.is_none() && self.stored {
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        let mut record = self.stored_record();
+        if let Some(context) = &host_context {
+            record.host_context = Some(Arc::new(context.clone()));
+        }
+        let write = self.deps.store.save_session(self.version, &record);
+        self.persist(ctx, write, move |actor, ctx, written| match written {
+            Ok(Written::Committed(version)) => {
+                actor.committed(version);
+                if host_context.is_some() {
+                    actor.record.host_context = host_context.map(Arc::new);
+                }
+                let _ = reply.send(Ok(()));
+            }
+            // Joined on an old copy: join again on the fresh one, so the old
+            // pending call (or leaf) is never written back.
+            Ok(Written::Stale) => actor.reload_then(
+                ctx,
+                Box::new(move |actor, ctx, reloaded| match reloaded {
+                    Ok(()) => actor.join(caller, host_context, reply, ctx),
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                }),
+            ),
+            Err(error) => {
+                let _ = reply.send(Err(error.into()));
+            }
+        });
+    }
+}
+
+impl Handler<CheckIdle> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: CheckIdle, ctx: &mut Context<Self>) {
+        self.stop_if_idle(ctx, self.idle_after());
+    }
+}
+
+/// With an idle timeout of zero (the in-memory default) a session longer than
+/// this many messages still stays resident for [`HOT_WINDOW`]: its reload
+/// decodes every message, so a conversation in progress would pay for its
+/// whole length on every turn. Short sessions (most idle ones) hibernate at
+/// once and keep their small serialised form only.
+pub(super) const HOT_MESSAGES: usize = 16;
+
+/// How long a long, idle session's actor stays after its last request when
+/// the idle timeout is zero.
+pub(super) const HOT_WINDOW: Duration = Duration::from_secs(5);
+
+impl SessionActor {
+    /// Stops (hibernates) the actor when nothing is live or waiting and it has
+    /// been quiet for `after`; the store holds everything it would reload.
+    fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) {
+        let idle = matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
+            && self.deferred.is_empty()
+            && !ctx.waiting();
+        // A screenshot is never stored, so a session waiting for a host result
+        // keeps its actor (and the screenshot its resumed turn may look at) a
+        // while longer than the idle timeout.
+        let holds_screenshot =
+            self.screenshot.is_some() && matches!(self.phase, Phase::AwaitingHost(_));
+        let after = if holds_screenshot {
+            after.max(SCREENSHOT_GRACE)
+        } else {
+            after
+        };
+        if idle && self.last_activity.elapsed() >= after {
+            ctx.stop();
+        }
+    }
+
+    /// How long this session may stay idle before its actor stops: the
+    /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session.
+    fn idle_after(&self) -> Duration {
+        match self.deps.config.idle_timeout {
+            timeout if !timeout.is_zero() => timeout,
+            _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// With an idle timeout of zero, a short session hibernates as soon as its
+    /// turn ends (a long one at the sweeper's first look past `HOT_WINDOW`).
+    pub(super) fn hibernate_if_configured(&self, ctx: &mut Context<Self>) {
+        if self.idle_after().is_zero() {
+            self.stop_if_idle(ctx, Duration::ZERO);
+        }
+    }
+}
+
+impl Handler<CancelTurn> for SessionActor {
+    type Result = Result<bool, SessionError>;
+
+    fn handle(&mut self, cancel: CancelTurn, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        match self.authorize_read(&cancel.caller) {
+            Ok(()) => {}
+            // An admin cancelling nothing is told so, as before ownership.
+            Err(SessionError::NotFound(_)) => {
+                self.stop_if_absent(ctx);
+                return Ok(false);
+            }
+            Err(error) => {
+                self.stop_if_absent(ctx);
+                return Err(error);
+            }
+        }
+        match &mut self.phase {
+            Phase::Running(live) => {
+                live.cancel.cancel();
+                live.cancelling = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+impl Handler<GetInfo> for SessionActor {
+    type Result = Result<SessionInfo, SessionError>;
+
+    fn handle(&mut self, get: GetInfo, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self.authorize_read(&get.caller).map(|()| self.info());
+        self.stop_if_absent(ctx);
+        found
+    }
+}
+
+impl Handler<GetPath> for SessionActor {
+    type Result = Result<Vec<StoredMessage>, SessionError>;
+
+    fn handle(&mut self, request: GetPath, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self.authorize_read(&request.caller).and_then(|()| {
+            let leaf = request.leaf_id.or_else(|| self.record.active_leaf.clone());
+            if let Some(leaf) = &leaf {
+                if !self.tree.contains(leaf) {
+                    return Err(SessionError::Conflict(format!(
+                        "leaf_id {leaf:?} is not a message of this session"
+                    )));
+                }
+            }
+            Ok(self
+                .tree
+                .path_to(leaf.as_ref())
+                .into_iter()
+                .cloned()
+                .collect())
+        });
+        self.stop_if_absent(ctx);
+        found
+    }
+}
+
+impl Handler<GetTree> for SessionActor {
+    type Result = Result<Vec<StoredMessage>, SessionError>;
+
+    fn handle(&mut self, get: GetTree, ctx: &mut Context<Self>) -> Self::Result {
+        let found = self
+            .authorize_read(&get.caller)
+            .map(|()| self.tree.all().to_vec());
+        self.stop_if_absent(ctx);
+        found
+    }
+}
+
+impl Handler<RepairSession> for SessionActor {
+    type Result = ResponseFuture<Result<SessionInfo, SessionError>>;
+
+    fn handle(&mut self, repair: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        self.n_reloads = 0;
+        let (reply, answer) = reply_channel();
+        self.repair(repair.caller, reply, ctx);
+        answer
+    }
+}
+
+impl SessionActor {
+    /// Resolves every unresolved call as `unknown` and drops the pending call.
+    fn repair(&mut self, caller: Caller, reply: ReplyTo<SessionInfo>, ctx: &mut Context<Self>) {
+        if let Err(error) = self.authorize_read(&caller) {
+            self.stop_if_absent(ctx);
+            let _ = reply.send(Err(error));
+            return;
+        }
+        if matches!(self.phase, Phase::Running(_)) {
+            let _ = reply.send(Err(SessionError::Conflict(
+                "a turn is running; cancel it before repairing the session".into(),
+            )));
+            return;
+        }
+        // Every message is written back, not only those it resolves: a
+        // record an older version stored too deep was read with its deep
+        // part replaced (`store::readback`), and this stores that readable form.
+        let mut changed: Vec<StoredMessage> = self.tree.all().to_vec();
+        for message in &mut changed {
+            message.interrupt_unresolved(CallStatus::Unknown);
+        }
+        let mut record = self.record.clone();
+        record.pending_action = None;
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version, &record, &changed);
+        self.persist(ctx, write, move |actor, ctx, written| match written {
+            Ok(Written::Committed(version)) => {
+                actor.committed(version);
+                for message in changed {
+                    actor.tree.upsert(message);
+                }
+                actor.phase = Phase::Idle;
+                let _ = reply.send(Ok(actor.info()));
+            }
+            Ok(Written::Stale) => actor.reload_then(
+                ctx,
+                Box::new(move |actor, ctx, reloaded| match reloaded {
+                    Ok(()) => actor.repair(caller, reply, ctx),
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                }),
+            ),
+            Err(error) => {
+                let _ = reply.send(Err(error.into()));
+            }
+        });
+    }
+}
+
+impl Handler<DeleteSession> for SessionActor {
+    type Result = ResponseFuture<Result<bool, SessionError>>;
+
+    fn handle(&mut self, delete: DeleteSession, ctx: &mut Context<Self>) -> Self::Result {
+        match self.authorize_read(&delete.caller) {
+            // An admin deleting a session this actor did not load still asks
+            // the store (another process may have written it), as before.
+            Ok(()) | Err(SessionError::NotFound(_)) => {}
+            Err(error) => {
+                self.stop_if_absent(ctx);
+                return Box::pin(async move { Err(error) });
+            }
+        }
+        if let Phase::Running(live) = &self.phase {
+            live.cancel.cancel();
+        }
+        let existed = self.stored;
+        let delete = self.deps.store.delete(&self.id);
+        let (reply, answer) = reply_channel();
+        self.persist(ctx, delete, move |actor, ctx, deleted| {
+            let outcome = deleted
+                .map_err(SessionError::from)
+                .map(|found| found || existed);
+            if outcome.is_ok() {
+                actor.stored = false;
+                actor.abandon_live_turn();
+                actor.refuse_deferred();
+                ctx.stop();
+            }
+            let _ = reply.send(outcome);
+        });
+        answer
+    }
+}
+
+impl SessionActor {
+    /// Ends the live turn's stream when the actor stops before `finish_turn`
+    /// can (the session was deleted under it): a cancelled final response, a
+    /// terminal error, then `completed`, so no caller waits on a turn that is
+    /// gone. Nothing is saved: the session no longer exists.
+    fn abandon_live_turn(&mut self) {
+        let Phase::Running(live) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let turn_error = TurnErrorEvent {
+            kind: "error",
+            message: "The session was deleted; its turn was cancelled.".into(),
+            error_type: "cancelled".into(),
+            terminal: true,
+            retry_allowed: false,
+        };
+        let final_response = FinalResponse {
+            content: (live.output_mode == OutputMode::Text).then(String::new),
+            model: live.model,
+            streamed: live.sink.streamed,
+            session_id: self.id.to_string(),
+            turn_number: self.record.turn_number,
+            message_id: live.message_id.to_string(),
+            usage: crate::conversation::Usage::default(),
+            pending_tool_call: None,
+            decision: None,
+            error: Some(true),
+            error_type: Some(turn_error.error_type.clone()),
+            error_message: Some(turn_error.message.clone()),
+        };
+        live.sink
+            .send(TurnEvent::FinalResponse(Box::new(final_response)));
+        live.sink.send(TurnEvent::Error(turn_error));
+        status(&live.sink, &self.id, TurnStatus::Completed);
+    }
+
+    /// Messages still waiting for the live turn when the session is deleted
+    /// answer 404: the session they were sent to is gone. (A message sent
+    /// after the delete starts a new session, as any first message does.)
+    fn refuse_deferred(&mut self) {
+        for deferred in self.deferred.drain(..) {
+            let _ = deferred
+                .reply
+                .send(Err(SessionError::NotFound(self.id.to_string())));
+        }
+    }
+
+    /// A read of a session that does not exist should not leave an actor
+    /// behind, but the actor lingers a moment before it stops: stopping at
+    /// once would drop a first message already queued behind the read, and a
+    /// burst of reads would keep starting and stopping actors under it.
+    fn stop_if_absent(&self, ctx: &mut Context<Self>) {
+        if self.is_absent() {
+            ctx.run_later(ABSENT_LINGER, |actor, ctx| {
+                if actor.is_absent() && !ctx.waiting() {
+                    ctx.stop();
+                }
+            });
+        }
+    }
+
+    fn is_absent(&self) -> bool {
+        !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::*;
+    use crate::events::TurnEvent;
+    use crate::ids::SessionId;
+
+    #[test]
+    fn repair_resolves_unresolved_calls_as_unknown() {
+        run(async {
+            let model =
+                ScriptedModel::new(vec![Reply::Events(vec![call("c1", "select_issue", "{}")])]);
+            let runtime = runtime(model, 10);
+            let id = SessionId::new("s1");
+            let body = json!({"id": "m1", "session_id": "s1", "content": "go",
+                              "host_context": context_with_action()});
+            let (_, mut events) = send(&runtime, body).await;
+            until_completed(&mut events).await;
+            let info = runtime.repair(&caller(), &id).await.expect("repaired");
+            assert!(info.pending_action.is_none());
+            let tree = runtime.tree(&caller(), &id).await.expect("the tree");
+            let words: Vec<&str> = tree
+                .iter()
+                .flat_map(|message| message.tool_records())
+                .map(|tool| tool.status_word())
+                .collect();
+            assert_eq!(words, ["unknown"]);
+        });
+    }
+
+    #[test]
+    fn delete_during_a_turn_cancels_it() {
+        run(async {
+            // No script: the model never answers, so the turn stays live.
+            let model = ScriptedModel::new(Vec::new());
+            let runtime = runtime(model.clone(), 10);
+            let id = SessionId::new("s1");
+            let (accepted, mut events) = send(
+                &runtime,
+                json!({"id": "m1", "session_id": "s1", "content": "hi"}),
+            )
+            .await;
+            accepted.expect("accepted");
+            wait_for_requests(&model, 1).await;
+            assert_eq!(runtime.delete(&caller(), &id).await, Ok(true));
+            let turn = until_completed(&mut events).await;
+            assert_eq!(
+                final_response(&turn).error_type.as_deref(),
+                Some("cancelled")
+            );
+            assert!(turn.iter().any(
+                |event| matches!(event, TurnEvent::Error(error) if error.error_type == "cancelled")
+            ));
+        });
+    }
+}

@@ -1,0 +1,668 @@
+//! Running and finishing turns: start a turn on the model, record how it
+//! ended (`finish_turn`, `store_turn`), send its final response, and promote
+//! steering that missed it.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    status, Deferred, FinishedTurn, LiveTurn, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
+};
+use crate::contract::{ChatRequest, MessageType, OutputMode};
+use crate::conversation::{
+    CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Segment,
+};
+use crate::events::{
+    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnErrorEvent, TurnEvent,
+    TurnStatus,
+};
+use crate::ids::ToolCallId;
+use crate::session::messages::{AcceptedAs, TurnAccepted};
+use crate::session::SessionError;
+use crate::store::{StoreError, Written};
+use crate::turn::{
+    CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
+};
+
+pub(super) fn pending_for(
+    message: &StoredMessage,
+    call_id: &ToolCallId,
+    queued: Vec<ToolCallId>,
+    output_mode: OutputMode,
+) -> Option<PendingAction> {
+    let record = message.find_tool(call_id)?;
+    Some(PendingAction {
+        tool_call_id: call_id.clone(),
+        tool_name: record.name.clone(),
+        arguments: record.input.clone(),
+        assistant_message_id: message.id.clone(),
+        queued,
+        output_mode,
+    })
+}
+
+fn pending_event(pending: &PendingAction) -> PendingToolCall {
+    PendingToolCall {
+        tool_name: pending.tool_name.clone(),
+        call_id: pending.tool_call_id.to_string(),
+        arguments: pending.arguments.clone(),
+        queued: pending.queued.iter().map(|id| id.to_string()).collect(),
+    }
+}
+
+/// Announces the host-context note a continuation put after the tool results
+/// (its segment takes an index the client would otherwise never see).
+fn announce_context_note(sink: &EventSink, assistant: &StoredMessage) {
+    let index = assistant.segments.len().saturating_sub(1);
+    if let Some(Segment::Note {
+        origin: NoteOrigin::HostContext,
+        ..
+    }) = assistant.segments.last()
+    {
+        sink.send(TurnEvent::Note(NoteEvent {
+            origin: NoteOrigin::HostContext,
+            message_id: None,
+            content: None,
+            segment_id: format!("{}:{index}", assistant.id),
+            segment_index: index,
+            segment_kind: "host_context",
+        }));
+    }
+}
+
+/// Sent by the actor to itself: go on answering deferred requests.
+struct RunDeferred;
+
+impl actix::Message for RunDeferred {
+    type Result = ();
+}
+
+impl Handler<RunDeferred> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: RunDeferred, ctx: &mut Context<Self>) {
+        self.run_deferred(ctx);
+    }
+}
+
+/// Sent by the actor's own turn task when the turn ends.
+struct TurnFinished {
+    turn_id: u64,
+    output: TurnOutput,
+    history: crate::history::HistoryOutcome,
+}
+
+impl actix::Message for TurnFinished {
+    type Result = ();
+}
+
+impl Handler<TurnFinished> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, finished: TurnFinished, ctx: &mut Context<Self>) {
+        self.finish_turn(finished.turn_id, finished.output, finished.history, ctx);
+    }
+}
+
+// ---- running turns ---------------------------------------------------------
+
+/// Why a turn did not complete: its final response's error fields and its
+/// terminal `error` event.
+pub(super) struct TurnFailure {
+    /// The `error_type` word (`cancelled`, `usage_limit`, a model error's kind…).
+    pub(super) error_type: String,
+    /// The sentence the client shows.
+    pub(super) message: String,
+    /// Whether sending the message again may succeed.
+    pub(super) retry_allowed: bool,
+}
+
+impl TurnFailure {
+    fn new(
+        error_type: impl Into<String>,
+        message: impl Into<String>,
+        retry_allowed: bool,
+    ) -> TurnFailure {
+        TurnFailure {
+            error_type: error_type.into(),
+            message: message.into(),
+            retry_allowed,
+        }
+    }
+
+    /// The terminal `error` event that follows the final response.
+    fn into_event(self) -> TurnErrorEvent {
+        TurnErrorEvent {
+            kind: "error",
+            message: self.message,
+            error_type: self.error_type,
+            terminal: true,
+            retry_allowed: self.retry_allowed,
+        }
+    }
+}
+
+/// What a turn's final response reports: the reply, and how the turn ended.
+pub(super) struct TurnEnding<'a> {
+    pub(super) assistant: &'a StoredMessage,
+    pub(super) model: String,
+    /// The call now pending, if the turn (or a result) left one.
+    pub(super) pending: Option<&'a PendingAction>,
+    /// A silent decision's verdict.
+    pub(super) decision: Option<Decision>,
+    /// `host_tools` sends no content.
+    pub(super) output_mode: OutputMode,
+    pub(super) failure: Option<&'a TurnFailure>,
+}
+
+impl SessionActor {
+    /// Starts the model loop for `assistant` (new, or resumed after host results).
+    /// `opening` (a continuation's `tool_result`) is sent right after
+    /// `status: started`, which must stay the turn's first event.
+    pub(super) fn start_turn(
+        &mut self,
+        request: &ChatRequest,
+        mut assistant: StoredMessage,
+        opening: Option<TurnEvent>,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let (model_id, model) = match self.deps.plan_model(&request.config) {
+            Ok(planned) => planned,
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                return;
+            }
+        };
+        let output_mode = request.output_mode;
+        let context = self.current_context(request);
+        let tools = self
+            .deps
+            .tools
+            .tool_set(context, self.screenshot.is_some(), output_mode);
+        let leaf = assistant.parent_id.clone();
+        let path = self.tree.path_to(leaf.as_ref());
+        let history = crate::history::transcript(&self.tree, leaf.as_ref());
+        let config = &self.deps.config;
+        let jobs = crate::history::plan_jobs(
+            &config.history,
+            crate::history::TurnContext {
+                tree: &self.tree,
+                path: &path,
+                history: &history,
+                system: &config.system_prompt,
+                turn_model: &model_id,
+                silent: output_mode == OutputMode::HostTools,
+                fresh: assistant.segments.is_empty(),
+            },
+            self.deps.models.as_ref(),
+        );
+        let max_requests = request
+            .config
+            .max_turns
+            .map_or(config.max_turns, |asked| asked.min(config.max_turns));
+        let thinking_budget =
+            crate::turn::thinking_budget(request.config.thinking_budget, config.thinking_budget);
+        assistant.model = Some(model_id.to_string());
+        let plan = TurnPlan {
+            model_id: model_id.clone(),
+            model,
+            system: config.system_prompt.clone(),
+            tools,
+            settings: crate::model::ModelSettings {
+                temperature: request.config.temperature,
+                thinking_budget,
+                max_output_tokens: None,
+            },
+            limits: TurnLimits {
+                max_requests,
+                budget: config.budget,
+            },
+            output_mode,
+            invalidations: self.deps.invalidations.clone(),
+            screenshot: self.screenshot.clone(),
+            tool_context: self.deps.tools.tool_context(self.id.as_str()),
+        };
+        let (cancel, token) = CancelHandle::new();
+        let (steering_tx, steering_rx) = mpsc::channel(MAX_QUEUED_STEERING);
+        self.next_turn_id += 1;
+        let turn_id = self.next_turn_id;
+        let message_id = assistant.id.clone();
+        self.phase = Phase::Running(LiveTurn {
+            id: turn_id,
+            cancel,
+            cancelling: false,
+            steering: steering_tx,
+            sink: sink.clone(),
+            output_mode,
+            model: model_id.to_string(),
+            message_id: message_id.clone(),
+        });
+        let _ = reply.send(Ok(TurnAccepted {
+            accepted_as: AcceptedAs::Turn,
+            message_id: Some(message_id),
+        }));
+        status(&sink, &self.id, TurnStatus::Started);
+        if let Some(event) = opening {
+            sink.send(event);
+            announce_context_note(&sink, &assistant);
+        }
+        let input = TurnInput {
+            plan,
+            history,
+            assistant,
+            sink,
+            cancel: token,
+            steering: steering_rx,
+        };
+        // The turn reports back through the mailbox, not by a continuation of
+        // the spawned future: mailbox messages wait while a store write holds
+        // the actor (`ctx.wait`), spawned futures do not, and a decision made
+        // beside an in-flight write (a delete, say) would act on stale state.
+        let addr = ctx.address();
+        ctx.spawn(
+            crate::history::run_turn_with_history(jobs, input)
+                .into_actor(self)
+                .map(move |(output, history), _actor, _ctx| {
+                    addr.do_send(TurnFinished {
+                        turn_id,
+                        output,
+                        history,
+                    })
+                }),
+        );
+    }
+
+    /// Records how a turn ended, then answers whatever waited for it.
+    fn finish_turn(
+        &mut self,
+        turn_id: u64,
+        output: TurnOutput,
+        history: crate::history::HistoryOutcome,
+        ctx: &mut Context<Self>,
+    ) {
+        let live = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Running(live) if live.id == turn_id => live,
+            other => {
+                self.phase = other;
+                log::error!(
+                    "session {}: a finished turn {turn_id} was not the live one",
+                    self.id
+                );
+                return;
+            }
+        };
+        let TurnOutput {
+            mut assistant,
+            end,
+            steering: mut late_steering,
+        } = output;
+        let mut undelivered = Vec::new();
+        while let Ok(note) = late_steering.try_recv() {
+            undelivered.push(note);
+        }
+        if !undelivered.is_empty() {
+            if end == TurnEnd::Completed {
+                self.promote_steering(undelivered, &live.sink);
+            } else {
+                log::info!(
+                    "session {}: {} steering message(s) arrived as the turn ended ({:?}); not delivered",
+                    self.id,
+                    undelivered.len(),
+                    end
+                );
+            }
+        }
+        let mut next = None;
+        let mut decision = None;
+        let mut failure: Option<TurnFailure> = None;
+        match &end {
+            TurnEnd::Completed => {}
+            TurnEnd::HostCalls(calls) => {
+                if let Some((first, queued)) = calls.split_first() {
+                    next = pending_for(&assistant, first, queued.to_vec(), live.output_mode);
+                    decision =
+                        (live.output_mode == OutputMode::HostTools).then_some(Decision::Pending);
+                }
+            }
+            TurnEnd::Hold => decision = Some(Decision::Hold),
+            TurnEnd::InvalidDecision(reason) => {
+                failure = Some(TurnFailure::new("invalid_decision", reason.clone(), false))
+            }
+            TurnEnd::Cancelled => {
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
+                failure = Some(TurnFailure::new(
+                    "cancelled",
+                    "The turn was cancelled.",
+                    true,
+                ));
+            }
+            TurnEnd::UsageLimit(reason) => {
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
+                failure = Some(TurnFailure::new("usage_limit", reason.clone(), false));
+            }
+            TurnEnd::Panicked(_) => {
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
+                failure = Some(TurnFailure::new("internal", "The turn failed inside the runtime; the session is unharmed. Send the message again.", true));
+            }
+            TurnEnd::Failed(error) => {
+                assistant.interrupt_unresolved(CallStatus::Cancelled);
+                failure = Some(TurnFailure::new(
+                    error.kind.as_str().to_string(),
+                    error.message.clone(),
+                    error.kind.retry_allowed(),
+                ));
+            }
+        }
+        assistant.error_type = failure.as_ref().map(|failure| failure.error_type.clone());
+        self.store_turn(
+            FinishedTurn {
+                live,
+                assistant,
+                next,
+                decision,
+                failure,
+                on_path: true,
+                summary: history.summary,
+            },
+            ctx,
+        );
+    }
+
+    /// Stores a finished turn's reply with the pending call it made, then
+    /// sends its final response and answers whatever waited for it.
+    fn store_turn(&mut self, turn: FinishedTurn, ctx: &mut Context<Self>) {
+        let mut record = self.stored_record();
+        if turn.on_path {
+            record.active_leaf = Some(turn.assistant.id.clone());
+            record.pending_action = turn.next.clone();
+        }
+        // A new summary node is stored with the turn's result, parents first.
+        let mut written_messages: Vec<StoredMessage> = turn.summary.iter().cloned().collect();
+        written_messages.push(turn.assistant.clone());
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version, &record, &written_messages);
+        self.persist(ctx, write, move |actor, ctx, written| {
+            match written {
+                Ok(Written::Committed(version)) => actor.committed(version),
+                Ok(Written::Stale) => {
+                    actor.reload_then(
+                        ctx,
+                        Box::new(move |actor, ctx, reloaded| {
+                            actor.restore_turn(turn, reloaded, ctx)
+                        }),
+                    );
+                    return;
+                }
+                Err(error) => {
+                    log::warn!(
+                        "session {}: could not store the turn's result: {error}",
+                        actor.id
+                    );
+                    // `DatabaseError` is the kind of `SessionError::Unavailable`: HTTP answers 503.
+                    let error_type = match error {
+                        StoreError::Unavailable(_) => "DatabaseError",
+                        StoreError::Failed(_) => "internal",
+                    };
+                    actor.turn_not_saved(
+                        turn,
+                        error_type,
+                        "Database not reachable; the turn's result was not saved",
+                        ctx,
+                    );
+                    return;
+                }
+            }
+            let FinishedTurn {
+                live,
+                assistant,
+                next,
+                decision,
+                failure,
+                on_path,
+                summary,
+            } = turn;
+            if let Some(summary) = summary {
+                actor.tree.upsert(summary);
+            }
+            let sink = live.sink;
+            actor.tree.upsert(assistant.clone());
+            if on_path {
+                record.pending_action = None;
+                actor.record = record;
+                actor.phase = match &next {
+                    Some(pending) => Phase::AwaitingHost(pending.clone()),
+                    None => Phase::Idle,
+                };
+            }
+            actor.send_final(
+                &sink,
+                TurnEnding {
+                    assistant: &assistant,
+                    model: live.model,
+                    pending: next.as_ref(),
+                    decision,
+                    output_mode: live.output_mode,
+                    failure: failure.as_ref(),
+                },
+            );
+            if let Some(failure) = failure {
+                sink.send(TurnEvent::Error(failure.into_event()));
+            }
+            status(&sink, &actor.id, TurnStatus::Completed);
+            actor.last_activity = Instant::now();
+            actor.run_deferred(ctx);
+            actor.hibernate_if_configured(ctx);
+        });
+    }
+
+    /// The turn's write found the session changed by another process while
+    /// the turn ran. If the session still ends where the turn began (another
+    /// process only joined with a new context, say), the turn is stored as
+    /// usual on the fresh copy. Otherwise a newer message or result came in
+    /// meanwhile: in serial order it superseded this turn, so the reply is
+    /// stored off the active path, its unresolved calls `superseded`, and the
+    /// caller is told the turn was cancelled. An acknowledged message of the
+    /// other process is never moved off the path.
+    fn restore_turn(
+        &mut self,
+        mut turn: FinishedTurn,
+        reloaded: Result<(), SessionError>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(error) = reloaded {
+            log::warn!(
+                "session {}: could not reload to store the turn's result: {error}",
+                self.id
+            );
+            let message = error.to_string();
+            self.turn_not_saved(turn, error.kind(), &message, ctx);
+            return;
+        }
+        let parent_stored = turn
+            .assistant
+            .parent_id
+            .as_ref()
+            .is_some_and(|parent| self.tree.contains(parent));
+        if !self.stored || !parent_stored {
+            self.turn_not_saved(
+                turn,
+                "cancelled",
+                "The session was deleted while the turn ran; its reply was not saved.",
+                ctx,
+            );
+            return;
+        }
+        let leaf = self.record.active_leaf.as_ref();
+        let ends_where_turn_began =
+            leaf == Some(&turn.assistant.id) || leaf == turn.assistant.parent_id.as_ref();
+        if !(ends_where_turn_began && matches!(self.phase, Phase::Idle)) {
+            turn.on_path = false;
+            turn.assistant.interrupt_unresolved(CallStatus::Superseded);
+            turn.next = None;
+            turn.decision = None;
+            turn.assistant.error_type = Some("cancelled".into());
+            turn.failure = Some(TurnFailure::new("cancelled", "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+        }
+        self.store_turn(turn, ctx);
+    }
+
+    /// Ends a turn whose reply could not be stored: its final response and a
+    /// terminal error, then whatever waited for it.
+    fn turn_not_saved(
+        &mut self,
+        turn: FinishedTurn,
+        error_type: &str,
+        message: &str,
+        ctx: &mut Context<Self>,
+    ) {
+        let FinishedTurn {
+            live, assistant, ..
+        } = turn;
+        let sink = live.sink;
+        let failure = TurnFailure::new(error_type, message, true);
+        self.send_final(
+            &sink,
+            TurnEnding {
+                assistant: &assistant,
+                model: live.model,
+                pending: None,
+                decision: None,
+                output_mode: live.output_mode,
+                failure: Some(&failure),
+            },
+        );
+        sink.send(TurnEvent::Error(failure.into_event()));
+        status(&sink, &self.id, TurnStatus::Completed);
+        self.run_deferred(ctx);
+    }
+
+    /// Sends the turn's `final_response` event.
+    pub(super) fn send_final(&self, sink: &EventSink, ending: TurnEnding<'_>) {
+        let TurnEnding {
+            assistant,
+            model,
+            pending,
+            decision,
+            output_mode,
+            failure,
+        } = ending;
+        let silent = output_mode == OutputMode::HostTools;
+        let final_response = FinalResponse {
+            content: if silent { None } else { Some(assistant.text()) },
+            model,
+            streamed: sink.streamed,
+            session_id: self.id.to_string(),
+            turn_number: self.record.turn_number,
+            message_id: assistant.id.to_string(),
+            usage: assistant.usage.clone().unwrap_or_default(),
+            pending_tool_call: pending.map(pending_event),
+            decision,
+            error: failure.map(|_| true),
+            error_type: failure.map(|failure| failure.error_type.clone()),
+            error_message: failure.map(|failure| failure.message.clone()),
+        };
+        sink.send(TurnEvent::FinalResponse(Box::new(final_response)));
+    }
+
+    /// Steering that missed the turn it was meant for becomes the next turn,
+    /// ahead of anything else waiting, with its events on the same stream.
+    fn promote_steering(&mut self, notes: Vec<SteeringNote>, sink: &EventSink) {
+        for note in notes.into_iter().rev() {
+            let request = ChatRequest {
+                id: note.id,
+                session_id: self.id.clone(),
+                content: note.text,
+                parent_id: None,
+                message_type: MessageType::Standard,
+                output_mode: OutputMode::Text,
+                attachments: note.attachments,
+                host_context: None,
+                config: Default::default(),
+                continuation: None,
+            };
+            // Nobody waits for this reply: the steering was already acknowledged.
+            let (reply, _unanswered) = oneshot::channel();
+            self.deferred.push_front(Deferred {
+                request,
+                sink: sink.clone(),
+                reply,
+            });
+        }
+    }
+
+    /// Answers requests that waited for the live turn, in arrival order, until
+    /// one of them starts a new turn (the rest keep waiting for that one).
+    pub(super) fn run_deferred(&mut self, ctx: &mut Context<Self>) {
+        while !matches!(self.phase, Phase::Running(_)) {
+            let Some(deferred) = self.deferred.pop_front() else {
+                return;
+            };
+            self.accept(deferred.request, deferred.sink, deferred.reply, ctx);
+            if ctx.waiting() {
+                // A store write holds the mailbox. Go on with a mailbox message,
+                // which waits for that write and its continuation (a `ctx.wait`
+                // here would run first: waits run newest first, so the next
+                // deferred message would be accepted beside the write and
+                // both would start a turn, one of them lost).
+                ctx.address().do_send(RunDeferred);
+                return;
+            }
+        }
+        // A newer ordinary message still waiting supersedes the turn just started.
+        let newer_message = self.deferred.iter().any(|deferred| {
+            deferred.request.continuation.is_none()
+                && deferred.request.message_type == MessageType::Standard
+        });
+        if let (true, Phase::Running(live)) = (newer_message, &mut self.phase) {
+            live.cancel.cancel();
+            live.cancelling = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use crate::ids::SessionId;
+
+    #[test]
+    fn steering_past_the_last_request_is_promoted_to_a_turn_of_its_own() {
+        run(async {
+            // One model request per turn: the steering cannot join this one.
+            let mut steered = steer_a_live_turn(1, "and then?").await;
+            steered.accepted.expect("steering");
+            let first = until_completed(&mut steered.events).await;
+            assert_eq!(final_response(&first).content.as_deref(), Some("first"));
+            // The promoted turn's events come on the same stream.
+            let second = until_completed(&mut steered.events).await;
+            assert_eq!(final_response(&second).content.as_deref(), Some("second"));
+            let path = steered
+                .runtime
+                .messages(&caller(), &SessionId::new("s1"), None)
+                .await
+                .expect("the path");
+            let ids: Vec<String> = path.iter().map(|message| message.id.to_string()).collect();
+            assert_eq!(ids, ["m1", "m1:reply", "st1", "st1:reply"]);
+        });
+    }
+
+    #[test]
+    fn a_turn_failure_becomes_a_terminal_error_event() {
+        let failure = super::TurnFailure::new("usage_limit", "max_turns reached", false);
+        let event = failure.into_event();
+        assert_eq!(
+            (
+                event.error_type.as_str(),
+                event.terminal,
+                event.retry_allowed
+            ),
+            ("usage_limit", true, false)
+        );
+    }
+}

@@ -1,0 +1,91 @@
+//! What every session actor shares: the store, the model catalog, the tools
+//! and the settings (`SessionDeps`, `SessionConfig`), and the choice of a
+//! turn's model (`plan_model`). Both the actor and the `Runtime` handle use
+//! it; it uses neither, so the two do not import each other.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::SessionError;
+use crate::contract::RequestConfig;
+use crate::model::catalog::{ModelCatalog, UnconfiguredModel};
+use crate::model::{ModelId, SharedModelClient};
+use crate::store::SharedStore;
+use crate::tools::ToolRegistry;
+use crate::turn::Budget;
+
+/// Settings every session shares.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub default_model: ModelId,
+    /// The composed `profile`, computed once: the same bytes every turn.
+    pub system_prompt: String,
+    /// What the system prompt was composed from (`GET /api/debug/prompt`).
+    pub profile: crate::prompt::profile::Profile,
+    /// Model requests per turn (`ASSISTANT__MAX_TURNS`); requests may only lower it.
+    pub max_turns: u32,
+    /// Ceiling on thinking tokens and their default; `None` leaves thinking
+    /// off unless a request asks (`turn::thinking_budget`).
+    pub thinking_budget: Option<u32>,
+    pub budget: Budget,
+    /// An idle actor stops after this long and reloads from the store on its next message.
+    pub idle_timeout: Duration,
+    /// Compaction and working memory.
+    pub history: crate::history::HistoryConfig,
+    /// Models a request may name besides `default_model`
+    /// (`ASSISTANT__REQUEST_MODELS`): any model a configured key reaches
+    /// costs money, so a caller may not pick one the operator did not list.
+    pub request_models: Vec<ModelId>,
+    /// Attachment bytes of running turns, per session and per process.
+    pub attachment_budget: super::AttachmentBudget,
+}
+
+/// What session actors need, shared by all of them.
+pub struct SessionDeps {
+    pub store: SharedStore,
+    pub models: Arc<dyn ModelCatalog>,
+    pub tools: ToolRegistry,
+    pub invalidations: Arc<HashMap<String, Vec<String>>>,
+    pub config: SessionConfig,
+}
+
+impl SessionDeps {
+    /// The model a request runs on: its `config.default_model`, or the
+    /// configured default. A model the request names but this deployment
+    /// cannot serve is a 422 on that field; an unusable configured default
+    /// (its provider has no key; `/health` says so) fails the turn as
+    /// `provider_auth` instead, since the host sent nothing wrong.
+    pub fn plan_model(
+        &self,
+        config: &RequestConfig,
+    ) -> Result<(ModelId, SharedModelClient), SessionError> {
+        let Some(asked) = &config.default_model else {
+            let model_id = self.config.default_model.clone();
+            let client = self.models.client_for(&model_id).unwrap_or_else(|reason| {
+                Arc::new(UnconfiguredModel::new(format!(
+                    "the default model {model_id} cannot be used: {reason}"
+                )))
+            });
+            return Ok((model_id, client));
+        };
+        let model_id = ModelId::parse(asked).ok_or_else(|| {
+            SessionError::validation("config.default_model", "expected provider:name")
+        })?;
+        let client = self
+            .models
+            .client_for(&model_id)
+            .map_err(|reason| SessionError::validation("config.default_model", reason))?;
+        let allowed =
+            model_id == self.config.default_model || self.config.request_models.contains(&model_id);
+        if !allowed {
+            return Err(SessionError::validation(
+                "config.default_model",
+                format!(
+                    "{model_id} is not a model requests may choose here; the operator lists them in ASSISTANT__REQUEST_MODELS"
+                ),
+            ));
+        }
+        Ok((model_id, client))
+    }
+}
