@@ -66,14 +66,6 @@ impl SessionError {
         self.error_type().as_str()
     }
 
-    /// The old name of `ActorUnavailable`, kept only so the session actor's
-    /// modules, being split on another branch, build unchanged; remove it
-    /// once they say `ActorUnavailable`.
-    #[allow(non_snake_case)]
-    pub fn Restarting(cause: String) -> SessionError {
-        SessionError::ActorUnavailable(cause)
-    }
-
     pub fn forbidden(id: &crate::ids::SessionId) -> SessionError {
         SessionError::Forbidden(id.to_string())
     }

@@ -9,6 +9,7 @@ use actix::prelude::*;
 use super::{reply_channel, status, Phase, ReplyTo, SessionActor, ABSENT_LINGER, SCREENSHOT_GRACE};
 use crate::contract::{HostContext, OutputMode};
 use crate::conversation::{CallStatus, Message as StoredMessage};
+use crate::error_type::ErrorType;
 use crate::events::{FinalResponse, TurnErrorEvent, TurnEvent, TurnStatus};
 use crate::session::messages::{
     CancelTurn, CheckIdle, DeleteSession, GetInfo, GetPath, GetTree, JoinSession, RepairSession,
@@ -347,7 +348,7 @@ impl SessionActor {
         let turn_error = TurnErrorEvent {
             kind: "error",
             message: "The session was deleted; its turn was cancelled.".into(),
-            error_type: "cancelled".into(),
+            error_type: ErrorType::Cancelled.as_str().into(),
             terminal: true,
             retry_allowed: false,
         };

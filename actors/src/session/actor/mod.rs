@@ -292,7 +292,7 @@ impl SessionActor {
             redo(
                 self,
                 ctx,
-                Err(SessionError::Restarting(
+                Err(SessionError::ActorUnavailable(
                     "the session kept changing under other writers".into(),
                 )),
             );
@@ -376,7 +376,9 @@ impl SessionActor {
     fn ready(&self) -> Result<(), SessionError> {
         match &self.state {
             Loaded::Ready => Ok(()),
-            Loaded::Loading => Err(SessionError::Restarting("session still loading".into())),
+            Loaded::Loading => Err(SessionError::ActorUnavailable(
+                "session still loading".into(),
+            )),
             Loaded::Failed(error) => Err(error.clone().into()),
         }
     }
@@ -434,7 +436,7 @@ fn reply_channel<T: Send + 'static>() -> (ReplyTo<T>, ResponseFuture<Result<T, S
     let answered = Box::pin(async move {
         answer
             .await
-            .unwrap_or_else(|_| Err(SessionError::Restarting("session stopped".into())))
+            .unwrap_or_else(|_| Err(SessionError::ActorUnavailable("session stopped".into())))
     });
     (reply, answered)
 }

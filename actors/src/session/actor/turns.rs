@@ -14,6 +14,7 @@ use crate::contract::{ChatRequest, MessageType, OutputMode};
 use crate::conversation::{
     CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Segment,
 };
+use crate::error_type::ErrorType;
 use crate::events::{
     Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnErrorEvent, TurnEvent,
     TurnStatus,
@@ -21,7 +22,7 @@ use crate::events::{
 use crate::ids::ToolCallId;
 use crate::session::messages::{AcceptedAs, TurnAccepted};
 use crate::session::SessionError;
-use crate::store::{StoreError, Written};
+use crate::store::Written;
 use crate::turn::{
     CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
 };
@@ -111,8 +112,8 @@ impl Handler<TurnFinished> for SessionActor {
 /// Why a turn did not complete: its final response's error fields and its
 /// terminal `error` event.
 pub(super) struct TurnFailure {
-    /// The `error_type` word (`cancelled`, `usage_limit`, a model error's kind…).
-    pub(super) error_type: String,
+    /// How it ended (`cancelled`, `usage_limit`, a model error's kind…).
+    pub(super) error_type: ErrorType,
     /// The sentence the client shows.
     pub(super) message: String,
     /// Whether sending the message again may succeed.
@@ -120,13 +121,9 @@ pub(super) struct TurnFailure {
 }
 
 impl TurnFailure {
-    fn new(
-        error_type: impl Into<String>,
-        message: impl Into<String>,
-        retry_allowed: bool,
-    ) -> TurnFailure {
+    fn new(error_type: ErrorType, message: impl Into<String>, retry_allowed: bool) -> TurnFailure {
         TurnFailure {
-            error_type: error_type.into(),
+            error_type,
             message: message.into(),
             retry_allowed,
         }
@@ -137,7 +134,7 @@ impl TurnFailure {
         TurnErrorEvent {
             kind: "error",
             message: self.message,
-            error_type: self.error_type,
+            error_type: self.error_type.as_str().to_string(),
             terminal: true,
             retry_allowed: self.retry_allowed,
         }
@@ -330,34 +327,44 @@ impl SessionActor {
             }
             TurnEnd::Hold => decision = Some(Decision::Hold),
             TurnEnd::InvalidDecision(reason) => {
-                failure = Some(TurnFailure::new("invalid_decision", reason.clone(), false))
+                failure = Some(TurnFailure::new(
+                    ErrorType::InvalidDecision,
+                    reason.clone(),
+                    false,
+                ))
             }
             TurnEnd::Cancelled => {
                 assistant.interrupt_unresolved(CallStatus::Cancelled);
                 failure = Some(TurnFailure::new(
-                    "cancelled",
+                    ErrorType::Cancelled,
                     "The turn was cancelled.",
                     true,
                 ));
             }
             TurnEnd::UsageLimit(reason) => {
                 assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(TurnFailure::new("usage_limit", reason.clone(), false));
+                failure = Some(TurnFailure::new(
+                    ErrorType::UsageLimit,
+                    reason.clone(),
+                    false,
+                ));
             }
             TurnEnd::Panicked(_) => {
                 assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(TurnFailure::new("internal", "The turn failed inside the runtime; the session is unharmed. Send the message again.", true));
+                failure = Some(TurnFailure::new(ErrorType::Internal, "The turn failed inside the runtime; the session is unharmed. Send the message again.", true));
             }
             TurnEnd::Failed(error) => {
                 assistant.interrupt_unresolved(CallStatus::Cancelled);
                 failure = Some(TurnFailure::new(
-                    error.kind.as_str().to_string(),
+                    error.kind.error_type(),
                     error.message.clone(),
                     error.kind.retry_allowed(),
                 ));
             }
         }
-        assistant.error_type = failure.as_ref().map(|failure| failure.error_type.clone());
+        assistant.error_type = failure
+            .as_ref()
+            .map(|failure| failure.error_type.as_str().to_string());
         self.store_turn(
             FinishedTurn {
                 live,
@@ -404,14 +411,10 @@ impl SessionActor {
                         "session {}: could not store the turn's result: {error}",
                         actor.id
                     );
-                    // `DatabaseError` is the kind of `SessionError::Unavailable`: HTTP answers 503.
-                    let error_type = match error {
-                        StoreError::Unavailable(_) => "DatabaseError",
-                        StoreError::Failed(_) => "internal",
-                    };
+                    // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
                     actor.turn_not_saved(
                         turn,
-                        error_type,
+                        error.error_type(),
                         "Database not reachable; the turn's result was not saved",
                         ctx,
                     );
@@ -481,7 +484,7 @@ impl SessionActor {
                 self.id
             );
             let message = error.to_string();
-            self.turn_not_saved(turn, error.kind(), &message, ctx);
+            self.turn_not_saved(turn, error.error_type(), &message, ctx);
             return;
         }
         let parent_stored = turn
@@ -492,7 +495,7 @@ impl SessionActor {
         if !self.stored || !parent_stored {
             self.turn_not_saved(
                 turn,
-                "cancelled",
+                ErrorType::Cancelled,
                 "The session was deleted while the turn ran; its reply was not saved.",
                 ctx,
             );
@@ -506,8 +509,8 @@ impl SessionActor {
             turn.assistant.interrupt_unresolved(CallStatus::Superseded);
             turn.next = None;
             turn.decision = None;
-            turn.assistant.error_type = Some("cancelled".into());
-            turn.failure = Some(TurnFailure::new("cancelled", "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+            turn.assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
+            turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
         }
         self.store_turn(turn, ctx);
     }
@@ -517,7 +520,7 @@ impl SessionActor {
     fn turn_not_saved(
         &mut self,
         turn: FinishedTurn,
-        error_type: &str,
+        error_type: ErrorType,
         message: &str,
         ctx: &mut Context<Self>,
     ) {
@@ -564,7 +567,7 @@ impl SessionActor {
             pending_tool_call: pending.map(pending_event),
             decision,
             error: failure.map(|_| true),
-            error_type: failure.map(|failure| failure.error_type.clone()),
+            error_type: failure.map(|failure| failure.error_type.as_str().to_string()),
             error_message: failure.map(|failure| failure.message.clone()),
         };
         sink.send(TurnEvent::FinalResponse(Box::new(final_response)));
@@ -654,7 +657,7 @@ mod tests {
 
     #[test]
     fn a_turn_failure_becomes_a_terminal_error_event() {
-        let failure = super::TurnFailure::new("usage_limit", "max_turns reached", false);
+        let failure = super::TurnFailure::new(ErrorType::UsageLimit, "max_turns reached", false);
         let event = failure.into_event();
         assert_eq!(
             (
