@@ -657,7 +657,11 @@ mod tests {
 
     #[test]
     fn a_turn_failure_becomes_a_terminal_error_event() {
-        let failure = super::TurnFailure::new(ErrorType::UsageLimit, "max_turns reached", false);
+        let failure = super::TurnFailure::new(
+            crate::error_type::ErrorType::UsageLimit,
+            "max_turns reached",
+            false,
+        );
         let event = failure.into_event();
         assert_eq!(
             (
