@@ -81,11 +81,7 @@ pub(super) async fn check_call(
             error.to_string(),
         ));
     }
-    let arguments: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
-        "{}"
-    } else {
-        &call.arguments
-    }) {
+    let arguments = match parse_arguments(&call.arguments).await {
         Ok(arguments) => arguments,
         Err(error) => {
             return Err((
@@ -100,7 +96,8 @@ pub(super) async fn check_call(
             format!("unknown tool {:?}; use one of the tools offered", call.name),
         ));
     };
-    if let Err(problems) = check_off_thread(tool.parameters.clone(), arguments.clone()).await {
+    let (arguments, checked) = check_off_thread(tool.parameters.clone(), arguments).await;
+    if let Err(problems) = checked {
         return Err((
             arguments,
             format!(
@@ -112,14 +109,43 @@ pub(super) async fn check_call(
     Ok((arguments, tool.kind.clone()))
 }
 
+/// Arguments longer than this are parsed on the blocking pool.
+const PARSE_INLINE_BYTES: usize = 64 * 1024;
+
+/// The call's arguments as JSON (`{}` when empty). Megabytes of arguments
+/// take milliseconds to parse: on the blocking pool, not on the thread that
+/// serves this session's actor and HTTP connections.
+async fn parse_arguments(text: &str) -> Result<Value, String> {
+    let parse = |text: &str| {
+        let text = if text.trim().is_empty() { "{}" } else { text };
+        serde_json::from_str(text).map_err(|error| error.to_string())
+    };
+    if text.len() <= PARSE_INLINE_BYTES {
+        return parse(text);
+    }
+    let text = text.to_string();
+    tokio::task::spawn_blocking(move || parse(&text))
+        .await
+        .unwrap_or_else(|error| Err(format!("could not be parsed: {error}")))
+}
+
 /// The schema check, on the blocking pool: it is bounded (`VALIDATION_BUDGET`),
 /// but a large bounded check still should not hold the thread that serves
-/// this session's actor and HTTP connections.
-async fn check_off_thread(schema: Value, arguments: Value) -> Result<(), String> {
-    match tokio::task::spawn_blocking(move || check_arguments(&schema, &arguments)).await {
-        Ok(checked) => checked,
-        Err(error) => Err(format!("the arguments could not be checked: {error}")),
-    }
+/// this session's actor and HTTP connections. The arguments go there and come
+/// back, rather than being copied.
+async fn check_off_thread(schema: Value, arguments: Value) -> (Value, Result<(), String>) {
+    let checked = tokio::task::spawn_blocking(move || {
+        let checked = check_arguments(&schema, &arguments);
+        (arguments, checked)
+    })
+    .await;
+    checked.unwrap_or_else(|error| {
+        // The check panicked (a bug): the arguments went with it.
+        (
+            Value::Null,
+            Err(format!("the arguments could not be checked: {error}")),
+        )
+    })
 }
 
 pub(super) fn retry_record(
