@@ -5,9 +5,9 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use actix::{Actor, Addr};
+use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 
 use super::actor::SessionActor;
 use super::deps::SessionDeps;
@@ -18,6 +18,11 @@ const N_SHARDS: usize = 64;
 pub struct SessionRegistry {
     shards: Vec<Mutex<HashMap<SessionId, Addr<SessionActor>>>>,
     hasher: std::collections::hash_map::RandomState,
+    /// The threads session actors run on, apart from the HTTP workers: a
+    /// turn over megabytes of JSON (copying, encoding, dropping it) then
+    /// never delays the other connections a worker serves, `/health`
+    /// included. Started on first use, inside the actix system.
+    arbiters: OnceLock<Vec<ArbiterHandle>>,
 }
 
 impl Default for SessionRegistry {
@@ -25,6 +30,7 @@ impl Default for SessionRegistry {
         SessionRegistry {
             shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: Default::default(),
+            arbiters: OnceLock::new(),
         }
     }
 }
@@ -38,7 +44,7 @@ impl SessionRegistry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The live actor, started on the calling thread's arbiter when there is none.
+    /// The live actor, started on its session arbiter when there is none.
     pub fn get_or_start(
         self: &Arc<Self>,
         id: &SessionId,
@@ -50,9 +56,19 @@ impl SessionRegistry {
                 return addr.clone();
             }
         }
-        let addr = SessionActor::new(id.clone(), deps.clone(), self.clone()).start();
+        let actor = SessionActor::new(id.clone(), deps.clone(), self.clone());
+        let addr = SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor);
         shard.insert(id.clone(), addr.clone());
         addr
+    }
+
+    /// The session arbiter `id` runs on: one per core, chosen by the id.
+    fn arbiter_for(&self, id: &SessionId) -> ArbiterHandle {
+        let arbiters = self.arbiters.get_or_init(|| {
+            let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+            (0..n).map(|_| Arbiter::new().handle()).collect()
+        });
+        arbiters[(self.hasher.hash_one(id) as usize) % arbiters.len()].clone()
     }
 
     /// The live actor, if any, without starting one.
