@@ -22,8 +22,16 @@
 //! (ignored), except the ones that would change what `$ref` means or needs
 //! evaluation state (`$dynamicRef`, `$recursiveRef`, `unevaluated*`…), which
 //! are refused.
+//!
+//! A compiled schema is kept in a bounded process-wide cache keyed by the
+//! schema's bytes (`cache.rs`): the declaration check of every request that
+//! carries a host context and the argument check of every call then find the
+//! schema compiled, instead of compiling it (and its regexes) each time.
+
+mod cache;
 
 use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
 
 use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
@@ -44,6 +52,11 @@ const REGEX_SIZE_LIMIT: usize = 1 << 20;
 pub const VALIDATION_BUDGET: u64 = 200_000;
 /// At most this many problems are reported to the model.
 const MAX_PROBLEMS: usize = 20;
+/// Most compiled schemas kept by the cache.
+const MAX_CACHED_SCHEMAS: usize = 1_024;
+/// Most memory, estimated, that cached schemas hold (see `weight_of`); one
+/// schema may take a quarter of it, so a schema of up to 15 patterns is kept.
+const MAX_CACHE_WEIGHT: usize = 64 << 20;
 
 /// Keywords that need machinery this validator refuses to have.
 const REFUSED_KEYWORDS: &[&str] = &[
@@ -57,7 +70,7 @@ const REFUSED_KEYWORDS: &[&str] = &[
 
 /// Checks `schema` as a tool's parameters; the error says what to change.
 pub fn check_schema(schema: &Value) -> Result<(), String> {
-    compile(schema).map(|_| ())
+    compiled(schema).map(|_| ())
 }
 
 /// Whether `schema` can be used as a tool's parameters (`check_schema` is ok).
@@ -69,7 +82,12 @@ pub fn is_valid_schema(schema: &Value) -> bool {
 /// model to read and retry. Bounded by `VALIDATION_BUDGET` steps.
 pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), String> {
     let node =
-        compile(schema).map_err(|error| format!("the tool's schema is unusable: {error}"))?;
+        compiled(schema).map_err(|error| format!("the tool's schema is unusable: {error}"))?;
+    check_against(&node, arguments)
+}
+
+/// Checks `arguments` against a compiled schema, within `VALIDATION_BUDGET`.
+fn check_against(node: &Node, arguments: &Value) -> Result<(), String> {
     let mut run = Run {
         steps_left: VALIDATION_BUDGET,
         problems: Vec::new(),
@@ -127,14 +145,36 @@ struct Conditional {
     otherwise: Option<Node>,
 }
 
-fn compile(schema: &Value) -> Result<Node, String> {
+/// `schema` compiled, from the cache when it was compiled before.
+fn compiled(schema: &Value) -> Result<Arc<Node>, String> {
+    static CACHE: OnceLock<cache::SchemaCache<Node>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| cache::SchemaCache::new(MAX_CACHED_SCHEMAS, MAX_CACHE_WEIGHT));
+    // Serialising a `Value` cannot fail (its keys are strings); if it ever
+    // did, the schema is compiled uncached.
+    let Ok(key) = serde_json::to_string(schema) else {
+        return compile(schema).map(|(node, _)| Arc::new(node));
+    };
+    cache.get_or_compile(key, || compile(schema))
+}
+
+/// The compiled schema and `weight_of` it.
+fn compile(schema: &Value) -> Result<(Node, usize), String> {
     let mut compiler = Compiler {
         root: schema,
         nodes: 0,
         patterns: 0,
         ref_stack: Vec::new(),
     };
-    compiler.node(schema, "#", 0)
+    let node = compiler.node(schema, "#", 0)?;
+    Ok((node, weight_of(&compiler)))
+}
+
+/// An upper estimate of a compiled schema's memory beyond its source bytes:
+/// each subschema's `Node`, and for each regex the most its program may take
+/// (`REGEX_SIZE_LIMIT`; simple patterns take a few KiB). Values copied from
+/// the schema (`enum`, `const`, names) are counted by the key's bytes.
+fn weight_of(compiler: &Compiler) -> usize {
+    compiler.nodes * std::mem::size_of::<Node>() + compiler.patterns * REGEX_SIZE_LIMIT
 }
 
 struct Compiler<'a> {
@@ -994,6 +1034,52 @@ mod tests {
             .collect();
         let schema = json!({"type": "object", "properties": properties});
         assert!(check_schema(&schema).unwrap_err().contains("patterns"));
+    }
+
+    /// A schema vetted at declaration is then found in the cache, and a
+    /// cached schema answers exactly as one compiled afresh.
+    #[test]
+    fn a_vetted_then_cached_schema_validates_the_same() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "issue": {"type": "string", "pattern": "^[A-Z]+-[0-9]+$"},
+                "n": {"type": "integer", "minimum": 1},
+                "tags": {"type": "array", "uniqueItems": true, "items": {"enum": ["a", "b"]}}
+            },
+            "required": ["issue"],
+            "additionalProperties": false
+        });
+        assert!(check_schema(&schema).is_ok());
+        let first = compiled(&schema).unwrap();
+        let second = compiled(&schema).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "the second lookup compiled again"
+        );
+        let (fresh, _) = compile(&schema).unwrap();
+        for arguments in [
+            json!({"issue": "AR-17"}),
+            json!({"issue": "AR-17", "n": 3, "tags": ["a", "b"]}),
+            json!({}),
+            json!({"issue": "ar17"}),
+            json!({"issue": "AR-17", "n": 0, "tags": ["a", "a"], "extra": true}),
+            json!([1, 2]),
+        ] {
+            assert_eq!(
+                check_arguments(&schema, &arguments),
+                check_against(&fresh, &arguments),
+                "{arguments}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_schema_is_refused_every_time() {
+        let schema = json!({"type": "object", "$ref": "#"});
+        let first = check_schema(&schema).unwrap_err();
+        assert_eq!(check_schema(&schema).unwrap_err(), first);
+        assert!(check_arguments(&schema, &json!({})).is_err());
     }
 
     #[test]
