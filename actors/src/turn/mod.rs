@@ -33,7 +33,9 @@ use crate::model::{
     ModelError, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient, TokenUsage,
     Transcript,
 };
-use crate::tools::{check_arguments, success_output, ToolContext, ToolKind, ToolSet};
+use crate::tools::{
+    check_arguments, check_arguments_inline, success_output, ToolContext, ToolKind, ToolSet,
+};
 
 /// Text delivered into a live turn before the model's next request.
 #[derive(Clone, Debug, PartialEq)]
@@ -555,6 +557,9 @@ async fn check_call(plan: &TurnPlan, call: &RawCall) -> Result<(Value, ToolKind)
 /// but a large bounded check still should not hold the thread that serves
 /// this session's actor and HTTP connections.
 async fn check_off_thread(schema: Value, arguments: Value) -> Result<(), String> {
+    if let Some(checked) = check_arguments_inline(&schema, &arguments) {
+        return checked; // Small, and the schema compiled: cheaper than the hand-off.
+    }
     match tokio::task::spawn_blocking(move || check_arguments(&schema, &arguments)).await {
         Ok(checked) => checked,
         Err(error) => Err(format!("the arguments could not be checked: {error}")),

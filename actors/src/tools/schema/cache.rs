@@ -69,7 +69,8 @@ impl<T> SchemaCache<T> {
         Ok(value)
     }
 
-    fn get(&self, key: &str) -> Option<Arc<T>> {
+    /// The value cached under `key`, if any.
+    pub(super) fn get(&self, key: &str) -> Option<Arc<T>> {
         let mut state = self.lock();
         state.clock += 1;
         let clock = state.clock;
