@@ -776,9 +776,10 @@ async fn normal_text_turns_carry_decision_null() {
 async fn the_mode_persists_with_the_pending_action_across_hibernation() {
     let app = spawn_app_with(&[("ASSISTANT__SESSION_IDLE_SECONDS", "0")]).await;
     let call_id = pending_decision(&app, "decision-hibernate", "d1").await;
-    // The session stopped as soon as its turn ended.
+    // The session stopped soon after its turn ended (a session waiting for
+    // a host result lingers 500 ms for it; the sweeper looks every 200 ms).
     let mut live = 1;
-    for _ in 0..50 {
+    for _ in 0..150 {
         live = app.get("/health").await.1["components"]["sessions"]["live"]
             .as_u64()
             .unwrap();

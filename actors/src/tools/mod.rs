@@ -17,6 +17,6 @@ pub use registry::{
     DepsFactory, HostToolConfig, OfferedTool, ToolKind, ToolRegistry, ToolSet, HOLD_TOOL,
 };
 pub use schema::{
-    check_arguments, check_schema, is_valid_schema, MAX_PATTERNS, MAX_PATTERN_BYTES,
-    MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, VALIDATION_BUDGET,
+    check_arguments, check_arguments_inline, check_schema, is_valid_schema, MAX_PATTERNS,
+    MAX_PATTERN_BYTES, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, VALIDATION_BUDGET,
 };

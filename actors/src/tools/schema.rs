@@ -22,8 +22,16 @@
 //! (ignored), except the ones that would change what `$ref` means or needs
 //! evaluation state (`$dynamicRef`, `$recursiveRef`, `unevaluated*`…), which
 //! are refused.
+//!
+//! A compiled schema is kept in a bounded process-wide cache keyed by the
+//! schema's bytes (`cache.rs`): the declaration check of every request that
+//! carries a host context and the argument check of every call then find the
+//! schema compiled, instead of compiling it (and its regexes) each time.
+
+mod cache;
 
 use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
 
 use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
@@ -44,6 +52,16 @@ const REGEX_SIZE_LIMIT: usize = 1 << 20;
 pub const VALIDATION_BUDGET: u64 = 200_000;
 /// At most this many problems are reported to the model.
 const MAX_PROBLEMS: usize = 20;
+/// Steps a check may take on the caller's thread (`check_arguments_inline`):
+/// a few microseconds, less than handing the check to the blocking pool.
+pub const INLINE_BUDGET: u64 = 256;
+/// Longest string (or key) `check_arguments_inline` accepts in the arguments.
+const MAX_INLINE_STRING_BYTES: usize = 4_096;
+/// Most compiled schemas kept by the cache.
+const MAX_CACHED_SCHEMAS: usize = 1_024;
+/// Most memory, estimated, that cached schemas hold (see `weight_of`); one
+/// schema may take a quarter of it, so a schema of up to 15 patterns is kept.
+const MAX_CACHE_WEIGHT: usize = 64 << 20;
 
 /// Keywords that need machinery this validator refuses to have.
 const REFUSED_KEYWORDS: &[&str] = &[
@@ -57,7 +75,7 @@ const REFUSED_KEYWORDS: &[&str] = &[
 
 /// Checks `schema` as a tool's parameters; the error says what to change.
 pub fn check_schema(schema: &Value) -> Result<(), String> {
-    compile(schema).map(|_| ())
+    compiled(schema).map(|_| ())
 }
 
 /// Whether `schema` can be used as a tool's parameters (`check_schema` is ok).
@@ -69,18 +87,68 @@ pub fn is_valid_schema(schema: &Value) -> bool {
 /// model to read and retry. Bounded by `VALIDATION_BUDGET` steps.
 pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), String> {
     let node =
-        compile(schema).map_err(|error| format!("the tool's schema is unusable: {error}"))?;
-    let mut run = Run {
-        steps_left: VALIDATION_BUDGET,
-        problems: Vec::new(),
-    };
-    match node.validate(arguments, "", &mut run) {
+        compiled(schema).map_err(|error| format!("the tool's schema is unusable: {error}"))?;
+    check_against(&node, arguments)
+}
+
+/// The check of `check_arguments` when it is certainly cheap: the schema is
+/// already compiled (in the cache) and the check ends within
+/// `INLINE_BUDGET` steps, for arguments that weigh no more than that. Then
+/// the answer is the same as `check_arguments`' (the same walk, stopped
+/// sooner), and a caller may run it on its own thread instead of paying a
+/// hand-off to the blocking pool; `None` means "use `check_arguments`".
+pub fn check_arguments_inline(schema: &Value, arguments: &Value) -> Option<Result<(), String>> {
+    if !weighs_at_most(arguments, INLINE_BUDGET) {
+        return None;
+    }
+    let key = serde_json::to_string(schema).ok()?;
+    let node = cache().get(&key)?;
+    within(&node, arguments, INLINE_BUDGET).ok()
+}
+
+/// Checks `arguments` against a compiled schema, within `VALIDATION_BUDGET`.
+fn check_against(node: &Node, arguments: &Value) -> Result<(), String> {
+    match within(node, arguments, VALIDATION_BUDGET) {
         Err(Exhausted) => Err(format!(
             "the arguments are too large to check against this schema (more than {VALIDATION_BUDGET} steps); send fewer or smaller values"
         )),
-        Ok(()) if run.problems.is_empty() => Ok(()),
-        Ok(()) => Err(run.problems.join("; ")),
+        Ok(checked) => checked,
     }
+}
+
+/// The check's answer, or `Exhausted` if it needs more than `budget` steps.
+fn within(node: &Node, arguments: &Value, budget: u64) -> Result<Result<(), String>, Exhausted> {
+    let mut run = Run {
+        steps_left: budget,
+        problems: Vec::new(),
+    };
+    node.validate(arguments, "", &mut run)?;
+    if run.problems.is_empty() {
+        return Ok(Ok(()));
+    }
+    Ok(Err(run.problems.join("; ")))
+}
+
+/// Whether `value` has at most `limit` JSON values in it, none a string
+/// longer than `MAX_INLINE_STRING_BYTES` (stops at the first excess, so a
+/// large value costs no more to refuse than a small one).
+fn weighs_at_most(value: &Value, limit: u64) -> bool {
+    fn count(value: &Value, left: &mut u64) -> bool {
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
+        match value {
+            Value::Array(items) => items.iter().all(|item| count(item, left)),
+            Value::Object(object) => object
+                .iter()
+                .all(|(key, member)| key.len() <= MAX_INLINE_STRING_BYTES && count(member, left)),
+            Value::String(text) => text.len() <= MAX_INLINE_STRING_BYTES,
+            _ => true,
+        }
+    }
+    let mut left = limit;
+    count(value, &mut left)
 }
 
 /// A compiled schema: a finite tree, every `$ref` already inlined.
@@ -127,14 +195,40 @@ struct Conditional {
     otherwise: Option<Node>,
 }
 
-fn compile(schema: &Value) -> Result<Node, String> {
+/// `schema` compiled, from the cache when it was compiled before.
+fn compiled(schema: &Value) -> Result<Arc<Node>, String> {
+    // Serialising a `Value` cannot fail (its keys are strings); if it ever
+    // did, the schema is compiled uncached.
+    let Ok(key) = serde_json::to_string(schema) else {
+        return compile(schema).map(|(node, _)| Arc::new(node));
+    };
+    cache().get_or_compile(key, || compile(schema))
+}
+
+/// The process's compiled schemas.
+fn cache() -> &'static cache::SchemaCache<Node> {
+    static CACHE: OnceLock<cache::SchemaCache<Node>> = OnceLock::new();
+    CACHE.get_or_init(|| cache::SchemaCache::new(MAX_CACHED_SCHEMAS, MAX_CACHE_WEIGHT))
+}
+
+/// The compiled schema and `weight_of` it.
+fn compile(schema: &Value) -> Result<(Node, usize), String> {
     let mut compiler = Compiler {
         root: schema,
         nodes: 0,
         patterns: 0,
         ref_stack: Vec::new(),
     };
-    compiler.node(schema, "#", 0)
+    let node = compiler.node(schema, "#", 0)?;
+    Ok((node, weight_of(&compiler)))
+}
+
+/// An upper estimate of a compiled schema's memory beyond its source bytes:
+/// each subschema's `Node`, and for each regex the most its program may take
+/// (`REGEX_SIZE_LIMIT`; simple patterns take a few KiB). Values copied from
+/// the schema (`enum`, `const`, names) are counted by the key's bytes.
+fn weight_of(compiler: &Compiler) -> usize {
+    compiler.nodes * std::mem::size_of::<Node>() + compiler.patterns * REGEX_SIZE_LIMIT
 }
 
 struct Compiler<'a> {
@@ -994,6 +1088,77 @@ mod tests {
             .collect();
         let schema = json!({"type": "object", "properties": properties});
         assert!(check_schema(&schema).unwrap_err().contains("patterns"));
+    }
+
+    /// A schema vetted at declaration is then found in the cache, and a
+    /// cached schema answers exactly as one compiled afresh.
+    #[test]
+    fn a_vetted_then_cached_schema_validates_the_same() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "issue": {"type": "string", "pattern": "^[A-Z]+-[0-9]+$"},
+                "n": {"type": "integer", "minimum": 1},
+                "tags": {"type": "array", "uniqueItems": true, "items": {"enum": ["a", "b"]}}
+            },
+            "required": ["issue"],
+            "additionalProperties": false
+        });
+        assert!(check_schema(&schema).is_ok());
+        let first = compiled(&schema).unwrap();
+        let second = compiled(&schema).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "the second lookup compiled again"
+        );
+        let (fresh, _) = compile(&schema).unwrap();
+        for arguments in [
+            json!({"issue": "AR-17"}),
+            json!({"issue": "AR-17", "n": 3, "tags": ["a", "b"]}),
+            json!({}),
+            json!({"issue": "ar17"}),
+            json!({"issue": "AR-17", "n": 0, "tags": ["a", "a"], "extra": true}),
+            json!([1, 2]),
+        ] {
+            assert_eq!(
+                check_arguments(&schema, &arguments),
+                check_against(&fresh, &arguments),
+                "{arguments}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_inline_check_answers_as_the_full_one_or_not_at_all() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "xs": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["n"]
+        });
+        let small = [json!({"n": 1}), json!({"n": "one"}), json!({})];
+        // Not compiled yet: no inline answer.
+        assert!(check_arguments_inline(&schema, &small[0]).is_none());
+        check_schema(&schema).unwrap();
+        for arguments in &small {
+            assert_eq!(
+                check_arguments_inline(&schema, arguments),
+                Some(check_arguments(&schema, arguments)),
+                "{arguments}"
+            );
+        }
+        // Past the inline budget, the check is left to the blocking pool.
+        let many: Vec<Value> = (0..INLINE_BUDGET).map(|i| json!(i)).collect();
+        assert!(check_arguments_inline(&schema, &json!({"n": 1, "xs": many})).is_none());
+        let long = "x".repeat(MAX_INLINE_STRING_BYTES + 1);
+        assert!(check_arguments_inline(&schema, &json!({"n": 1, "s": long})).is_none());
+    }
+
+    #[test]
+    fn a_refused_schema_is_refused_every_time() {
+        let schema = json!({"type": "object", "$ref": "#"});
+        let first = check_schema(&schema).unwrap_err();
+        assert_eq!(check_schema(&schema).unwrap_err(), first);
+        assert!(check_arguments(&schema, &json!({})).is_err());
     }
 
     #[test]

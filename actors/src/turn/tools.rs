@@ -10,7 +10,7 @@ use super::{CancelToken, TurnPlan};
 use crate::conversation::{CallOutcome, CallStatus, ScreenshotOverlay, ToolCategory, ToolRecord};
 use crate::events::{EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent};
 use crate::ids::ToolCallId;
-use crate::tools::{check_arguments, success_output, ToolKind};
+use crate::tools::{check_arguments, check_arguments_inline, success_output, ToolKind};
 
 /// A tool call as the model sent it.
 pub(super) struct RawCall {
@@ -134,6 +134,9 @@ async fn parse_arguments(text: &str) -> Result<Value, String> {
 /// this session's actor and HTTP connections. The arguments go there and come
 /// back, rather than being copied.
 async fn check_off_thread(schema: Value, arguments: Value) -> (Value, Result<(), String>) {
+    if let Some(checked) = check_arguments_inline(&schema, &arguments) {
+        return (arguments, checked); // Small, and the schema compiled: cheaper than the hand-off.
+    }
     let checked = tokio::task::spawn_blocking(move || {
         let checked = check_arguments(&schema, &arguments);
         (arguments, checked)

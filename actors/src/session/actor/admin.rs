@@ -121,6 +121,10 @@ pub(super) const HOT_MESSAGES: usize = 16;
 /// the idle timeout is zero.
 pub(super) const HOT_WINDOW: Duration = Duration::from_secs(5);
 
+/// How long a short session waiting for a host result stays after its turn
+/// when the idle timeout is zero, so the continuation finds it resident.
+const AWAITING_HOST_WINDOW: Duration = Duration::from_millis(500);
+
 impl SessionActor {
     /// Stops (hibernates) the actor when nothing is live or waiting and it has
     /// been quiet for `after`; the store holds everything it would reload.
@@ -149,6 +153,8 @@ impl SessionActor {
         match self.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
             _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
+            // The host's result is usually the very next request.
+            _ if matches!(self.phase, Phase::AwaitingHost(_)) => AWAITING_HOST_WINDOW,
             _ => Duration::ZERO,
         }
     }
