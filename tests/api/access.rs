@@ -237,6 +237,14 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
             };
             assert_eq!(status, want, "{who:?} {path}: {body}");
         }
+        // The composed system prompt is the operator's: admins only.
+        let (status, body) = caller.get("/api/debug/prompt").await;
+        let want = match who {
+            Who::Nobody => StatusCode::UNAUTHORIZED,
+            Who::Alice | Who::Bob => StatusCode::FORBIDDEN,
+            Who::Admin => StatusCode::OK,
+        };
+        assert_eq!(status, want, "{who:?} /api/debug/prompt: {body}");
     }
     assert_eq!(
         stored_state(&alice, "s-alice").await,

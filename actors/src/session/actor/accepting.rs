@@ -602,6 +602,34 @@ mod tests {
         assert_eq!(*kept, expected);
     }
 
+    /// A live turn takes at most `MAX_QUEUED_STEERING` steering messages
+    /// before its next model request; one more is a conflict, not a queue
+    /// that grows without bound.
+    #[test]
+    fn steering_past_the_queue_bound_is_a_conflict() {
+        run(async {
+            let model = ScriptedModel::new(vec![]);
+            let runtime = runtime(model.clone(), 10);
+            let message = json!({"id": "m1", "session_id": "s1", "content": "hi"});
+            let (accepted, _events) = send(&runtime, message).await;
+            assert!(accepted.is_ok(), "{accepted:?}");
+            wait_for_requests(&model, 1).await;
+            for n in 0..=super::MAX_QUEUED_STEERING {
+                let steering = json!({"id": format!("st{n}"), "session_id": "s1",
+                                      "content": "also", "message_type": "steering"});
+                let (accepted, _) = send(&runtime, steering).await;
+                if n < super::MAX_QUEUED_STEERING {
+                    assert!(accepted.is_ok(), "steering {n}: {accepted:?}");
+                } else {
+                    assert!(
+                        matches!(&accepted, Err(SessionError::Conflict(why)) if why.contains("steering messages waiting")),
+                        "{accepted:?}"
+                    );
+                }
+            }
+        });
+    }
+
     #[test]
     fn a_new_message_runs_a_turn_to_completion() {
         run(async {
