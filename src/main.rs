@@ -10,6 +10,12 @@ use assistant_runtime::settings::Settings;
 use assistant_runtime::startup::{migrate_only, Application};
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc: a turn allocates and frees many small
+/// objects across threads, and glibc's arenas spent a quarter of the
+/// server's CPU on it (`_int_malloc`, `malloc_consolidate`, `sysmalloc`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[actix_web::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
