@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use actix_web::web::{self, Bytes, BytesMut};
+use actors::offload;
 use futures_util::StreamExt;
 
 use crate::errors::ApiError;
@@ -46,23 +47,21 @@ pub async fn read_body(mut payload: web::Payload, limits: &BodyLimits) -> Result
     }
 }
 
-/// Bodies up to this size are parsed where they arrive: moving them to the
-/// blocking pool costs more than parsing them.
-pub const INLINE_PARSE_BYTES: usize = 64 * 1024;
-
 /// `parse(body)`, on the blocking pool when the body is larger than
-/// `INLINE_PARSE_BYTES`.
+/// `actors::offload::INLINE_BYTES`.
 pub async fn parse_off_worker<T, F>(body: Bytes, parse: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce(&[u8]) -> Result<T, ApiError> + Send + 'static,
 {
-    if body.len() <= INLINE_PARSE_BYTES {
+    if body.len() <= offload::INLINE_BYTES {
         return parse(&body);
     }
-    web::block(move || parse(&body)).await.map_err(|error| {
-        ApiError::from(actors::session::SessionError::Internal(format!(
-            "the body could not be parsed: {error}"
-        )))
-    })?
+    offload::on_blocking_pool(move || parse(&body))
+        .await
+        .unwrap_or_else(|why| {
+            Err(ApiError::from(actors::session::SessionError::Internal(
+                format!("the body could not be parsed: {why}"),
+            )))
+        })
 }

@@ -13,6 +13,7 @@
 //! - `session`: the session actor, its registry and the `Runtime` handle.
 //! - `events`: what a turn emits, for the transports to encode.
 //! - `error_type`: the error words every transport sends.
+//! - `offload`: large parsing and decoding moved to the blocking pool.
 //! - `store`: the store trait with memory and Postgres implementations.
 
 pub mod contract;
@@ -22,6 +23,7 @@ pub mod events;
 pub mod history;
 pub mod ids;
 pub mod model;
+pub mod offload;
 pub mod prompt;
 pub mod session;
 pub mod store;

@@ -19,6 +19,7 @@ use super::{
 };
 use crate::conversation::{Message, SessionRecord};
 use crate::ids::SessionId;
+use crate::offload;
 
 /// Enough shards that two busy workers rarely meet on one lock.
 const N_SHARDS: usize = 64;
@@ -87,14 +88,20 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
         })
 }
 
-/// Sessions whose stored bytes exceed this are decoded on the blocking pool.
-const DECODE_INLINE_BYTES: usize = 64 * 1024;
-
 /// A session's stored bytes, copied out of its shard.
 struct RawSession {
     record: Box<[u8]>,
     messages: Vec<Box<[u8]>>,
     version: Version,
+}
+
+/// What a load found under the lock. Only ever returned, never stored, so
+/// the decoded variant stays unboxed: boxing it would add an allocation to
+/// every load.
+#[allow(clippy::large_enum_variant)]
+enum Snapshot {
+    Decoded(StoreResult<Option<SessionSnapshot>>),
+    Large(RawSession),
 }
 
 impl RawSession {
@@ -210,30 +217,29 @@ impl MemoryStore {
         Ok(Written::Committed(version))
     }
 
-    fn snapshot(&self, id: &SessionId) -> StoreResult<Option<SessionSnapshot>> {
+    /// The session, decoded under its shard's lock when it is small; a
+    /// large one's bytes copied out, to be decoded elsewhere.
+    fn snapshot(&self, id: &SessionId) -> Snapshot {
         let shard = self.shard(id);
         let Some(stored) = shard.get(id) else {
-            return Ok(None);
+            return Snapshot::Decoded(Ok(None));
         };
-        decode_snapshot(
-            &stored.record,
-            stored.messages.iter().map(|m| &*m.bytes),
-            stored.version,
-        )
-        .map(Some)
-    }
-
-    /// A large session's bytes, copied out under the lock, for decoding
-    /// elsewhere; `None` when the session is small enough to decode in place.
-    fn large_copy(&self, id: &SessionId) -> Option<RawSession> {
-        let shard = self.shard(id);
-        let stored = shard.get(id)?;
         let n_bytes: usize = stored.messages.iter().map(|m| m.bytes.len()).sum();
-        (n_bytes + stored.record.len() > DECODE_INLINE_BYTES).then(|| RawSession {
-            record: stored.record.clone(),
-            messages: stored.messages.iter().map(|m| m.bytes.clone()).collect(),
-            version: stored.version,
-        })
+        if n_bytes + stored.record.len() > offload::INLINE_BYTES {
+            return Snapshot::Large(RawSession {
+                record: stored.record.clone(),
+                messages: stored.messages.iter().map(|m| m.bytes.clone()).collect(),
+                version: stored.version,
+            });
+        }
+        Snapshot::Decoded(
+            decode_snapshot(
+                &stored.record,
+                stored.messages.iter().map(|m| &*m.bytes),
+                stored.version,
+            )
+            .map(Some),
+        )
     }
 
     fn summaries(
@@ -335,25 +341,20 @@ impl Encoded {
 
 impl Store for MemoryStore {
     fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>> {
-        // Decoding a session of megabytes takes milliseconds: on the blocking
-        // pool, not on the actor's thread (an HTTP worker, whose other
-        // connections, `/health` included, would wait).
-        if let (Some(raw), Ok(runtime)) =
-            (self.large_copy(id), tokio::runtime::Handle::try_current())
-        {
-            return runtime
-                .spawn_blocking(move || raw.decode().map(Some))
-                .map(|decoded| {
-                    decoded.unwrap_or_else(|error| {
-                        Err(StoreError::Failed(StoreCause::caused_by(
-                            "decoding the session failed",
-                            error,
-                        )))
+        match self.snapshot(id) {
+            Snapshot::Decoded(decoded) => future::ready(decoded).boxed(),
+            // Megabytes take milliseconds to decode (`offload`).
+            Snapshot::Large(raw) => async move {
+                offload::on_blocking_pool(move || raw.decode().map(Some))
+                    .await
+                    .unwrap_or_else(|why| {
+                        Err(StoreError::Failed(StoreCause::new(format!(
+                            "decoding the session failed: {why}"
+                        ))))
                     })
-                })
-                .boxed();
+            }
+            .boxed(),
         }
-        future::ready(self.snapshot(id)).boxed()
     }
 
     fn save_messages(
@@ -589,7 +590,7 @@ mod large_load_tests {
 
     use super::*;
 
-    /// A session past `DECODE_INLINE_BYTES` is decoded on the blocking pool
+    /// A session past `offload::INLINE_BYTES` is decoded on the blocking pool
     /// and loads the same as it was written.
     #[tokio::test]
     async fn a_large_session_loads_whole_from_the_blocking_pool() {
@@ -599,7 +600,7 @@ mod large_load_tests {
             .map(|n| {
                 serde_json::from_value(json!({
                     "id": format!("m{n}"), "role": "user", "created_at": n,
-                    "content": "x".repeat(DECODE_INLINE_BYTES / 2)
+                    "content": "x".repeat(offload::INLINE_BYTES / 2)
                 }))
                 .expect("a message")
             })
@@ -607,7 +608,7 @@ mod large_load_tests {
         let record = SessionRecord::new(id.clone(), 0);
         let saved = store.save_messages(0, &record, &messages).await;
         assert_eq!(saved, Ok(Written::Committed(1)));
-        assert!(store.large_copy(&id).is_some());
+        assert!(matches!(store.snapshot(&id), Snapshot::Large(_)));
         let loaded = store.load(&id).await.expect("readable").expect("stored");
         assert_eq!(loaded.messages, messages);
         assert_eq!(loaded.version, 1);

@@ -400,9 +400,6 @@ async fn load_rows(client: &mut Object, id: &str) -> Result<LoadedRows, tokio_po
     Ok(Some((session_row, message_rows)))
 }
 
-/// Sessions whose rows hold more JSON than this are decoded on the blocking pool.
-const DECODE_INLINE_BYTES: usize = 64 * 1024;
-
 /// The JSON text in a session's rows.
 fn n_bytes(rows: &LoadedRows) -> usize {
     let Some((session, messages)) = rows else {
@@ -457,18 +454,16 @@ impl Store for PgStore {
             let mut client = shared.client().await?;
             let rows = load_rows(&mut client, id.as_str()).await;
             let rows = settle(client, rows)?;
-            // A session of megabytes takes milliseconds to decode: on the
-            // blocking pool, not on the actor's thread (an HTTP worker).
-            if n_bytes(&rows) <= DECODE_INLINE_BYTES {
+            // Megabytes take milliseconds to decode (`offload`).
+            if n_bytes(&rows) <= crate::offload::INLINE_BYTES {
                 return snapshot(&id, rows);
             }
-            tokio::task::spawn_blocking(move || snapshot(&id, rows))
+            crate::offload::on_blocking_pool(move || snapshot(&id, rows))
                 .await
-                .unwrap_or_else(|error| {
-                    Err(StoreError::Failed(StoreCause::caused_by(
-                        "decoding the session failed",
-                        error,
-                    )))
+                .unwrap_or_else(|why| {
+                    Err(StoreError::Failed(StoreCause::new(format!(
+                        "decoding the session failed: {why}"
+                    ))))
                 })
         })
     }

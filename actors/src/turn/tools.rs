@@ -10,6 +10,7 @@ use super::{CancelToken, TurnPlan};
 use crate::conversation::{CallOutcome, CallStatus, ScreenshotOverlay, ToolCategory, ToolRecord};
 use crate::events::{EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent};
 use crate::ids::ToolCallId;
+use crate::offload;
 use crate::tools::{check_arguments, check_arguments_inline, success_output, ToolKind};
 
 /// A tool call as the model sent it.
@@ -96,7 +97,7 @@ pub(super) async fn check_call(
             format!("unknown tool {:?}; use one of the tools offered", call.name),
         ));
     };
-    let (arguments, checked) = check_off_thread(tool.parameters.clone(), arguments).await;
+    let (arguments, checked) = check(&tool.parameters, arguments).await;
     if let Err(problems) = checked {
         return Err((
             arguments,
@@ -109,44 +110,42 @@ pub(super) async fn check_call(
     Ok((arguments, tool.kind.clone()))
 }
 
-/// Arguments longer than this are parsed on the blocking pool.
-const PARSE_INLINE_BYTES: usize = 64 * 1024;
-
-/// The call's arguments as JSON (`{}` when empty). Megabytes of arguments
-/// take milliseconds to parse: on the blocking pool, not on the thread that
-/// serves this session's actor and HTTP connections.
+/// The call's arguments as JSON (`{}` when empty); megabytes of them are
+/// parsed on the blocking pool (`offload`).
 async fn parse_arguments(text: &str) -> Result<Value, String> {
     let parse = |text: &str| {
         let text = if text.trim().is_empty() { "{}" } else { text };
         serde_json::from_str(text).map_err(|error| error.to_string())
     };
-    if text.len() <= PARSE_INLINE_BYTES {
+    if text.len() <= offload::INLINE_BYTES {
         return parse(text);
     }
     let text = text.to_string();
-    tokio::task::spawn_blocking(move || parse(&text))
+    offload::on_blocking_pool(move || parse(&text))
         .await
-        .unwrap_or_else(|error| Err(format!("could not be parsed: {error}")))
+        .unwrap_or_else(|why| Err(format!("could not be parsed: {why}")))
 }
 
-/// The schema check, on the blocking pool: it is bounded (`VALIDATION_BUDGET`),
-/// but a large bounded check still should not hold the thread that serves
-/// this session's actor and HTTP connections. The arguments go there and come
-/// back, rather than being copied.
-async fn check_off_thread(schema: Value, arguments: Value) -> (Value, Result<(), String>) {
-    if let Some(checked) = check_arguments_inline(&schema, &arguments) {
-        return (arguments, checked); // Small, and the schema compiled: cheaper than the hand-off.
+/// The schema check. A small one against a compiled schema runs here;
+/// anything else goes to the blocking pool: it is bounded
+/// (`VALIDATION_BUDGET`), but a large bounded check still should not hold
+/// the thread that serves this session's actor and others. The arguments go
+/// there and come back, rather than being copied.
+async fn check(schema: &Value, arguments: Value) -> (Value, Result<(), String>) {
+    if let Some(checked) = check_arguments_inline(schema, &arguments) {
+        return (arguments, checked);
     }
-    let checked = tokio::task::spawn_blocking(move || {
+    let schema = schema.clone();
+    let checked = offload::on_blocking_pool(move || {
         let checked = check_arguments(&schema, &arguments);
         (arguments, checked)
     })
     .await;
-    checked.unwrap_or_else(|error| {
+    checked.unwrap_or_else(|why| {
         // The check panicked (a bug): the arguments went with it.
         (
             Value::Null,
-            Err(format!("the arguments could not be checked: {error}")),
+            Err(format!("the arguments could not be checked: {why}")),
         )
     })
 }
