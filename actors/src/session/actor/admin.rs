@@ -111,19 +111,22 @@ impl Handler<CheckIdle> for SessionActor {
 }
 
 /// With an idle timeout of zero (the in-memory default) a session longer than
-/// this many messages still stays resident for [`HOT_WINDOW`]: its reload
-/// decodes every message, so a conversation in progress would pay for its
-/// whole length on every turn. Short sessions (most idle ones) hibernate at
-/// once and keep their small serialised form only.
+/// this many messages stays resident for [`HOT_WINDOW`]: its reload decodes
+/// every message, so a conversation in progress would pay for its whole
+/// length on every turn.
 pub(super) const HOT_MESSAGES: usize = 16;
 
 /// How long a long, idle session's actor stays after its last request when
 /// the idle timeout is zero.
 pub(super) const HOT_WINDOW: Duration = Duration::from_secs(5);
 
-/// How long a short session waiting for a host result stays after its turn
-/// when the idle timeout is zero, so the continuation finds it resident.
-const AWAITING_HOST_WINDOW: Duration = Duration::from_millis(500);
+/// How long any other session's actor stays after its last request when the
+/// idle timeout is zero. A conversation's next request (the host's result
+/// for a pending action, a client's next message) usually comes within it
+/// and finds the actor resident, instead of paying for a stop and a reload;
+/// an abandoned session still leaves memory within a second (the sweeper
+/// looks every 200 ms), so idle sessions cost only their stored form.
+pub(super) const SHORT_WINDOW: Duration = Duration::from_millis(500);
 
 impl SessionActor {
     /// Stops (hibernates) the actor when nothing is live or waiting and it has
@@ -148,22 +151,13 @@ impl SessionActor {
     }
 
     /// How long this session may stay idle before its actor stops: the
-    /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session.
+    /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session
+    /// and [`SHORT_WINDOW`] for any other.
     fn idle_after(&self) -> Duration {
         match self.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
             _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
-            // The host's result is usually the very next request.
-            _ if matches!(self.phase, Phase::AwaitingHost(_)) => AWAITING_HOST_WINDOW,
-            _ => Duration::ZERO,
-        }
-    }
-
-    /// With an idle timeout of zero, a short session hibernates as soon as its
-    /// turn ends (a long one at the sweeper's first look past `HOT_WINDOW`).
-    pub(super) fn hibernate_if_configured(&self, ctx: &mut Context<Self>) {
-        if self.idle_after().is_zero() {
-            self.stop_if_idle(ctx, Duration::ZERO);
+            _ => SHORT_WINDOW,
         }
     }
 }
