@@ -635,9 +635,9 @@ fn primary_model(text: &str) -> Result<ModelId, SettingsError> {
 
 /// How long an idle session actor stays in memory by default. In memory, a
 /// reload is a deserialisation of bytes the same process holds (microseconds),
-/// so a session hibernates shortly after its turn ends (half a second; five
-/// seconds past 16 messages: `SHORT_WINDOW`, `HOT_WINDOW`) and then costs only
-/// its compact stored form; with Postgres a reload is a round trip, so actors stay five
+/// so a session hibernates after its turn ends (in a conversation, half a
+/// second later; past 16 messages five seconds: `SHORT_WINDOW`, `HOT_WINDOW`)
+/// and then costs only its compact stored form; with Postgres a reload is a round trip, so actors stay five
 /// minutes.
 fn default_idle_seconds(database_url: Option<&str>) -> u64 {
     match database_url {

@@ -576,6 +576,7 @@ impl SessionActor {
             );
             status(&sink, &actor.id, TurnStatus::Completed);
             actor.run_deferred(ctx);
+            actor.hibernate_if_configured(ctx);
         });
     }
 }

@@ -120,12 +120,12 @@ pub(super) const HOT_MESSAGES: usize = 16;
 /// the idle timeout is zero.
 pub(super) const HOT_WINDOW: Duration = Duration::from_secs(5);
 
-/// How long any other session's actor stays after its last request when the
-/// idle timeout is zero. A conversation's next request (the host's result
-/// for a pending action, a client's next message) usually comes within it
-/// and finds the actor resident, instead of paying for a stop and a reload;
-/// an abandoned session still leaves memory within a second (the sweeper
-/// looks every 200 ms), so idle sessions cost only their stored form.
+/// How long a session in conversation stays after its last request when the
+/// idle timeout is zero: one waiting for a host result, or one past its
+/// first exchange. Its next request (the host's result, the client's next
+/// message) usually comes within it and finds the actor resident, instead of
+/// paying for a stop and a reload; an abandoned session still leaves memory
+/// within a second (the sweeper looks every 200 ms).
 pub(super) const SHORT_WINDOW: Duration = Duration::from_millis(500);
 
 impl SessionActor {
@@ -151,16 +151,36 @@ impl SessionActor {
     }
 
     /// How long this session may stay idle before its actor stops: the
-    /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session
-    /// and [`SHORT_WINDOW`] for any other.
+    /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session,
+    /// [`SHORT_WINDOW`] for one in conversation, and none for a session of
+    /// one exchange. That last one is most idle sessions (a burst of new
+    /// sessions would otherwise all be resident at once, and the allocator
+    /// keeps that peak), and it costs one reload if it continues.
     fn idle_after(&self) -> Duration {
         match self.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
             _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
-            _ => SHORT_WINDOW,
+            _ if self.tree.len() > FIRST_EXCHANGE
+                || matches!(self.phase, Phase::AwaitingHost(_)) =>
+            {
+                SHORT_WINDOW
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// With an idle timeout of zero, a session of one exchange hibernates
+    /// as soon as its turn ends; others at the sweeper's first look past
+    /// their window.
+    pub(super) fn hibernate_if_configured(&self, ctx: &mut Context<Self>) {
+        if self.idle_after().is_zero() {
+            self.stop_if_idle(ctx, Duration::ZERO);
         }
     }
 }
+
+/// The messages of a session's first exchange (the user's and the reply).
+const FIRST_EXCHANGE: usize = 2;
 
 impl Handler<CancelTurn> for SessionActor {
     type Result = Result<bool, SessionError>;

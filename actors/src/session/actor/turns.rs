@@ -460,6 +460,7 @@ impl SessionActor {
             status(&sink, &actor.id, TurnStatus::Completed);
             actor.last_activity = Instant::now();
             actor.run_deferred(ctx);
+            actor.hibernate_if_configured(ctx);
         });
     }
 
