@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use super::message::Message;
 use super::transcript::build_transcript;
 use crate::ids::MessageId;
-use crate::model::{ChatItem, Transcript};
+use crate::model::{Transcript, TranscriptChunk};
 
 #[derive(Clone, Debug, Default)]
 pub struct MessageTree {
@@ -18,7 +18,7 @@ pub struct MessageTree {
     /// session (a turn's work does not grow with its history). Cleared when
     /// the message is replaced. A `OnceLock`, so readers holding the tree
     /// shared (the history view beside the path) can fill it.
-    items: Vec<OnceLock<Arc<[ChatItem]>>>,
+    items: Vec<OnceLock<Arc<TranscriptChunk>>>,
     /// Where each message's parent is, once found: positions never change
     /// (messages are only appended or replaced in place), so a path is walked
     /// without comparing ids.
@@ -108,13 +108,14 @@ impl MessageTree {
     /// [`Self::path_to`]'s messages, each beside its shared transcript items
     /// (built on first use), for readers that place something between them
     /// (`history::view` puts a summary before the first user message).
-    pub fn path_items(&self, leaf: Option<&MessageId>) -> Vec<(&Message, Arc<[ChatItem]>)> {
+    pub fn path_items(&self, leaf: Option<&MessageId>) -> Vec<(&Message, Arc<TranscriptChunk>)> {
         self.path_indices(leaf)
             .into_iter()
             .map(|index| {
                 let message = &self.messages[index];
-                let items = self.items[index]
-                    .get_or_init(|| build_transcript(&[message], &Default::default()).into());
+                let items = self.items[index].get_or_init(|| {
+                    TranscriptChunk::shared(build_transcript(&[message], &Default::default()))
+                });
                 (message, items.clone())
             })
             .collect()

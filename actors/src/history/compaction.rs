@@ -4,12 +4,12 @@
 //! starts; the summarizer call runs in the turn's task.
 
 use super::auxiliary::AuxiliaryModel;
-use super::estimate::{estimate_items, estimate_text};
 use super::view::{render, summary_cut};
 use super::HistoryConfig;
 use crate::contract::Attachment;
 use crate::conversation::{now_millis, Message, MessageTree, Role, Segment, Usage};
 use crate::ids::MessageId;
+use crate::model::estimate::{estimate_items, estimate_text};
 use crate::model::Transcript;
 
 /// The summarizer's system prompt. `builtin:echo` recognises it and answers
@@ -76,7 +76,7 @@ impl CompactionJob {
 /// provider that reports less than it (a fake, a proxy) must not let a path
 /// grow past what the real model accepts.
 fn replayed_tokens(view: &[&Message], items: &Transcript, system: &str) -> u64 {
-    let estimate = estimate_text(system) + estimate_items(items);
+    let estimate = estimate_text(system) + items.estimated_tokens();
     let newest = view
         .iter()
         .rposition(|message| message.role == Role::Assistant);

@@ -10,13 +10,12 @@
 
 mod auxiliary;
 mod compaction;
-mod estimate;
 mod memory;
 mod view;
 
+pub use crate::model::estimate::{estimate_items, estimate_text};
 pub use auxiliary::AuxiliaryModel;
 pub use compaction::{plan_compaction, CompactionJob, SUMMARIZER_INSTRUCTIONS};
-pub use estimate::{estimate_items, estimate_text};
 pub use memory::{
     current_memory, memory_block_for, parse_memory, MemoryJob, MEMORY_BLOCK_OPEN,
     MEMORY_INSTRUCTIONS,

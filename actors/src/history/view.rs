@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::conversation::{build_transcript, Message, MessageTree, Role, ScreenshotOverlay};
 use crate::ids::MessageId;
-use crate::model::{ChatItem, ContentPart, Transcript};
+use crate::model::{ChatItem, ContentPart, Transcript, TranscriptChunk};
 
 /// How a summary opens the first replayed user message.
 pub const SUMMARY_BLOCK_OPEN: &str = "<conversation_summary>";
@@ -50,7 +50,7 @@ pub fn transcript(tree: &MessageTree, leaf: Option<&MessageId>) -> Transcript {
 }
 
 /// [`render`] over the tree's shared items: the same items, chunked.
-fn shared(summary: Option<&str>, steps: &[(&Message, Arc<[ChatItem]>)]) -> Transcript {
+fn shared(summary: Option<&str>, steps: &[(&Message, Arc<TranscriptChunk>)]) -> Transcript {
     let mut transcript = Transcript::default();
     let Some(summary) = summary.map(summary_block) else {
         for (_, items) in steps {
@@ -63,7 +63,9 @@ fn shared(summary: Option<&str>, steps: &[(&Message, Arc<[ChatItem]>)]) -> Trans
     });
     let Some(lead) = lead else {
         // As in `render`: nothing to lead, so the summary stands alone first.
-        transcript.push(vec![ChatItem::User(vec![ContentPart::Text(summary)])].into());
+        transcript.push(TranscriptChunk::shared(vec![ChatItem::User(vec![
+            ContentPart::Text(summary),
+        ])]));
         for (_, items) in steps {
             transcript.push(items.clone());
         }
@@ -78,7 +80,7 @@ fn shared(summary: Option<&str>, steps: &[(&Message, Arc<[ChatItem]>)]) -> Trans
         if let Some(ChatItem::User(parts)) = own.first_mut() {
             parts.insert(0, ContentPart::Text(summary.clone()));
         }
-        transcript.push(own.into());
+        transcript.push(TranscriptChunk::shared(own));
     }
     transcript
 }

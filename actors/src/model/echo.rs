@@ -46,7 +46,7 @@ enum Step {
 impl ModelClient for EchoModel {
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let (steps, delay) = plan_reply(&request);
-        let input_tokens = estimate_tokens(&request);
+        let input_tokens = request.estimated_input_tokens();
         let output_chars: usize = steps
             .iter()
             .map(|step| match step {
@@ -307,30 +307,6 @@ fn split_deltas(text: &str) -> Vec<String> {
         deltas.push(current);
     }
     deltas
-}
-
-/// About four characters a token over the request's text. Also the turn's
-/// count of a cancelled response's input, which no provider reported.
-pub(crate) fn estimate_tokens(request: &ModelRequest) -> u64 {
-    let mut n_chars = request.system.len();
-    for item in &request.messages {
-        n_chars += match item {
-            ChatItem::User(parts) => parts
-                .iter()
-                .map(|part| first_text(std::slice::from_ref(part)).len())
-                .sum(),
-            ChatItem::Assistant(parts) => parts
-                .iter()
-                .map(|part| match part {
-                    super::AssistantPart::Text(text)
-                    | super::AssistantPart::Thinking { text, .. } => text.len(),
-                    super::AssistantPart::ToolCall { arguments, .. } => arguments.to_string().len(),
-                })
-                .sum(),
-            ChatItem::ToolResult(result) => first_text(&result.content).len(),
-        };
-    }
-    (n_chars as u64).div_ceil(4)
 }
 
 #[cfg(test)]

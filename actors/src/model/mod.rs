@@ -7,13 +7,16 @@
 pub mod anthropic;
 pub mod catalog;
 pub mod echo;
+pub mod estimate;
 pub mod openai;
 pub mod pricing;
 pub mod providers;
 pub mod retry;
 pub mod sse;
+mod transcript;
 mod wire;
 
+pub use transcript::{Transcript, TranscriptChunk};
 pub use wire::{build_http_client, CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 
 use std::fmt;
@@ -64,68 +67,11 @@ pub struct ModelRequest {
     pub settings: ModelSettings,
 }
 
-/// The items of one request, as shared chunks: the stored history is the
-/// session's cached items of each message (`Arc`s, never copied per request
-/// or per turn), then the live assistant message's own. Iterate with
-/// [`Transcript::iter`] (or `for item in &transcript`), front to back.
-#[derive(Clone, Debug, Default)]
-pub struct Transcript {
-    chunks: Vec<Arc<[ChatItem]>>,
-}
-
-type ChunkItems<'a> = std::iter::FlatMap<
-    std::slice::Iter<'a, Arc<[ChatItem]>>,
-    &'a [ChatItem],
-    fn(&'a Arc<[ChatItem]>) -> &'a [ChatItem],
->;
-
-impl Transcript {
-    /// Appends a chunk (shared, not copied); empty chunks are skipped.
-    pub fn push(&mut self, items: Arc<[ChatItem]>) {
-        if !items.is_empty() {
-            self.chunks.push(items);
-        }
-    }
-
-    pub fn iter<'a>(&'a self) -> ChunkItems<'a> {
-        fn items(chunk: &Arc<[ChatItem]>) -> &[ChatItem] {
-            chunk
-        }
-        self.chunks
-            .iter()
-            .flat_map(items as fn(&'a Arc<[ChatItem]>) -> &'a [ChatItem])
-    }
-
-    pub fn len(&self) -> usize {
-        self.chunks.iter().map(|chunk| chunk.len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.chunks.is_empty()
-    }
-}
-
-impl From<Vec<ChatItem>> for Transcript {
-    fn from(items: Vec<ChatItem>) -> Transcript {
-        let mut transcript = Transcript::default();
-        transcript.push(items.into());
-        transcript
-    }
-}
-
-impl<'a> IntoIterator for &'a Transcript {
-    type Item = &'a ChatItem;
-    type IntoIter = ChunkItems<'a>;
-
-    fn into_iter(self) -> ChunkItems<'a> {
-        self.iter()
-    }
-}
-
-/// Equal when the items are, however they are chunked.
-impl PartialEq for Transcript {
-    fn eq(&self, other: &Transcript) -> bool {
-        self.iter().eq(other.iter())
+impl ModelRequest {
+    /// The input tokens this request is estimated to cost (`estimate`): the
+    /// system prompt and the transcript, each stored chunk measured once.
+    pub fn estimated_input_tokens(&self) -> u64 {
+        estimate::estimate_text(&self.system) + self.messages.estimated_tokens()
     }
 }
 

@@ -61,14 +61,38 @@ impl OpenAiModel {
         self
     }
 
-    /// The JSON body for `request`; deterministic, so an unchanged history
-    /// gives an unchanged prefix for the provider's prompt cache.
+    /// The JSON body for `request`, encoded; deterministic, so an unchanged
+    /// history gives an unchanged prefix for the provider's prompt cache.
+    /// Each stored message's part of `messages` is encoded once and kept
+    /// with its transcript chunk, so a long conversation's request copies
+    /// bytes instead of encoding its whole history again.
+    pub fn encode_body(&self, request: &ModelRequest) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1024);
+        out.extend_from_slice(b"{\"model\":");
+        write_json(&mut out, &json!(self.model));
+        out.extend_from_slice(
+            b",\"stream\":true,\"stream_options\":{\"include_usage\":true},\"messages\":[",
+        );
+        write_messages(&mut out, request);
+        out.push(b']');
+        for (key, value) in self.options(request) {
+            out.push(b',');
+            write_json(&mut out, &json!(key));
+            out.push(b':');
+            write_json(&mut out, &value);
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// [`Self::encode_body`] as a JSON value (tests, tools).
     pub fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-        body.insert("messages".into(), Value::Array(messages(request)));
+        serde_json::from_slice(&self.encode_body(request)).expect("the adapter encodes valid JSON")
+    }
+
+    /// The body's fields after `messages`: tools and settings.
+    fn options(&self, request: &ModelRequest) -> Vec<(&'static str, Value)> {
+        let mut options = Vec::new();
         if !request.tools.is_empty() {
             let tools = request
                 .tools
@@ -84,28 +108,38 @@ impl OpenAiModel {
                     })
                 })
                 .collect();
-            body.insert("tools".into(), Value::Array(tools));
+            options.push(("tools", Value::Array(tools)));
         }
         let settings = &request.settings;
         if let Some(temperature) = settings.temperature {
-            body.insert("temperature".into(), json!(temperature));
+            options.push(("temperature", json!(temperature)));
         }
         if let Some(max_output_tokens) = settings.max_output_tokens {
             // `max_tokens` is deprecated and rejected by reasoning models.
-            body.insert("max_completion_tokens".into(), json!(max_output_tokens));
+            options.push(("max_completion_tokens", json!(max_output_tokens)));
         }
         if let Some(budget) = settings.thinking_budget.filter(|budget| *budget > 0) {
-            body.insert("reasoning_effort".into(), json!(reasoning_effort(budget)));
+            options.push(("reasoning_effort", json!(reasoning_effort(budget))));
         }
-        Value::Object(body)
+        options
     }
+}
+
+/// Appends `value`'s compact JSON. Writing to a `Vec` cannot fail, and a
+/// `Value` always serialises.
+fn write_json(out: &mut Vec<u8>, value: &Value) {
+    serde_json::to_writer(out, value).expect("a JSON value always serialises");
 }
 
 impl ModelClient for OpenAiModel {
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = self.request_body(&request);
+        let body = self.encode_body(&request);
         let url = format!("{}/chat/completions", self.base_url);
-        let mut http_request = self.client.post(url).json(&body);
+        let mut http_request = self
+            .client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         if let Some(api_key) = &self.api_key {
             http_request = http_request.bearer_auth(api_key.expose_secret());
         }
@@ -128,28 +162,75 @@ fn reasoning_effort(budget: u32) -> &'static str {
     }
 }
 
-fn messages(request: &ModelRequest) -> Vec<Value> {
-    let mut messages = Vec::new();
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
-    }
-    // Media returned by the current run of tool results; OpenAI tool messages
-    // take text only, so it follows them in one user message.
-    let mut tool_media: Vec<Value> = Vec::new();
-    for item in &request.messages {
-        if !matches!(item, ChatItem::ToolResult(_)) && !tool_media.is_empty() {
-            messages.push(json!({"role": "user", "content": std::mem::take(&mut tool_media)}));
+/// Appends the request's messages, comma-separated: the system prompt,
+/// then each chunk's cached encoding where it stands alone, or its items
+/// one by one where a run of tool results carries media across it.
+fn write_messages(out: &mut Vec<u8>, request: &ModelRequest) {
+    let mut first = true;
+    let mut separate = |out: &mut Vec<u8>| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
         }
-        match item {
-            ChatItem::User(parts) => messages.push(user_message(parts)),
-            ChatItem::Assistant(parts) => messages.push(assistant_message(parts)),
-            ChatItem::ToolResult(result) => messages.push(tool_message(result, &mut tool_media)),
+    };
+    if !request.system.is_empty() {
+        separate(out);
+        write_json(out, &json!({"role": "system", "content": request.system}));
+    }
+    let mut tool_media: Vec<Value> = Vec::new();
+    for chunk in request.messages.chunks() {
+        if tool_media.is_empty() {
+            if let Some(encoded) = chunk.openai_messages(encode_alone) {
+                if !encoded.is_empty() {
+                    separate(out);
+                    out.extend_from_slice(encoded.as_bytes());
+                }
+                continue;
+            }
+        }
+        for item in chunk.iter() {
+            map_item(item, &mut tool_media, &mut |message| {
+                separate(out);
+                write_json(out, &message);
+            });
         }
     }
     if !tool_media.is_empty() {
-        messages.push(json!({"role": "user", "content": tool_media}));
+        separate(out);
+        write_json(out, &json!({"role": "user", "content": tool_media}));
     }
-    messages
+}
+
+/// `items`' messages, comma-separated, when they map without carrying tool
+/// media past their end; `None` otherwise.
+fn encode_alone(items: &[ChatItem]) -> Option<String> {
+    let mut out = Vec::new();
+    let mut tool_media = Vec::new();
+    for item in items {
+        map_item(item, &mut tool_media, &mut |message| {
+            if !out.is_empty() {
+                out.push(b',');
+            }
+            write_json(&mut out, &message);
+        });
+    }
+    if !tool_media.is_empty() {
+        return None;
+    }
+    Some(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
+
+/// Emits `item`'s message. Media returned by the current run of tool
+/// results wait in `tool_media` (OpenAI tool messages take text only) and
+/// follow the run in one user message, emitted before the next other item.
+fn map_item(item: &ChatItem, tool_media: &mut Vec<Value>, emit: &mut impl FnMut(Value)) {
+    if !matches!(item, ChatItem::ToolResult(_)) && !tool_media.is_empty() {
+        emit(json!({"role": "user", "content": std::mem::take(tool_media)}));
+    }
+    match item {
+        ChatItem::User(parts) => emit(user_message(parts)),
+        ChatItem::Assistant(parts) => emit(assistant_message(parts)),
+        ChatItem::ToolResult(result) => emit(tool_message(result, tool_media)),
+    }
 }
 
 /// A lone text part is sent as a plain string (the form every compatible
@@ -448,7 +529,7 @@ fn stream_error(error: &Value) -> ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ModelId, ModelSettings, ToolSpec};
+    use crate::model::{ModelId, ModelSettings, ToolSpec, TranscriptChunk};
 
     fn decode(chunks: &[&str]) -> Vec<Result<ModelEvent, ModelError>> {
         let mut decoder = ChunkDecoder::default();
@@ -635,6 +716,78 @@ mod tests {
         );
         assert_eq!(body["tools"][0]["function"]["name"], "look");
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    }
+
+    /// A history in shared chunks (one per stored message) encodes to the
+    /// same body as the same items in one chunk, including a run of tool
+    /// results whose media spill across a chunk's end, and each chunk that
+    /// stands alone keeps its encoding for the next request.
+    #[test]
+    fn chunked_history_encodes_as_one_and_caches_each_chunk() {
+        let tool_result = |id: &str, media: bool| {
+            let mut content = vec![ContentPart::Text(format!("result {id}"))];
+            if media {
+                content.push(ContentPart::Image(MediaSource::Url(
+                    "https://x/i.png".into(),
+                )));
+            }
+            ChatItem::ToolResult(ToolResultItem {
+                call_id: id.into(),
+                tool_name: "look".into(),
+                content,
+                is_error: false,
+            })
+        };
+        let call = |id: &str| AssistantPart::ToolCall {
+            id: id.into(),
+            name: "look".into(),
+            arguments: json!({}),
+        };
+        let chunks = vec![
+            vec![ChatItem::User(vec![ContentPart::Text("hi".into())])],
+            vec![
+                ChatItem::Assistant(vec![call("c1"), call("c2")]),
+                tool_result("c1", false),
+                tool_result("c2", true),
+            ],
+            vec![tool_result("c3", false)],
+            vec![ChatItem::Assistant(vec![AssistantPart::Text(
+                "done".into(),
+            )])],
+            vec![ChatItem::User(vec![ContentPart::Text("again".into())])],
+        ];
+        let whole = request(chunks.concat());
+        let shared: Vec<_> = chunks.into_iter().map(TranscriptChunk::shared).collect();
+        let mut chunked = request(vec![]);
+        for chunk in &shared {
+            chunked.messages.push(chunk.clone());
+        }
+        let expected = model().request_body(&whole);
+        assert_eq!(model().request_body(&chunked), expected);
+        // Encoded again from the chunks' caches: the same bytes.
+        assert_eq!(model().encode_body(&chunked), model().encode_body(&chunked));
+        assert_eq!(model().request_body(&chunked), expected);
+        let cached = |chunk: &TranscriptChunk| {
+            chunk
+                .openai_messages(|_| panic!("encoded twice"))
+                .map(str::to_string)
+        };
+        assert!(
+            cached(&shared[0]).is_some(),
+            "a plain user message is cached"
+        );
+        assert_eq!(cached(&shared[1]), None, "its media spill past its end");
+        // The chunk after the run flushes its media first, so it is mapped
+        // item by item; the one after that stands alone again.
+        assert!(cached(&shared[4]).is_some());
+        assert_eq!(
+            expected["messages"][6],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "Attachments returned by tool look (call c2):"},
+                {"type": "image_url", "image_url": {"url": "https://x/i.png"}}
+            ]}),
+            "the media follow the whole run of results: {expected}"
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::ids::ToolCallId;
 use crate::model::pricing::{price_for, Price};
 use crate::model::{
     ModelError, ModelId, ModelRequest, ModelSettings, SharedModelClient, TokenUsage, Transcript,
+    TranscriptChunk,
 };
 use crate::tools::{ToolContext, ToolSet};
 
@@ -156,7 +157,10 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         }
         // The history's chunks are shared; only the live message is built anew.
         let mut messages = history.clone();
-        messages.push(build_transcript(&[&assistant], &overlay).into());
+        messages.push(TranscriptChunk::shared(build_transcript(
+            &[&assistant],
+            &overlay,
+        )));
         let request = ModelRequest {
             model: plan.model_id.clone(),
             system: plan.system.clone(),

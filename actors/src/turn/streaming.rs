@@ -8,7 +8,6 @@ use super::tools::RawCall;
 use super::{CancelToken, TurnPlan};
 use crate::conversation::{Message, Segment};
 use crate::events::{DeltaEvent, EventSink, TurnEvent};
-use crate::model::echo::estimate_tokens;
 use crate::model::{ModelError, ModelEvent, ModelRequest, TokenUsage};
 
 pub(super) struct Response {
@@ -30,7 +29,7 @@ pub(super) async fn stream_response(
 ) -> Response {
     // Providers report usage at the end of a response; a cancel drops the
     // stream before that, so the turn keeps its own count to fall back on.
-    let input_estimate = estimate_tokens(&request);
+    let input_estimate = request.estimated_input_tokens();
     let mut streamed_chars = 0usize;
     let mut stream = plan.model.stream(request);
     let first_segment = assistant.segments.len();

@@ -1,5 +1,7 @@
-//! Token estimates for what a request replays, used when the provider has not
-//! reported a count (and as a floor when it has, see `view::replayed_tokens`).
+//! Token estimates for what a request replays: `builtin:echo`'s reported
+//! input, a cancelled turn's input (no provider reported it), and history
+//! compaction's measure when the provider has not reported a count (and as a
+//! floor when it has, see `history::compaction::replayed_tokens`).
 //!
 //! The estimate is one token per four bytes of text (the usual rule of thumb
 //! for English and JSON with OpenAI and Anthropic tokenizers), plus four

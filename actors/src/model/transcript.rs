@@ -1,0 +1,139 @@
+//! The items of a model request, as chunks shared between the session's
+//! tree and every request built from it, so that neither a turn nor a
+//! request copies or re-encodes the history.
+
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+
+use super::estimate::estimate_items;
+use super::ChatItem;
+
+/// One stored message's transcript items, built once and shared (`Arc`) by
+/// the tree and each request replaying it, with what adapters derive from
+/// them, made on first use and kept beside them: the message never changes
+/// while the chunk lives (the tree builds a new chunk when a message is
+/// replaced).
+#[derive(Debug, Default)]
+pub struct TranscriptChunk {
+    items: Box<[ChatItem]>,
+    /// The OpenAI Chat Completions messages for these items, encoded and
+    /// comma-separated; `None` when they cannot be encoded alone (a tool
+    /// result's media spill into a user message after the run of results).
+    openai_messages: OnceLock<Option<Box<str>>>,
+    /// The items' estimated tokens (`estimate::estimate_items`).
+    estimated_tokens: OnceLock<u64>,
+}
+
+impl TranscriptChunk {
+    pub fn shared(items: Vec<ChatItem>) -> Arc<TranscriptChunk> {
+        Arc::new(TranscriptChunk {
+            items: items.into_boxed_slice(),
+            openai_messages: OnceLock::new(),
+            estimated_tokens: OnceLock::new(),
+        })
+    }
+
+    /// The items' estimated tokens, measured the first time.
+    pub fn estimated_tokens(&self) -> u64 {
+        *self
+            .estimated_tokens
+            .get_or_init(|| estimate_items(self.items.iter()))
+    }
+
+    /// The OpenAI encoding of the items, made by `encode` the first time.
+    pub(crate) fn openai_messages(
+        &self,
+        encode: impl FnOnce(&[ChatItem]) -> Option<String>,
+    ) -> Option<&str> {
+        self.openai_messages
+            .get_or_init(|| encode(&self.items).map(String::into_boxed_str))
+            .as_deref()
+    }
+}
+
+impl Deref for TranscriptChunk {
+    type Target = [ChatItem];
+
+    fn deref(&self) -> &[ChatItem] {
+        &self.items
+    }
+}
+
+/// The items of one request, as shared chunks: the stored history is the
+/// session's cached chunk of each message (`Arc`s, never copied per request
+/// or per turn), then the live assistant message's own. Iterate with
+/// [`Transcript::iter`] (or `for item in &transcript`), front to back.
+#[derive(Clone, Debug, Default)]
+pub struct Transcript {
+    chunks: Vec<Arc<TranscriptChunk>>,
+}
+
+type ChunkItems<'a> = std::iter::FlatMap<
+    std::slice::Iter<'a, Arc<TranscriptChunk>>,
+    &'a [ChatItem],
+    fn(&'a Arc<TranscriptChunk>) -> &'a [ChatItem],
+>;
+
+impl Transcript {
+    /// Appends a chunk (shared, not copied); empty chunks are skipped.
+    pub fn push(&mut self, chunk: Arc<TranscriptChunk>) {
+        if !chunk.is_empty() {
+            self.chunks.push(chunk);
+        }
+    }
+
+    pub fn iter<'a>(&'a self) -> ChunkItems<'a> {
+        fn items(chunk: &Arc<TranscriptChunk>) -> &[ChatItem] {
+            chunk
+        }
+        self.chunks
+            .iter()
+            .flat_map(items as fn(&'a Arc<TranscriptChunk>) -> &'a [ChatItem])
+    }
+
+    /// The chunks, front to back, for adapters that cache per chunk.
+    pub fn chunks(&self) -> &[Arc<TranscriptChunk>] {
+        &self.chunks
+    }
+
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.len()).sum()
+    }
+
+    /// The estimated tokens of all items (`estimate::estimate_items`), from
+    /// each chunk's own measure.
+    pub fn estimated_tokens(&self) -> u64 {
+        self.chunks
+            .iter()
+            .map(|chunk| chunk.estimated_tokens())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+}
+
+impl From<Vec<ChatItem>> for Transcript {
+    fn from(items: Vec<ChatItem>) -> Transcript {
+        let mut transcript = Transcript::default();
+        transcript.push(TranscriptChunk::shared(items));
+        transcript
+    }
+}
+
+impl<'a> IntoIterator for &'a Transcript {
+    type Item = &'a ChatItem;
+    type IntoIter = ChunkItems<'a>;
+
+    fn into_iter(self) -> ChunkItems<'a> {
+        self.iter()
+    }
+}
+
+/// Equal when the items are, however they are chunked.
+impl PartialEq for Transcript {
+    fn eq(&self, other: &Transcript) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
