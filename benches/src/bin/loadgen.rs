@@ -16,6 +16,10 @@
 //! `--pid PID` (with `turns` or `roundtrips`) also reports the server's CPU
 //! time per turn (user + system of `/proc/PID/stat`, over the whole run).
 //! `--model M` sends `config.default_model` (e.g. `openai:bench` against the fake).
+//! `--pause-ms MS` (with `turns`, `roundtrips` and `provider`) makes each
+//! session wait that long between its turns, the sessions' starts spread over
+//! one pause: concurrent conversations at a steady pace, to measure the
+//! latency the runtime adds below saturation (a closed loop measures queueing).
 //!
 //! `loadgen provider --url http://127.0.0.1:7399 --sessions 50 --turns 20`:
 //! the same load straight at an OpenAI-compatible `/v1/chat/completions`
@@ -54,6 +58,8 @@ struct Options {
     model: Option<String>,
     port_to_serve: u16,
     workers: usize,
+    /// Each session's wait between its turns.
+    pause: Duration,
 }
 
 /// What one request of a session sends.
@@ -71,7 +77,7 @@ fn parse_options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().ok_or(
         "usage: loadgen turns|roundtrips|idle|provider|bare|fake-openai [--url URL] [--sessions N] \
-         [--turns N] [--rounds N] [--pid PID] [--model M] [--port P] [--workers N]",
+         [--turns N] [--rounds N] [--pid PID] [--model M] [--port P] [--workers N] [--pause-ms MS]",
     )?;
     let mut options = Options {
         mode,
@@ -85,6 +91,7 @@ fn parse_options() -> Result<Options, String> {
         model: None,
         port_to_serve: 7398,
         workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        pause: Duration::ZERO,
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
@@ -103,6 +110,9 @@ fn parse_options() -> Result<Options, String> {
             "--model" => options.model = Some(value),
             "--port" => options.port_to_serve = value.parse().map_err(|_| "bad --port")?,
             "--workers" => options.workers = value.parse().map_err(|_| "bad --workers")?,
+            "--pause-ms" => {
+                options.pause = Duration::from_millis(value.parse().map_err(|_| "bad --pause-ms")?);
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -280,13 +290,20 @@ async fn run_round(options: &Options, load: Load, round: usize) -> RoundResult {
         let turns = options.turns;
         let session = format!("{}-r{round}-s{index}", options.prefix);
         let model = options.model.clone();
+        let pause = options.pause;
+        // Paced sessions start spread over one pause.
+        let offset = pause.mul_f64(index as f64 / options.sessions.max(1) as f64);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(turns);
             let mut errors = 0;
             let Ok(mut connection) = Connection::open(&host, port).await else {
                 return (latencies, turns);
             };
+            tokio::time::sleep(offset).await;
             for turn in 0..turns {
+                if turn > 0 && !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
                 let sent = Instant::now();
                 match one_turn(&mut connection, load, &session, turn, model.as_deref()).await {
                     Ok(true) => latencies.push(sent.elapsed()),

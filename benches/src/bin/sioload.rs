@@ -20,8 +20,14 @@
 //! `--model openai:bench` sends `config.default_model` so that turns go to a
 //! provider (e.g. `loadgen fake-openai`) instead of `builtin:echo`.
 //!
-//! `sioload poll-turns --url ... --turns 100`: one session on HTTP
-//! long-polling only, the same turns in sequence, the same figures.
+//! `sioload poll-turns --url ... --turns 100 [--conns N]`: sessions (one
+//! unless `--conns` says more) on HTTP long-polling only, the same turns in
+//! sequence, the same figures.
+//!
+//! `--pause-ms MS` (with `turns` and `poll-turns`) makes each session wait
+//! that long between its turns, the sessions' starts spread over one pause:
+//! N concurrent conversations at a steady pace, to measure the latency the
+//! runtime adds below saturation rather than the queueing of a closed loop.
 //!
 //! `--sources 127.0.0.1,127.0.0.2` spreads connections over loopback source
 //! addresses when one address runs out of ephemeral ports. The websocket
@@ -42,7 +48,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 
 const USAGE: &str = "usage: sioload hold|turns|poll-turns [--url URL] [--conns N] [--turns N] \
-                     [--pid PID] [--hold-secs S] [--sources IP,IP] [--prefix P] [--model M]";
+                     [--pid PID] [--hold-secs S] [--sources IP,IP] [--prefix P] [--model M] \
+                     [--pause-ms MS]";
 /// Handshakes in flight at once, well under the server's listen backlog (4096).
 const MAX_CONNECTING: usize = 256;
 /// Any fixed key works: the server's accept hash is not checked here.
@@ -63,6 +70,8 @@ struct Options {
     sources: Vec<IpAddr>,
     prefix: String,
     model: Option<String>,
+    /// Each session's wait between its turns.
+    pause: Duration,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -81,7 +90,9 @@ fn parse_options() -> Result<Options, String> {
         sources: Vec::new(),
         prefix: format!("sioload{}", std::process::id()),
         model: None,
+        pause: Duration::ZERO,
     };
+    let mut conns_given = false;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         match flag.as_str() {
@@ -91,7 +102,13 @@ fn parse_options() -> Result<Options, String> {
                     .parse()
                     .map_err(|_| format!("--url needs http://IP:PORT, got {value}"))?;
             }
-            "--conns" => options.conns = value.parse().map_err(|_| "bad --conns")?,
+            "--conns" => {
+                options.conns = value.parse().map_err(|_| "bad --conns")?;
+                conns_given = true;
+            }
+            "--pause-ms" => {
+                options.pause = Duration::from_millis(value.parse().map_err(|_| "bad --pause-ms")?);
+            }
             "--turns" => options.turns = value.parse().map_err(|_| "bad --turns")?,
             "--pid" => options.pid = Some(value.parse().map_err(|_| "bad --pid")?),
             "--hold-secs" => {
@@ -108,7 +125,16 @@ fn parse_options() -> Result<Options, String> {
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }
+    if options.mode == "poll-turns" && !conns_given {
+        options.conns = 1;
+    }
     Ok(options)
+}
+
+/// Where session `index` of `n` starts within one pause, so that paced
+/// sessions do not all send at once.
+fn start_offset(pause: Duration, index: usize, n: usize) -> Duration {
+    pause.mul_f64(index as f64 / n.max(1) as f64)
 }
 
 /// Counters every connection task updates.
@@ -236,6 +262,8 @@ fn start_connections(
             latencies: latencies.clone(),
             work,
             model: options.model.clone(),
+            pause: options.pause,
+            offset: start_offset(options.pause, index, options.conns),
         };
         let connecting = connecting.clone();
         tokio::spawn(async move {
@@ -385,6 +413,8 @@ struct Client {
     latencies: Arc<Mutex<Vec<TurnTiming>>>,
     work: Work,
     model: Option<String>,
+    pause: Duration,
+    offset: Duration,
 }
 
 /// What the next server frame was.
@@ -509,7 +539,11 @@ impl Client {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let mut latencies = Vec::with_capacity(n_turns);
+        tokio::time::sleep(self.offset).await;
         for turn in 0..n_turns {
+            if turn > 0 {
+                self.paced_wait(stream, buf).await?;
+            }
             let message = turn_packet(&self.session_id, turn, self.model.as_deref());
             let started = Instant::now();
             let mut first_delta = None;
@@ -540,6 +574,28 @@ impl Client {
             .extend(latencies);
         // Stay connected (answering pings) until the tool exits.
         self.idle(stream, buf).await
+    }
+}
+
+impl Client {
+    /// Waits out the pause between turns, still answering pings.
+    async fn paced_wait(&self, stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
+        if self.pause.is_zero() {
+            return Ok(());
+        }
+        let wake = tokio::time::Instant::now() + self.pause;
+        loop {
+            let frame = tokio::select! {
+                frame = read_frame(stream, buf) => frame?,
+                _ = tokio::time::sleep_until(wake) => return Ok(()),
+            };
+            match frame {
+                Frame::Text(text) if text == b"2" => self.pong(stream).await?,
+                Frame::Ping(data) => send_frame(stream, 0xA, &data).await?,
+                Frame::Text(_) | Frame::Other => {}
+                Frame::Closed => return Err("closed by server".into()),
+            }
+        }
     }
 }
 
@@ -636,8 +692,67 @@ async fn send_frame(stream: &mut TcpStream, opcode: u8, payload: &[u8]) -> Resul
 /// upgrade), `--turns` turns in sequence; a GET connection and a POST
 /// connection, both keep-alive.
 async fn poll_turns(options: &Options) -> Result<(), String> {
-    let mut getter = PollConnection::open(options.server).await?;
-    let mut poster = PollConnection::open(options.server).await?;
+    let started_all = Instant::now();
+    let sessions: Vec<_> = (0..options.conns)
+        .map(|index| {
+            let server = options.server;
+            let session_id = format!("{}-poll{index}", options.prefix);
+            let model = options.model.clone();
+            let (turns, pause) = (options.turns, options.pause);
+            let offset = start_offset(pause, index, options.conns);
+            tokio::spawn(async move {
+                tokio::time::sleep(offset).await;
+                poll_session(server, &session_id, turns, model.as_deref(), pause).await
+            })
+        })
+        .collect();
+    let mut timings = Vec::with_capacity(options.conns * options.turns);
+    let mut failed = 0;
+    for session in sessions {
+        match session
+            .await
+            .map_err(|error| error.to_string())
+            .and_then(|r| r)
+        {
+            Ok(session_timings) => timings.extend(session_timings),
+            Err(error) => {
+                failed += 1;
+                if failed <= 5 {
+                    eprintln!("poll session: {error}");
+                }
+            }
+        }
+    }
+    let elapsed = started_all.elapsed().as_secs_f64();
+    let first_delta = first_delta_fields(&timings);
+    let mut completed: Vec<u32> = timings.iter().map(|t| t.completed_us).collect();
+    completed.sort_unstable();
+    let pick = |p: f64| -> f64 {
+        completed
+            .get(((completed.len().max(1) - 1) as f64 * p).round() as usize)
+            .map_or(0.0, |us| f64::from(*us) / 1000.0)
+    };
+    println!(
+        "{{\"mode\":\"poll-turns\",\"conns\":{},\"turns_done\":{},\"failed\":{failed},\"secs\":{elapsed:.2},\
+         \"p50_ms\":{:.2},\"p99_ms\":{:.2},{first_delta}}}",
+        options.conns,
+        timings.len(),
+        pick(0.5),
+        pick(0.99),
+    );
+    Ok(())
+}
+
+/// One session over long-polling only: joins, then its turns in sequence.
+async fn poll_session(
+    server: SocketAddr,
+    session_id: &str,
+    n_turns: usize,
+    model: Option<&str>,
+    pause: Duration,
+) -> Result<Vec<TurnTiming>, String> {
+    let mut getter = PollConnection::open(server).await?;
+    let mut poster = PollConnection::open(server).await?;
     let open = getter.request("GET", "", "").await?;
     let sid = between(&open, b"\"sid\":\"", b"\"").ok_or("no sid in the open packet")?;
     let query = format!("&sid={sid}");
@@ -648,11 +763,13 @@ async fn poll_turns(options: &Options) -> Result<(), String> {
             break;
         }
     }
-    let session_id = format!("{}-poll", options.prefix);
-    let mut timings = Vec::with_capacity(options.turns);
-    let started_all = Instant::now();
-    for turn in 0..options.turns {
-        let message = turn_packet(&session_id, turn, options.model.as_deref());
+    let mut timings = Vec::with_capacity(n_turns);
+    for turn in 0..n_turns {
+        if turn > 0 && !pause.is_zero() {
+            // The server pings every 25 s; a pause far shorter needs no answer.
+            tokio::time::sleep(pause).await;
+        }
+        let message = turn_packet(session_id, turn, model);
         let started = Instant::now();
         poster.request("POST", &query, &message).await?;
         let mut first_delta = None;
@@ -676,13 +793,7 @@ async fn poll_turns(options: &Options) -> Result<(), String> {
             completed_us: micros(completed),
         });
     }
-    let elapsed = started_all.elapsed().as_secs_f64();
-    let first_delta = first_delta_fields(&timings);
-    println!(
-        "{{\"mode\":\"poll-turns\",\"turns_done\":{},\"secs\":{elapsed:.2},{first_delta}}}",
-        timings.len()
-    );
-    Ok(())
+    Ok(timings)
 }
 
 /// The bytes between `start` and the next `end` in `haystack`, as text.
