@@ -117,23 +117,22 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
         .error_type
         .as_deref()
         .filter(|error_type| !ErrorType::parse(error_type).is_some_and(ErrorType::is_saved_ending));
+    let Some(error_type) = failed else {
+        // The common answer, written straight from the struct.
+        return HttpResponse::Ok().json(&final_response);
+    };
     let mut body = serde_json::to_value(&final_response).unwrap_or_default();
-    if failed.is_some_and(|error_type| error_type == ErrorType::DatabaseError) {
+    if error_type == ErrorType::DatabaseError {
         body["type"] = json!(ErrorType::DatabaseError);
         body["error"] = json!(DATABASE_UNREACHABLE);
         return HttpResponse::ServiceUnavailable().json(body);
     }
-    match failed {
-        Some(error_type) => {
-            body["type"] = json!(error_type);
-            body["error"] = json!(final_response
-                .error_message
-                .clone()
-                .unwrap_or_else(|| error_type.to_string()));
-            HttpResponse::InternalServerError().json(body)
-        }
-        None => HttpResponse::Ok().json(body),
-    }
+    body["type"] = json!(error_type);
+    body["error"] = json!(final_response
+        .error_message
+        .clone()
+        .unwrap_or_else(|| error_type.to_string()));
+    HttpResponse::InternalServerError().json(body)
 }
 
 /// `POST /api/chat/{id}/cancel`'s answer.
