@@ -21,21 +21,20 @@ pub(crate) fn index_path(parent: &str, index: usize) -> String {
     format!("{parent}[{index}]")
 }
 
-/// `session_id` → `sessionId`; a name without `_` is its own camelCase.
-pub(crate) fn camel_case(snake: &str) -> String {
-    let mut camel = String::with_capacity(snake.len());
+/// `snake`'s characters in camelCase, one at a time: `session_id` →
+/// `sessionId`; a name without `_` is its own camelCase. Field names are ASCII.
+fn camel_chars(snake: &str) -> impl Iterator<Item = char> + '_ {
     let mut upper_next = false;
-    for c in snake.chars() {
+    snake.chars().filter_map(move |c| {
         if c == '_' {
             upper_next = true;
-        } else if upper_next {
-            camel.extend(c.to_uppercase());
-            upper_next = false;
+            None
+        } else if std::mem::take(&mut upper_next) {
+            Some(c.to_ascii_uppercase())
         } else {
-            camel.push(c);
+            Some(c)
         }
-    }
-    camel
+    })
 }
 
 /// The longest piece of a client's value an error message repeats.
@@ -293,7 +292,9 @@ fn canonical_name(
 ) -> Option<&'static str> {
     if let Some(name) = names
         .iter()
-        .find(|name| **name == key || camel_case(name) == key)
+        // Compared character by character: this runs for every key of
+        // every request, and building each camelCase name allocated.
+        .find(|name| **name == key || camel_chars(name).eq(key.chars()))
     {
         return Some(name);
     }
@@ -311,6 +312,7 @@ mod tests {
 
     #[test]
     fn camel_case_capitalises_after_each_underscore() {
+        let camel_case = |snake| camel_chars(snake).collect::<String>();
         assert_eq!(camel_case("session_id"), "sessionId");
         assert_eq!(camel_case("data_uri"), "dataUri");
         assert_eq!(camel_case("id"), "id");
