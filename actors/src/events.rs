@@ -227,6 +227,7 @@ pub struct EventSink {
     tx: mpsc::Sender<TurnEvent>,
     overflowed: Arc<AtomicBool>,
     /// Whether the receiver shows deltas as they come (`final_response.streamed`).
+    /// One that does not gets only the first delta of each model response.
     pub streamed: bool,
     /// The attachment bytes of the message this turn answers, leased from
     /// the budget until the last clone of the sink is gone.

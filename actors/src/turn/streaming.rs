@@ -40,6 +40,10 @@ pub(super) async fn stream_response(
         error: None,
     };
     let mut delta_index = 0usize;
+    // A receiver that does not stream (HTTP's final response) reads only the
+    // first delta, which times the first token; the rest would be allocated,
+    // queued and dropped for nothing.
+    let mut wants_delta = !silent;
     loop {
         let next = tokio::select! {
             biased;
@@ -63,14 +67,16 @@ pub(super) async fn stream_response(
             ModelEvent::TextDelta(text) => {
                 streamed_chars += text.len();
                 let delta = append_delta(assistant, first_segment, false, text, &mut delta_index);
-                if !silent {
+                if wants_delta {
+                    wants_delta = sink.streamed;
                     sink.send(TurnEvent::TextDelta(delta));
                 }
             }
             ModelEvent::ThinkingDelta(text) => {
                 streamed_chars += text.len();
                 let delta = append_delta(assistant, first_segment, true, text, &mut delta_index);
-                if !silent {
+                if wants_delta {
+                    wants_delta = sink.streamed;
                     sink.send(TurnEvent::ThinkingDelta(delta));
                 }
             }
