@@ -1,8 +1,12 @@
 //! The message tree of one session: messages linked by `parent_id`, and the
 //! root-to-leaf path the model sees. Messages are kept in insertion order in a
-//! `Vec`: sessions hold tens to hundreds of messages, where a scan beats a map
-//! in both speed and memory.
+//! `Vec`, with a map from id to position: a turn looks ids up several times
+//! (is the new id free, where is its parent, where does each write go), and
+//! a scan of a long conversation for each of them made a turn's cost grow
+//! with its length. Only resident sessions hold a tree; the stored form has
+//! no index.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use super::message::Message;
@@ -23,6 +27,8 @@ pub struct MessageTree {
     /// (messages are only appended or replaced in place), so a path is walked
     /// without comparing ids.
     parents: Vec<Option<usize>>,
+    /// Where each message is, by id (ids are unique within a session).
+    positions: HashMap<MessageId, usize>,
 }
 
 /// Trees are equal when their messages are; the item cache is derived.
@@ -35,10 +41,17 @@ impl PartialEq for MessageTree {
 impl MessageTree {
     pub fn from_messages(messages: Vec<Message>) -> MessageTree {
         let n_messages = messages.len();
+        // A stored id twice (never written so) resolves to its last copy.
+        let positions = messages
+            .iter()
+            .enumerate()
+            .map(|(index, message)| (message.id.clone(), index))
+            .collect();
         let mut tree = MessageTree {
             messages,
             items: vec![OnceLock::new(); n_messages],
             parents: vec![None; n_messages],
+            positions,
         };
         tree.parents = (0..n_messages)
             .map(|index| tree.locate_parent(index))
@@ -55,13 +68,11 @@ impl MessageTree {
     }
 
     pub fn contains(&self, id: &MessageId) -> bool {
-        self.messages.iter().any(|message| &message.id == id)
+        self.positions.contains_key(id)
     }
 
-    // Lookups scan from the newest message: a turn reads and writes the
-    // messages it just added.
     pub fn get(&self, id: &MessageId) -> Option<&Message> {
-        self.messages.iter().rev().find(|message| &message.id == id)
+        self.position(id).map(|index| &self.messages[index])
     }
 
     pub fn all(&self) -> &[Message] {
@@ -70,17 +81,18 @@ impl MessageTree {
 
     /// Inserts or replaces the message with the same id.
     pub fn upsert(&mut self, message: Message) {
-        match self.position_before(&message.id, self.messages.len()) {
+        match self.position(&message.id) {
             Some(index) => {
                 self.messages[index] = message;
                 self.items[index] = OnceLock::new();
                 self.parents[index] = self.locate_parent(index);
             }
             None => {
+                let index = self.messages.len();
+                self.positions.insert(message.id.clone(), index);
                 self.messages.push(message);
                 self.items.push(OnceLock::new());
                 self.parents.push(None);
-                let index = self.messages.len() - 1;
                 self.parents[index] = self.locate_parent(index);
             }
         }
@@ -91,24 +103,24 @@ impl MessageTree {
         self.messages[index]
             .parent_id
             .as_ref()
-            .and_then(|id| self.position_before(id, index))
+            .and_then(|id| self.position(id))
     }
 
     /// The transcript of the root-to-`leaf` path (see [`Self::path_to`]),
     /// as the shared items of each message: no message's items are copied
     /// or built twice.
     pub fn transcript_to(&self, leaf: Option<&MessageId>) -> Transcript {
-        let mut transcript = Transcript::default();
-        for (_, items) in self.path_items(leaf) {
-            transcript.push(items);
-        }
-        transcript
+        let chunks = self
+            .path_items(leaf)
+            .into_iter()
+            .map(|(_, items)| items.clone());
+        Transcript::history(chunks.collect())
     }
 
     /// [`Self::path_to`]'s messages, each beside its shared transcript items
     /// (built on first use), for readers that place something between them
     /// (`history::view` puts a summary before the first user message).
-    pub fn path_items(&self, leaf: Option<&MessageId>) -> Vec<(&Message, Arc<TranscriptChunk>)> {
+    pub fn path_items(&self, leaf: Option<&MessageId>) -> Vec<(&Message, &Arc<TranscriptChunk>)> {
         self.path_indices(leaf)
             .into_iter()
             .map(|index| {
@@ -116,7 +128,7 @@ impl MessageTree {
                 let items = self.items[index].get_or_init(|| {
                     TranscriptChunk::shared(build_transcript(&[message], &Default::default()))
                 });
-                (message, items.clone())
+                (message, items)
             })
             .collect()
     }
@@ -138,7 +150,7 @@ impl MessageTree {
     /// The positions of [`Self::path_to`]'s messages, root first.
     fn path_indices(&self, leaf: Option<&MessageId>) -> Vec<usize> {
         let mut path = Vec::new();
-        let mut cursor = leaf.and_then(|id| self.position_before(id, self.messages.len()));
+        let mut cursor = leaf.and_then(|id| self.position(id));
         while let Some(index) = cursor {
             if path.len() > self.messages.len() {
                 break;
@@ -151,16 +163,9 @@ impl MessageTree {
         path
     }
 
-    /// Where `id` is: searched backwards from `before`, then in the rest.
-    fn position_before(&self, id: &MessageId, before: usize) -> Option<usize> {
-        let (head, tail) = self.messages.split_at(before.min(self.messages.len()));
-        head.iter()
-            .rposition(|message| &message.id == id)
-            .or_else(|| {
-                tail.iter()
-                    .position(|message| &message.id == id)
-                    .map(|offset| before + offset)
-            })
+    /// Where `id` is.
+    fn position(&self, id: &MessageId) -> Option<usize> {
+        self.positions.get(id).copied()
     }
 }
 

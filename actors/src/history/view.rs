@@ -49,40 +49,37 @@ pub fn transcript(tree: &MessageTree, leaf: Option<&MessageId>) -> Transcript {
     }
 }
 
-/// [`render`] over the tree's shared items: the same items, chunked.
-fn shared(summary: Option<&str>, steps: &[(&Message, Arc<TranscriptChunk>)]) -> Transcript {
-    let mut transcript = Transcript::default();
+/// [`render`] over the tree's shared items: the same items, chunked, as
+/// one shared history (each chunk counted once, here).
+fn shared(summary: Option<&str>, steps: &[(&Message, &Arc<TranscriptChunk>)]) -> Transcript {
+    let mut chunks: Vec<Arc<TranscriptChunk>> = Vec::with_capacity(steps.len() + 1);
     let Some(summary) = summary.map(summary_block) else {
-        for (_, items) in steps {
-            transcript.push(items.clone());
-        }
-        return transcript;
+        chunks.extend(steps.iter().map(|(_, items)| Arc::clone(items)));
+        return Transcript::history(chunks);
     };
     let lead = steps.iter().position(|(message, items)| {
         message.role == Role::User && matches!(items.first(), Some(ChatItem::User(_)))
     });
     let Some(lead) = lead else {
         // As in `render`: nothing to lead, so the summary stands alone first.
-        transcript.push(TranscriptChunk::shared(vec![ChatItem::User(vec![
+        chunks.push(TranscriptChunk::shared(vec![ChatItem::User(vec![
             ContentPart::Text(summary),
         ])]));
-        for (_, items) in steps {
-            transcript.push(items.clone());
-        }
-        return transcript;
+        chunks.extend(steps.iter().map(|(_, items)| Arc::clone(items)));
+        return Transcript::history(chunks);
     };
     for (index, (_, items)) in steps.iter().enumerate() {
         if index != lead {
-            transcript.push(items.clone());
+            chunks.push(Arc::clone(items));
             continue;
         }
         let mut own = items.to_vec();
         if let Some(ChatItem::User(parts)) = own.first_mut() {
             parts.insert(0, ContentPart::Text(summary.clone()));
         }
-        transcript.push(TranscriptChunk::shared(own));
+        chunks.push(TranscriptChunk::shared(own));
     }
-    transcript
+    Transcript::history(chunks)
 }
 
 /// `messages` verbatim, the summary (if any) leading the first user message.

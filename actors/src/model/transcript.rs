@@ -65,20 +65,35 @@ impl Deref for TranscriptChunk {
 /// [`Transcript::iter`] (or `for item in &transcript`), front to back.
 #[derive(Clone, Debug, Default)]
 pub struct Transcript {
-    chunks: Vec<Arc<TranscriptChunk>>,
+    /// The replayed history's chunks, shared by every clone: each request of
+    /// a turn clones the history, and that costs one count, not one a message.
+    history: Arc<[Arc<TranscriptChunk>]>,
+    /// The chunks pushed after it (the live message's).
+    own: Vec<Arc<TranscriptChunk>>,
 }
 
-type ChunkItems<'a> = std::iter::FlatMap<
+type Chunks<'a> = std::iter::Chain<
     std::slice::Iter<'a, Arc<TranscriptChunk>>,
-    &'a [ChatItem],
-    fn(&'a Arc<TranscriptChunk>) -> &'a [ChatItem],
+    std::slice::Iter<'a, Arc<TranscriptChunk>>,
 >;
 
+type ChunkItems<'a> =
+    std::iter::FlatMap<Chunks<'a>, &'a [ChatItem], fn(&'a Arc<TranscriptChunk>) -> &'a [ChatItem]>;
+
 impl Transcript {
+    /// A transcript of `chunks`, shared from here on; empty ones are skipped.
+    pub fn history(mut chunks: Vec<Arc<TranscriptChunk>>) -> Transcript {
+        chunks.retain(|chunk| !chunk.is_empty());
+        Transcript {
+            history: chunks.into(),
+            own: Vec::new(),
+        }
+    }
+
     /// Appends a chunk (shared, not copied); empty chunks are skipped.
     pub fn push(&mut self, chunk: Arc<TranscriptChunk>) {
         if !chunk.is_empty() {
-            self.chunks.push(chunk);
+            self.own.push(chunk);
         }
     }
 
@@ -86,31 +101,27 @@ impl Transcript {
         fn items(chunk: &Arc<TranscriptChunk>) -> &[ChatItem] {
             chunk
         }
-        self.chunks
-            .iter()
+        self.chunks()
             .flat_map(items as fn(&'a Arc<TranscriptChunk>) -> &'a [ChatItem])
     }
 
     /// The chunks, front to back, for adapters that cache per chunk.
-    pub fn chunks(&self) -> &[Arc<TranscriptChunk>] {
-        &self.chunks
+    pub fn chunks(&self) -> Chunks<'_> {
+        self.history.iter().chain(self.own.iter())
     }
 
     pub fn len(&self) -> usize {
-        self.chunks.iter().map(|chunk| chunk.len()).sum()
+        self.chunks().map(|chunk| chunk.len()).sum()
     }
 
     /// The estimated tokens of all items (`estimate::estimate_items`), from
     /// each chunk's own measure.
     pub fn estimated_tokens(&self) -> u64 {
-        self.chunks
-            .iter()
-            .map(|chunk| chunk.estimated_tokens())
-            .sum()
+        self.chunks().map(|chunk| chunk.estimated_tokens()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.chunks.is_empty()
+        self.history.is_empty() && self.own.is_empty()
     }
 }
 
