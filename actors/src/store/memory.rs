@@ -327,9 +327,11 @@ impl Encoded {
         stored.updated_at = Instant::now();
         stored.version = version;
         for message in self.messages {
+            // A rewritten message is usually one of the newest.
             match stored
                 .messages
                 .iter_mut()
+                .rev()
                 .find(|existing| existing.id == message.id)
             {
                 Some(existing) => *existing = message,
