@@ -146,6 +146,10 @@ struct Stats {
     closed: AtomicU64,
     pings_answered: AtomicU64,
     turns_done: AtomicU64,
+    /// Connections whose message the server refused (an `assistant:error`
+    /// before the turn started, e.g. a model it does not allow): they stop,
+    /// counted in `closed` too.
+    refused: AtomicU64,
     /// Set when the measured phase starts (turns mode): all sockets joined.
     go: AtomicBool,
 }
@@ -178,6 +182,14 @@ fn turn_packet(session_id: &str, turn: usize, model: Option<&str>) -> String {
     format!(
         "42/assistant,[\"assistant_message\",{{\"id\":\"t{turn}\",\"session_id\":\"{session_id}\",\"content\":\"{TURN_CONTENT}\"{config}}}]"
     )
+}
+
+fn is_status(text: &[u8]) -> bool {
+    text.starts_with(b"42/assistant,[\"assistant:status\"")
+}
+
+fn is_error(text: &[u8]) -> bool {
+    text.starts_with(b"42/assistant,[\"assistant:error\"")
 }
 
 fn is_text_delta(text: &[u8]) -> bool {
@@ -388,11 +400,12 @@ async fn turns(options: &Options) -> Result<(), String> {
     };
     println!(
         "{{\"mode\":\"turns\",\"conns\":{},\"joined\":{joined},\"turns_per_conn\":{},\"turns_done\":{done},\
-         \"closed_by_server\":{},\"failed\":{},\"secs\":{elapsed:.2},\"turns_per_sec\":{:.0},\
+         \"closed_by_server\":{},\"refused\":{},\"failed\":{},\"secs\":{elapsed:.2},\"turns_per_sec\":{:.0},\
          \"p50_ms\":{:.2},\"p99_ms\":{:.2},\"max_ms\":{:.1},{first_delta}}}",
         options.conns,
         options.turns,
         stats.closed.load(Ordering::Relaxed),
+        stats.refused.load(Ordering::Relaxed),
         stats.failed.load(Ordering::Relaxed),
         done as f64 / elapsed,
         percentile(0.5),
@@ -454,8 +467,11 @@ impl Client {
             Work::Hold => self.idle(&mut stream, &mut buf).await,
             Work::Turns(n_turns) => self.run_turns(&mut stream, &mut buf, n_turns).await,
         };
-        if outcome.is_err() {
-            self.stats.closed.fetch_add(1, Ordering::Relaxed);
+        if let Err(error) = outcome {
+            // Only the first few are worth reading.
+            if self.stats.closed.fetch_add(1, Ordering::Relaxed) < 5 {
+                eprintln!("connection {}: {error}", self.index);
+            }
         }
         Ok(())
     }
@@ -547,11 +563,17 @@ impl Client {
             let message = turn_packet(&self.session_id, turn, self.model.as_deref());
             let started = Instant::now();
             let mut first_delta = None;
+            let mut turn_started = false;
             send_text(stream, message.as_bytes()).await?;
             loop {
                 match read_frame(stream, buf).await? {
                     Frame::Text(text) if text == b"2" => self.pong(stream).await?,
                     Frame::Text(text) if is_completed(&text) => break,
+                    Frame::Text(text) if is_error(&text) && !turn_started => {
+                        self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                        return Err(format!("refused: {}", String::from_utf8_lossy(&text)));
+                    }
+                    Frame::Text(text) if is_status(&text) => turn_started = true,
                     Frame::Text(text) if is_text_delta(&text) => {
                         first_delta.get_or_insert_with(|| started.elapsed());
                     }
@@ -773,6 +795,7 @@ async fn poll_session(
         let started = Instant::now();
         poster.request("POST", &query, &message).await?;
         let mut first_delta = None;
+        let mut turn_started = false;
         loop {
             let packets = getter.request("GET", &query, "").await?;
             for packet in packets.split(|&byte| byte == 0x1e) {
@@ -780,6 +803,10 @@ async fn poll_session(
                     poster.request("POST", &query, "3").await?;
                 } else if is_text_delta(packet) {
                     first_delta.get_or_insert_with(|| started.elapsed());
+                } else if is_status(packet) {
+                    turn_started = true;
+                } else if is_error(packet) && !turn_started {
+                    return Err(format!("refused: {}", String::from_utf8_lossy(packet)));
                 }
             }
             if packets.split(|&byte| byte == 0x1e).any(is_completed) {
