@@ -30,26 +30,20 @@ pub(super) async fn stream_response(
     // Providers report usage at the end of a response; a cancel drops the
     // stream before that, so the turn keeps its own count to fall back on.
     let input_estimate = request.estimated_input_tokens();
-    let mut streamed_chars = 0usize;
     let mut stream = plan.model.stream(request);
-    let first_segment = assistant.segments.len();
+    let mut deltas = Deltas::new(assistant, silent);
     let mut response = Response {
         calls: Vec::new(),
         tokens: TokenUsage::default(),
         cancelled: false,
         error: None,
     };
-    let mut delta_index = 0usize;
-    // A receiver that does not stream (HTTP's final response) reads only the
-    // first delta, which times the first token; the rest would be allocated,
-    // queued and dropped for nothing.
-    let mut wants_delta = !silent;
     loop {
         let next = tokio::select! {
             biased;
             _ = cancel.cancelled() => {
                 response.cancelled = true;
-                count_unreported(&mut response.tokens, input_estimate, streamed_chars);
+                count_unreported(&mut response.tokens, input_estimate, deltas.streamed_chars);
                 return response;
             }
             next = stream.next() => next,
@@ -63,23 +57,8 @@ pub(super) async fn stream_response(
             Some(Ok(event)) => event,
         };
         match event {
-            ModelEvent::TextDelta(text) | ModelEvent::ThinkingDelta(text) if text.is_empty() => {}
-            ModelEvent::TextDelta(text) => {
-                streamed_chars += text.len();
-                let delta = append_delta(assistant, first_segment, false, text, &mut delta_index);
-                if wants_delta {
-                    wants_delta = sink.streamed;
-                    sink.send(TurnEvent::TextDelta(delta));
-                }
-            }
-            ModelEvent::ThinkingDelta(text) => {
-                streamed_chars += text.len();
-                let delta = append_delta(assistant, first_segment, true, text, &mut delta_index);
-                if wants_delta {
-                    wants_delta = sink.streamed;
-                    sink.send(TurnEvent::ThinkingDelta(delta));
-                }
-            }
+            ModelEvent::TextDelta(text) => deltas.take(assistant, sink, false, text),
+            ModelEvent::ThinkingDelta(text) => deltas.take(assistant, sink, true, text),
             ModelEvent::ThinkingSignature(value) => {
                 if let Some(Segment::Thinking { signature, .. }) = assistant.segments.last_mut() {
                     *signature = Some(value);
@@ -117,53 +96,92 @@ fn count_unreported(tokens: &mut TokenUsage, input_estimate: u64, streamed_chars
         tokens.output_tokens = (streamed_chars as u64).div_ceil(4);
     }
 }
-/// Appends a delta to the response's current segment of that kind, or opens
-/// one, and describes it for the stream (`delta_index` counts within the segment).
-fn append_delta(
-    assistant: &mut Message,
+/// The response's streamed text and thinking: where each delta goes in the
+/// assistant message, and which deltas reach the sink.
+struct Deltas {
+    /// The first segment this response may continue (earlier ones belong
+    /// to earlier responses of the turn).
     first_segment: usize,
-    thinking: bool,
-    text: String,
-    delta_index: &mut usize,
-) -> DeltaEvent {
-    let n_segments = assistant.segments.len();
-    let continued = n_segments > first_segment
-        && match assistant.segments.last_mut() {
-            Some(Segment::Thinking {
-                text: current,
-                signature: None,
-            }) if thinking => {
-                current.push_str(&text);
-                true
-            }
-            Some(Segment::Text { text: current }) if !thinking => {
-                current.push_str(&text);
-                true
-            }
-            _ => false,
+    /// The next delta's place within its segment.
+    delta_index: usize,
+    streamed_chars: usize,
+    /// Whether the next delta is sent: never when silent, and only the
+    /// response's first to a receiver that does not stream (HTTP's final
+    /// response, which times the first token by it); the rest would be
+    /// described, queued and dropped for nothing.
+    send_next: bool,
+}
+
+impl Deltas {
+    fn new(assistant: &Message, silent: bool) -> Deltas {
+        Deltas {
+            first_segment: assistant.segments.len(),
+            delta_index: 0,
+            streamed_chars: 0,
+            send_next: !silent,
+        }
+    }
+
+    /// Appends `text` to the message, and sends it when the sink reads it.
+    fn take(&mut self, assistant: &mut Message, sink: &EventSink, thinking: bool, text: String) {
+        if text.is_empty() {
+            return;
+        }
+        self.streamed_chars += text.len();
+        let (index, started) = self.append(assistant, thinking, &text);
+        if !self.send_next {
+            return;
+        }
+        self.send_next = sink.streamed;
+        let delta = DeltaEvent {
+            content: text,
+            segment_id: format!("{}:{index}", assistant.id),
+            segment_index: index,
+            delta_index: self.delta_index,
+            segment_started: started,
+            segment_kind: if thinking { "thinking" } else { "text" },
         };
-    let index = if continued {
-        *delta_index += 1;
-        n_segments - 1
-    } else {
-        *delta_index = 0;
+        sink.send(if thinking {
+            TurnEvent::ThinkingDelta(delta)
+        } else {
+            TurnEvent::TextDelta(delta)
+        });
+    }
+
+    /// Appends `text` to the response's current segment of that kind, or
+    /// opens one: its index, and whether it was opened.
+    fn append(&mut self, assistant: &mut Message, thinking: bool, text: &str) -> (usize, bool) {
+        let n_segments = assistant.segments.len();
+        let continued = n_segments > self.first_segment
+            && match assistant.segments.last_mut() {
+                Some(Segment::Thinking {
+                    text: current,
+                    signature: None,
+                }) if thinking => {
+                    current.push_str(text);
+                    true
+                }
+                Some(Segment::Text { text: current }) if !thinking => {
+                    current.push_str(text);
+                    true
+                }
+                _ => false,
+            };
+        if continued {
+            self.delta_index += 1;
+            return (n_segments - 1, false);
+        }
+        self.delta_index = 0;
+        let text = text.to_string();
         assistant.segments.push(if thinking {
             Segment::Thinking {
-                text: text.clone(),
+                text,
                 signature: None,
             }
         } else {
-            Segment::Text { text: text.clone() }
+            Segment::Text { text }
         });
-        n_segments
-    };
-    DeltaEvent {
-        content: text,
-        segment_id: format!("{}:{index}", assistant.id),
-        segment_index: index,
-        delta_index: *delta_index,
-        segment_started: !continued,
-        segment_kind: if thinking { "thinking" } else { "text" },
+        (n_segments, true)
     }
 }
 
