@@ -69,7 +69,7 @@ impl OpenAiModel {
     pub fn encode_body(&self, request: &ModelRequest) -> Vec<u8> {
         let mut out = Vec::with_capacity(1024);
         out.extend_from_slice(b"{\"model\":");
-        write_json(&mut out, &json!(self.model));
+        write_json(&mut out, &self.model);
         out.extend_from_slice(
             b",\"stream\":true,\"stream_options\":{\"include_usage\":true},\"messages\":[",
         );
@@ -77,7 +77,7 @@ impl OpenAiModel {
         out.push(b']');
         for (key, value) in self.options(request) {
             out.push(b',');
-            write_json(&mut out, &json!(key));
+            write_json(&mut out, key);
             out.push(b':');
             write_json(&mut out, &value);
         }
@@ -125,10 +125,10 @@ impl OpenAiModel {
     }
 }
 
-/// Appends `value`'s compact JSON. Writing to a `Vec` cannot fail, and a
-/// `Value` always serialises.
-fn write_json(out: &mut Vec<u8>, value: &Value) {
-    serde_json::to_writer(out, value).expect("a JSON value always serialises");
+/// Appends `value`'s compact JSON. Writing to a `Vec` cannot fail, and
+/// strings and `Value`s always serialise.
+fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    serde_json::to_writer(out, value).expect("strings and JSON values always serialise");
 }
 
 impl ModelClient for OpenAiModel {

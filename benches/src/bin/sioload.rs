@@ -597,9 +597,7 @@ impl Client {
         // Stay connected (answering pings) until the tool exits.
         self.idle(stream, buf).await
     }
-}
 
-impl Client {
     /// Waits out the pause between turns, still answering pings.
     async fn paced_wait(&self, stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
         if self.pause.is_zero() {
