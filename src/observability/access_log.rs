@@ -19,11 +19,14 @@ use super::Metrics;
 #[derive(Clone, Debug)]
 pub struct LoggedSession(pub String);
 
-/// Records the session id of this request for its access log line.
+/// Records the session id of this request for its access log line (when
+/// that line is written at all).
 pub fn note_session(request: &HttpRequest, session_id: &str) {
-    request
-        .extensions_mut()
-        .insert(LoggedSession(session_id.to_string()));
+    if log::log_enabled!(log::Level::Info) {
+        request
+            .extensions_mut()
+            .insert(LoggedSession(session_id.to_string()));
+    }
 }
 
 /// The request id the access log gave this request.
@@ -38,26 +41,30 @@ pub async fn access_log(
     let started = Instant::now();
     let request_id = RequestId::from_headers(request.headers());
     request.extensions_mut().insert(request_id.clone());
-    let method = request.method().to_string();
-    let path = request.path().to_string();
+    // A standard method is cloned without allocating; the path only when
+    // the line is written.
+    let method = request.method().clone();
+    let path = log::log_enabled!(log::Level::Info).then(|| request.path().to_string());
     let metrics = request.app_data::<web::Data<Metrics>>().cloned();
     let result = next.call(request).await;
     let status = match &result {
         Ok(response) => response.status(),
         Err(error) => error.as_response_error().status_code(),
     };
-    let session = match &result {
-        Ok(response) => session_of(response.request()),
-        Err(_) => None,
-    };
-    log::info!(
-        "{method} {path} {} {:.1}ms session={} request_id={request_id}",
-        status.as_u16(),
-        started.elapsed().as_secs_f64() * 1000.0,
-        session.as_deref().unwrap_or("-"),
-    );
+    if let Some(path) = path {
+        let session = match &result {
+            Ok(response) => session_of(response.request()),
+            Err(_) => None,
+        };
+        log::info!(
+            "{method} {path} {} {:.1}ms session={} request_id={request_id}",
+            status.as_u16(),
+            started.elapsed().as_secs_f64() * 1000.0,
+            session.as_deref().unwrap_or("-"),
+        );
+    }
     if let Some(metrics) = metrics {
-        metrics.count_http_request(&method, status.as_u16());
+        metrics.count_http_request(method.as_str(), status.as_u16());
     }
     let mut response = result?;
     if let Ok(value) = HeaderValue::from_str(request_id.as_str()) {

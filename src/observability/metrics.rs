@@ -58,13 +58,19 @@ impl Histogram {
 
 #[derive(Debug, Default)]
 struct Registry {
-    http_requests: BTreeMap<(String, u16), u64>,
-    turns: BTreeMap<(Transport, String), u64>,
+    // Keyed by their strings first, so that counting a known label is a
+    // lookup by `&str`: a request or a turn allocates nothing here.
+    /// By method, then status.
+    http_requests: BTreeMap<String, BTreeMap<u16, u64>>,
+    /// By transport, then outcome.
+    turns: BTreeMap<Transport, BTreeMap<String, u64>>,
     turn_seconds: BTreeMap<Transport, Histogram>,
     first_token_seconds: BTreeMap<Transport, Histogram>,
     provider_requests: BTreeMap<String, u64>,
-    turn_errors: BTreeMap<(String, String), u64>,
-    tokens: BTreeMap<(String, &'static str), u64>,
+    /// By provider, then error type.
+    turn_errors: BTreeMap<String, BTreeMap<String, u64>>,
+    /// By provider: input, output.
+    tokens: BTreeMap<String, [u64; 2]>,
     cost_usd: BTreeMap<String, f64>,
     /// Sessions whose last turn here ended waiting for a host action.
     pending_sessions: BTreeSet<String>,
@@ -101,9 +107,8 @@ impl Metrics {
 
     pub fn count_http_request(&self, method: &str, status: u16) {
         self.with(|registry| {
-            *registry
-                .http_requests
-                .entry((method.to_string(), status))
+            *slot(&mut registry.http_requests, method)
+                .entry(status)
                 .or_default() += 1;
         });
     }
@@ -144,19 +149,18 @@ impl Metrics {
             .model
             .split_once(':')
             .map(|(provider, _)| provider)
-            .unwrap_or(&final_response.model)
-            .to_string();
+            .unwrap_or(&final_response.model);
         let outcome = match (
             &final_response.error_type,
             &final_response.pending_tool_call,
         ) {
-            (Some(error_type), _) => error_type.clone(),
-            (None, Some(_)) => "host_action".to_string(),
-            (None, None) => "completed".to_string(),
+            (Some(error_type), _) => error_type.as_str(),
+            (None, Some(_)) => "host_action",
+            (None, None) => "completed",
         };
         let usage = &final_response.usage;
         self.with(|registry| {
-            *registry.turns.entry((transport, outcome)).or_default() += 1;
+            *slot(registry.turns.entry(transport).or_default(), outcome) += 1;
             registry
                 .turn_seconds
                 .entry(transport)
@@ -169,32 +173,21 @@ impl Metrics {
                     .or_default()
                     .observe(first_token.as_secs_f64());
             }
-            *registry
-                .provider_requests
-                .entry(provider.clone())
-                .or_default() += u64::from(usage.requests);
+            *slot(&mut registry.provider_requests, provider) += u64::from(usage.requests);
             if let Some(error_type) = &final_response.error_type {
-                *registry
-                    .turn_errors
-                    .entry((provider.clone(), error_type.clone()))
-                    .or_default() += 1;
+                *slot(slot(&mut registry.turn_errors, provider), error_type) += 1;
             }
-            *registry
-                .tokens
-                .entry((provider.clone(), "input"))
-                .or_default() += usage.input_tokens;
-            *registry
-                .tokens
-                .entry((provider.clone(), "output"))
-                .or_default() += usage.output_tokens;
+            let tokens = slot(&mut registry.tokens, provider);
+            tokens[0] += usage.input_tokens;
+            tokens[1] += usage.output_tokens;
             if let Some(cost) = usage.cost_usd {
-                *registry.cost_usd.entry(provider).or_default() += cost;
+                *slot(&mut registry.cost_usd, provider) += cost;
             }
-            let session = final_response.session_id.clone();
-            if final_response.pending_tool_call.is_some() {
-                registry.pending_sessions.insert(session);
-            } else {
-                registry.pending_sessions.remove(&session);
+            let session = &final_response.session_id;
+            if final_response.pending_tool_call.is_none() {
+                registry.pending_sessions.remove(session);
+            } else if !registry.pending_sessions.contains(session) {
+                registry.pending_sessions.insert(session.clone());
             }
         });
     }
@@ -216,13 +209,15 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64) -> String {
         "counter",
         "HTTP requests by method and status.",
     );
-    for ((method, status), n) in &registry.http_requests {
-        sample(
-            &mut out,
-            "assistant_http_requests_total",
-            &[("method", method), ("status", &status.to_string())],
-            *n as f64,
-        );
+    for (method, statuses) in &registry.http_requests {
+        for (status, n) in statuses {
+            sample(
+                &mut out,
+                "assistant_http_requests_total",
+                &[("method", method), ("status", &status.to_string())],
+                *n as f64,
+            );
+        }
     }
     family(
         &mut out,
@@ -230,13 +225,15 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64) -> String {
         "counter",
         "Turns that ended, by transport and outcome (completed, host_action, or the error_type).",
     );
-    for ((transport, outcome), n) in &registry.turns {
-        sample(
-            &mut out,
-            "assistant_turns_total",
-            &[("transport", transport.label()), ("outcome", outcome)],
-            *n as f64,
-        );
+    for (transport, outcomes) in &registry.turns {
+        for (outcome, n) in outcomes {
+            sample(
+                &mut out,
+                "assistant_turns_total",
+                &[("transport", transport.label()), ("outcome", outcome)],
+                *n as f64,
+            );
+        }
     }
     histogram_family(
         &mut out,
@@ -315,13 +312,15 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64) -> String {
         "counter",
         "Turns that ended in error, by provider and error_type.",
     );
-    for ((provider, error_type), n) in &registry.turn_errors {
-        sample(
-            &mut out,
-            "assistant_turn_errors_total",
-            &[("provider", provider), ("error_type", error_type)],
-            *n as f64,
-        );
+    for (provider, errors) in &registry.turn_errors {
+        for (error_type, n) in errors {
+            sample(
+                &mut out,
+                "assistant_turn_errors_total",
+                &[("provider", provider), ("error_type", error_type)],
+                *n as f64,
+            );
+        }
     }
     family(
         &mut out,
@@ -329,13 +328,15 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64) -> String {
         "counter",
         "Model tokens, by provider and kind (input, output).",
     );
-    for ((provider, kind), n) in &registry.tokens {
-        sample(
-            &mut out,
-            "assistant_tokens_total",
-            &[("provider", provider), ("kind", kind)],
-            *n as f64,
-        );
+    for (provider, counts) in &registry.tokens {
+        for (kind, n) in ["input", "output"].into_iter().zip(counts) {
+            sample(
+                &mut out,
+                "assistant_tokens_total",
+                &[("provider", provider), ("kind", kind)],
+                *n as f64,
+            );
+        }
     }
     family(
         &mut out,
@@ -384,6 +385,14 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64) -> String {
         if snapshot.store_reachable { 1.0 } else { 0.0 },
     );
     out
+}
+
+/// The value of `key`, its key allocated only the first time it is counted.
+fn slot<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("inserted above when missing")
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -2,6 +2,15 @@
 //! starting one (which loads itself from the store) on first use. It hands out
 //! addresses and nothing else: no turn work passes through it. Sharded maps
 //! instead of an actor, so lookups never queue behind one mailbox.
+//!
+//! A new actor runs on the thread that asked for it: the HTTP worker that
+//! serves the session's connection. Its messages, its turn and the turn's
+//! events then never cross a thread; a hand-off to another thread costs a
+//! wake-up and a context switch each way, which on a short turn is a
+//! quarter of its CPU (BENCHMARKS.md, issue 17). What grows with its input
+//! (bodies, tool arguments and stored sessions past 64 KiB, and every
+//! argument check) already runs on the blocking pool (`offload`), so a
+//! session's work does not hold the worker's other connections.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -18,10 +27,8 @@ const N_SHARDS: usize = 64;
 pub struct SessionRegistry {
     shards: Vec<Mutex<HashMap<SessionId, Addr<SessionActor>>>>,
     hasher: std::collections::hash_map::RandomState,
-    /// The threads session actors run on, apart from the HTTP workers: a
-    /// turn over megabytes of JSON (copying, encoding, dropping it) then
-    /// never delays the other connections a worker serves, `/health`
-    /// included. Started on first use, inside the actix system.
+    /// Threads for actors asked for from outside any actix arbiter (a
+    /// plain tokio thread); started on first such use, inside the actix system.
     arbiters: OnceLock<Vec<ArbiterHandle>>,
 }
 
@@ -44,7 +51,7 @@ impl SessionRegistry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The live actor, started on its session arbiter when there is none.
+    /// The live actor, started on this thread when there is none.
     pub fn get_or_start(
         self: &Arc<Self>,
         id: &SessionId,
@@ -57,12 +64,16 @@ impl SessionRegistry {
             }
         }
         let actor = SessionActor::new(id.clone(), deps.clone(), self.clone());
-        let addr = SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor);
+        let addr = if Arbiter::try_current().is_some() {
+            actor.start()
+        } else {
+            SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor)
+        };
         shard.insert(id.clone(), addr.clone());
         addr
     }
 
-    /// The session arbiter `id` runs on: one per core, chosen by the id.
+    /// The arbiter for an actor asked for off any arbiter: one per core, chosen by the id.
     fn arbiter_for(&self, id: &SessionId) -> ArbiterHandle {
         let arbiters = self.arbiters.get_or_init(|| {
             let n = std::thread::available_parallelism().map_or(2, |n| n.get());
