@@ -1,8 +1,8 @@
 //! Work whose cost grows with its input (parsing or decoding megabytes of
 //! JSON) runs on tokio's blocking pool once the input passes `INLINE_BYTES`,
-//! so it does not hold the thread it came from: an HTTP worker (whose other
-//! connections, `/health` included, would wait) or a session arbiter (whose
-//! other sessions would). Smaller inputs stay where they are: the hand-off
+//! so it does not hold the thread it came from: an HTTP worker, where
+//! session actors run too (its other connections and sessions, `/health`
+//! included, would wait). Smaller inputs stay where they are: the hand-off
 //! costs more than the work.
 
 /// Inputs up to this size are handled in place.

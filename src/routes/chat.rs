@@ -108,6 +108,9 @@ fn merge_query_session(body: &mut serde_json::Value, query: &str) -> Result<(), 
     }
 }
 
+/// Bytes reserved for a reply: an answer of a few sentences fits.
+const REPLY_CAPACITY: usize = 1024;
+
 /// 200 for a completed turn and for a cancelled or budget-limited one (a
 /// normal, saved ending); 503 when the turn's result could not be stored
 /// because the database is unreachable; 500 for the runtime's or the
@@ -118,8 +121,15 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
         .as_deref()
         .filter(|error_type| !ErrorType::parse(error_type).is_some_and(ErrorType::is_saved_ending));
     let Some(error_type) = failed else {
-        // The common answer, written straight from the struct.
-        return HttpResponse::Ok().json(&final_response);
+        // The common answer, written straight from the struct into a
+        // buffer its usual size (a few hundred bytes) needs no growing.
+        let mut body = Vec::with_capacity(REPLY_CAPACITY);
+        return match serde_json::to_writer(&mut body, &final_response) {
+            Ok(()) => HttpResponse::Ok()
+                .content_type(actix_web::http::header::ContentType::json())
+                .body(body),
+            Err(_) => HttpResponse::Ok().json(&final_response),
+        };
     };
     let mut body = serde_json::to_value(&final_response).unwrap_or_default();
     if error_type == ErrorType::DatabaseError {

@@ -87,9 +87,10 @@ pub fn check_text(text: &[u8], base: &str) -> Result<(), ValidationError> {
 /// own (a Socket.IO event's argument array): they do not count.
 pub fn check_text_within(text: &[u8], base: &str, max_depth: usize) -> Result<(), ValidationError> {
     // One frame per open container: the step that leads into it, and for an
-    // object the last key read, for an array the index of the current item.
+    // object the last key read (where it is in `text`: a key becomes a
+    // string only for the error), for an array the index of the current item.
     enum Frame {
-        Object(Option<String>),
+        Object(Option<std::ops::Range<usize>>),
         Array(usize),
     }
     let mut frames: Vec<Frame> = Vec::new();
@@ -98,7 +99,9 @@ pub fn check_text_within(text: &[u8], base: &str, max_depth: usize) -> Result<()
         frames
             .iter()
             .filter_map(|frame| match frame {
-                Frame::Object(Some(key)) => Some(key.clone()),
+                Frame::Object(Some(key)) => {
+                    Some(String::from_utf8_lossy(&text[key.clone()]).into_owned())
+                }
                 Frame::Object(None) => None,
                 Frame::Array(index) => Some(format!("[{index}]")),
             })
@@ -120,7 +123,7 @@ pub fn check_text_within(text: &[u8], base: &str, max_depth: usize) -> Result<()
                 }
                 if j < text.len() && text[j] == b':' {
                     if let Some(Frame::Object(key)) = frames.last_mut() {
-                        *key = Some(String::from_utf8_lossy(&text[start..end]).into_owned());
+                        *key = Some(start..end);
                     }
                 }
             }

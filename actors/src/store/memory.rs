@@ -66,15 +66,34 @@ impl Default for MemoryStore {
     }
 }
 
+/// Serialised into this thread's scratch buffer, then copied out at its
+/// exact size: one allocation per buffer stored, where `to_vec` grows a
+/// vector by doubling (a realloc and copy each time) and shrinks it once
+/// more to box it.
 fn encode<T: Serialize>(value: &T) -> StoreResult<Box<[u8]>> {
-    serde_json::to_vec(value)
-        .map(Vec::into_boxed_slice)
-        .map_err(|error| {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    /// A buffer grown past this by one large value is dropped afterwards
+    /// rather than kept for the thread's lifetime.
+    const KEEP_BYTES: usize = 64 * 1024;
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch
+            .try_borrow_mut()
+            .map_err(|_| StoreError::Failed(StoreCause::new("the encoding buffer is in use")))?;
+        scratch.clear();
+        let written = serde_json::to_writer(&mut *scratch, value);
+        let encoded = written.map(|()| Box::<[u8]>::from(&scratch[..]));
+        if scratch.capacity() > KEEP_BYTES {
+            *scratch = Vec::new();
+        }
+        encoded.map_err(|error| {
             StoreError::Failed(StoreCause::caused_by(
                 format!("cannot serialise: {error}"),
                 error,
             ))
         })
+    })
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
