@@ -6,11 +6,11 @@
 //! A new actor runs on the thread that asked for it: the HTTP worker that
 //! serves the session's connection. Its messages, its turn and the turn's
 //! events then never cross a thread; a hand-off to another thread costs a
-//! wake-up and a context switch each way, which on a short turn is a
-//! quarter of its CPU (BENCHMARKS.md, issue 17). What grows with its input
-//! (bodies, tool arguments and stored sessions past 64 KiB, and every
-//! argument check) already runs on the blocking pool (`offload`), so a
-//! session's work does not hold the worker's other connections.
+//! wake-up and a context switch each way, about a tenth of a short turn's
+//! CPU (BENCHMARKS.md, issue 17). What grows with its input (bodies, tool
+//! arguments and stored sessions past 64 KiB, and any argument check past a
+//! small step budget) runs on the blocking pool (`offload`), so a session's
+//! work does not hold the worker's other connections.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
