@@ -637,8 +637,8 @@ fn primary_model(text: &str) -> Result<ModelId, SettingsError> {
 /// reload is a deserialisation of bytes the same process holds (microseconds),
 /// so a session hibernates after its turn ends (in a conversation, half a
 /// second later; past 16 messages five seconds: `SHORT_WINDOW`, `HOT_WINDOW`)
-/// and then costs only its compact stored form; with Postgres a reload is a round trip, so actors stay five
-/// minutes.
+/// and then costs only its compact stored form; with Postgres a reload is a
+/// round trip, so actors stay five minutes.
 fn default_idle_seconds(database_url: Option<&str>) -> u64 {
     match database_url {
         None => 0,

@@ -174,7 +174,10 @@ fn write_messages(out: &mut Vec<u8>, request: &ModelRequest) {
     };
     if !request.system.is_empty() {
         separate(out);
-        write_json(out, &json!({"role": "system", "content": request.system}));
+        // Written around the prompt, which `json!` would copy per request.
+        out.extend_from_slice(b"{\"role\":\"system\",\"content\":");
+        write_json(out, &request.system);
+        out.push(b'}');
     }
     let mut tool_media: Vec<Value> = Vec::new();
     for chunk in request.messages.chunks() {
