@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::caller::Caller;
@@ -28,7 +29,7 @@ use super::recovery::recover;
 use super::registry::SessionRegistry;
 use crate::contract::{ChatRequest, HostContext, OutputMode};
 use crate::conversation::{
-    now_millis, Message as StoredMessage, MessageTree, PendingAction, SessionRecord,
+    now_millis, Message as StoredMessage, MessageTree, PendingAction, SessionRecord, StoredContext,
 };
 use crate::events::{Decision, EventSink, StatusEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, SessionId};
@@ -360,12 +361,21 @@ impl SessionActor {
     }
 
     /// Runs a store write with the mailbox held, then `then` with its result.
+    /// A write that is done when first polled (the memory store's, for a
+    /// session of ordinary size) goes on at once: holding the mailbox for
+    /// it would box and schedule a future that has nothing left to wait for
+    /// (two of them per turn). Callers put nothing after `persist` that
+    /// `then` must run before.
     fn persist<T: 'static>(
         &mut self,
         ctx: &mut Context<Self>,
-        write: BoxFuture<'static, StoreResult<T>>,
+        mut write: BoxFuture<'static, StoreResult<T>>,
         then: impl FnOnce(&mut Self, &mut Context<Self>, StoreResult<T>) + 'static,
     ) {
+        if let Some(written) = (&mut write).now_or_never() {
+            then(self, ctx, written);
+            return;
+        }
         ctx.wait(
             write
                 .into_actor(self)
@@ -421,10 +431,11 @@ impl SessionActor {
     /// The context of this request's turn: its own (whole), or the session's
     /// last. Borrowed: a context may carry megabytes of attachments.
     fn current_context<'a>(&'a self, request: &'a ChatRequest) -> Option<&'a HostContext> {
-        request
+        request.host_context.as_ref().or(self
+            .record
             .host_context
-            .as_ref()
-            .or(self.record.host_context.as_deref())
+            .as_deref()
+            .map(StoredContext::context))
     }
 }
 

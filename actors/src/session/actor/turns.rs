@@ -255,20 +255,24 @@ impl SessionActor {
             cancel: token,
             steering: steering_rx,
         };
-        // The turn reports back through the mailbox, not by a continuation of
-        // the spawned future: mailbox messages wait while a store write holds
-        // the actor (`ctx.wait`), spawned futures do not, and a decision made
-        // beside an in-flight write (a delete, say) would act on stale state.
-        let addr = ctx.address();
+        // A spawned future runs even while a store write holds the mailbox
+        // (`ctx.wait`), and a decision made beside an in-flight write (a
+        // delete, say) would act on stale state: then the turn reports back
+        // through the mailbox, which waits for the write. Otherwise it is
+        // finished at once, saving a mailbox trip per turn.
         ctx.spawn(
             crate::history::run_turn_with_history(jobs, input)
                 .into_actor(self)
-                .map(move |(output, history), _actor, _ctx| {
-                    addr.do_send(TurnFinished {
-                        turn_id,
-                        output,
-                        history,
-                    })
+                .map(move |(output, history), actor, ctx| {
+                    if ctx.waiting() {
+                        ctx.address().do_send(TurnFinished {
+                            turn_id,
+                            output,
+                            history,
+                        });
+                    } else {
+                        actor.finish_turn(turn_id, output, history, ctx);
+                    }
                 }),
         );
     }
