@@ -3,11 +3,12 @@
 //! `name()`), or the body of an HTTP reply. The core never names a transport.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::conversation::{NoteOrigin, ToolCategory, Usage};
 
@@ -224,14 +225,43 @@ pub const EVENT_QUEUE_CAPACITY: usize = 4096;
 /// reads the outcome from the session routes.
 #[derive(Clone, Debug)]
 pub struct EventSink {
-    tx: mpsc::Sender<TurnEvent>,
-    overflowed: Arc<AtomicBool>,
+    route: Route,
     /// Whether the receiver shows deltas as they come (`final_response.streamed`).
     /// One that does not gets only the first delta of each model response.
     pub streamed: bool,
     /// The attachment bytes of the message this turn answers, leased from
     /// the budget until the last clone of the sink is gone.
     lease: Option<std::sync::Arc<crate::session::AttachmentLease>>,
+}
+
+/// What a sink does with an event.
+#[derive(Clone, Debug)]
+enum Route {
+    /// Every event, in order, to an `EventStream`.
+    Stream {
+        tx: mpsc::Sender<TurnEvent>,
+        overflowed: Arc<AtomicBool>,
+    },
+    /// The final response only, to a `FinalReceiver`.
+    Final(Arc<FinalSlot>),
+}
+
+/// The sending half of a final-only sink, shared by the sink's clones; the
+/// receiver learns the turn ended without a final response when the last
+/// clone is gone and the sender with it.
+#[derive(Debug)]
+struct FinalSlot {
+    tx: Mutex<Option<oneshot::Sender<FinalOutcome>>>,
+    /// When the turn's first text or thinking delta was sent.
+    first_delta: OnceLock<Instant>,
+}
+
+/// A final-only sink's one message.
+#[derive(Debug)]
+pub struct FinalOutcome {
+    pub response: Box<FinalResponse>,
+    /// When the turn's first text or thinking delta was sent (time to first token).
+    pub first_delta: Option<Instant>,
 }
 
 /// The receiving end of an `EventSink`.
@@ -252,6 +282,19 @@ impl EventStream {
     }
 }
 
+/// The receiving end of `EventSink::final_only`.
+#[derive(Debug)]
+pub struct FinalReceiver {
+    rx: oneshot::Receiver<FinalOutcome>,
+}
+
+impl FinalReceiver {
+    /// The turn's final response; `None` when the turn ended without one.
+    pub async fn recv(self) -> Option<FinalOutcome> {
+        self.rx.await.ok()
+    }
+}
+
 impl EventSink {
     pub fn new(streamed: bool) -> (EventSink, EventStream) {
         EventSink::with_capacity(streamed, EVENT_QUEUE_CAPACITY)
@@ -262,12 +305,34 @@ impl EventSink {
         let overflowed = Arc::new(AtomicBool::new(false));
         (
             EventSink {
-                tx,
-                overflowed: overflowed.clone(),
+                route: Route::Stream {
+                    tx,
+                    overflowed: overflowed.clone(),
+                },
                 streamed,
                 lease: None,
             },
             EventStream { rx, overflowed },
+        )
+    }
+
+    /// A sink for a receiver that reads only the final response (a
+    /// non-streaming HTTP turn): every other event is dropped where it is
+    /// sent, so the turn's events cost no queue (a queue and its first block
+    /// of slots per turn, and a wake-up of the receiver per event).
+    pub fn final_only() -> (EventSink, FinalReceiver) {
+        let (tx, rx) = oneshot::channel();
+        let slot = FinalSlot {
+            tx: Mutex::new(Some(tx)),
+            first_delta: OnceLock::new(),
+        };
+        (
+            EventSink {
+                route: Route::Final(Arc::new(slot)),
+                streamed: false,
+                lease: None,
+            },
+            FinalReceiver { rx },
         )
     }
 
@@ -278,19 +343,50 @@ impl EventSink {
     }
 
     pub fn send(&self, event: TurnEvent) {
-        if self.overflowed.load(Ordering::Acquire) {
-            return;
-        }
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(event) {
-            self.overflowed.store(true, Ordering::Release);
-            log::info!(
-                "a turn's reader fell {EVENT_QUEUE_CAPACITY} events behind; it gets no more events of this turn"
-            );
+        match &self.route {
+            Route::Stream { tx, overflowed } => {
+                if overflowed.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(event) {
+                    overflowed.store(true, Ordering::Release);
+                    log::info!(
+                        "a turn's reader fell {EVENT_QUEUE_CAPACITY} events behind; it gets no more events of this turn"
+                    );
+                }
+            }
+            Route::Final(slot) => match event {
+                TurnEvent::TextDelta(_) | TurnEvent::ThinkingDelta(_) => {
+                    slot.first_delta.get_or_init(Instant::now);
+                }
+                TurnEvent::FinalResponse(response) => {
+                    let tx = slot
+                        .tx
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .take();
+                    if let Some(tx) = tx {
+                        let _ = tx.send(FinalOutcome {
+                            response,
+                            first_delta: slot.first_delta.get().copied(),
+                        });
+                    }
+                }
+                _ => {}
+            },
         }
     }
 
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        match &self.route {
+            Route::Stream { tx, .. } => tx.is_closed(),
+            Route::Final(slot) => slot
+                .tx
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .as_ref()
+                .is_none_or(|tx| tx.is_closed()),
+        }
     }
 }
 
@@ -321,5 +417,56 @@ mod queue_tests {
         }
         assert_eq!(n_received, 2);
         assert!(stream.overflowed());
+    }
+
+    fn delta() -> TurnEvent {
+        TurnEvent::TextDelta(DeltaEvent {
+            content: "hi".into(),
+            segment_id: "m:0".into(),
+            segment_index: 0,
+            delta_index: 0,
+            segment_started: true,
+            segment_kind: "text",
+        })
+    }
+
+    #[test]
+    fn a_final_only_sink_passes_the_final_response_and_the_first_delta_time() {
+        let (sink, receiver) = EventSink::final_only();
+        sink.send(status());
+        sink.send(delta());
+        let response = FinalResponse {
+            content: Some("hi".into()),
+            model: "builtin:echo".into(),
+            streamed: false,
+            session_id: "s".into(),
+            turn_number: 1,
+            message_id: "m".into(),
+            usage: Usage::default(),
+            pending_tool_call: None,
+            decision: None,
+            error: None,
+            error_type: None,
+            error_message: None,
+        };
+        sink.send(TurnEvent::FinalResponse(Box::new(response)));
+        let outcome = futures_util::FutureExt::now_or_never(receiver.recv())
+            .flatten()
+            .expect("the final response");
+        assert_eq!(outcome.response.content.as_deref(), Some("hi"));
+        assert!(outcome.first_delta.is_some());
+    }
+
+    #[test]
+    fn a_final_only_sink_dropped_without_a_final_response_ends_its_receiver() {
+        let (sink, receiver) = EventSink::final_only();
+        let clone = sink.clone();
+        sink.send(status());
+        drop(sink);
+        assert!(!clone.is_closed());
+        drop(clone);
+        assert!(futures_util::FutureExt::now_or_never(receiver.recv())
+            .expect("ready")
+            .is_none());
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use actors::events::{FinalResponse, TurnEvent};
+use actors::events::{FinalOutcome, FinalResponse, TurnEvent};
 
 /// The door a turn came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -492,6 +492,20 @@ impl TurnObserver {
             started: Instant::now(),
             first_token: None,
         }
+    }
+
+    /// Records a turn whose events were dropped at the sink (a final-only
+    /// sink), from its final response and the time of its first delta.
+    pub fn finish(self, metrics: &Metrics, outcome: &FinalOutcome) {
+        let first_token = outcome
+            .first_delta
+            .map(|at| at.saturating_duration_since(self.started));
+        metrics.turn_ended(
+            self.transport,
+            &outcome.response,
+            self.started.elapsed(),
+            first_token,
+        );
     }
 
     pub fn observe(&mut self, metrics: &Metrics, event: &TurnEvent) {

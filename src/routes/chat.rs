@@ -3,7 +3,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::error_type::ErrorType;
-use actors::events::{EventSink, FinalResponse, TurnEvent};
+use actors::events::{EventSink, FinalResponse};
 use actors::session::{Runtime, SessionError, DATABASE_UNREACHABLE};
 use serde_json::json;
 
@@ -66,16 +66,18 @@ pub async fn post_chat(
         .into());
     }
     let _live = limits.into_inner().admit(&caller, &request.session_id)?;
-    let (sink, mut events) = EventSink::new(false);
-    let mut observer = TurnObserver::start(Transport::Http);
+    // The reply is the final response alone: the turn's other events are
+    // dropped where they are sent.
+    let (sink, final_response) = EventSink::final_only();
+    let observer = TurnObserver::start(Transport::Http);
     runtime.send_message(&caller, request, sink).await?;
-    while let Some(event) = events.recv().await {
-        observer.observe(&metrics, &event);
-        if let TurnEvent::FinalResponse(final_response) = event {
-            return Ok(final_reply(*final_response));
-        }
-    }
-    Err(SessionError::Internal("the turn ended without a final response".into()).into())
+    let Some(outcome) = final_response.recv().await else {
+        return Err(
+            SessionError::Internal("the turn ended without a final response".into()).into(),
+        );
+    };
+    observer.finish(&metrics, &outcome);
+    Ok(final_reply(*outcome.response))
 }
 
 /// Takes `?session_id=` into the body: it fills a body without one, and must
