@@ -14,6 +14,9 @@ use super::transcript::build_transcript;
 use crate::ids::MessageId;
 use crate::model::{Transcript, TranscriptChunk};
 
+/// Messages a new session's tree has room for before it first grows.
+const FIRST_CAPACITY: usize = 16;
+
 #[derive(Clone, Debug, Default)]
 pub struct MessageTree {
     messages: Vec<Message>,
@@ -88,6 +91,9 @@ impl MessageTree {
                 self.parents[index] = self.locate_parent(index);
             }
             None => {
+                if self.messages.capacity() == 0 {
+                    self.reserve_first();
+                }
                 let index = self.messages.len();
                 self.positions.insert(message.id.clone(), index);
                 self.messages.push(message);
@@ -96,6 +102,17 @@ impl MessageTree {
                 self.parents[index] = self.locate_parent(index);
             }
         }
+    }
+
+    /// Room for a short conversation at its first message: a message is a
+    /// few hundred bytes, and a tree growing from empty one doubling at a
+    /// time moves them to a new allocation three times in its first ten turns.
+    #[cold]
+    fn reserve_first(&mut self) {
+        self.messages.reserve(FIRST_CAPACITY);
+        self.items.reserve(FIRST_CAPACITY);
+        self.parents.reserve(FIRST_CAPACITY);
+        self.positions.reserve(FIRST_CAPACITY);
     }
 
     /// The position of the parent of the message at `index`, if stored.
