@@ -316,7 +316,7 @@ pub struct SessionRecord {
     pub active_leaf: Option<MessageId>,
     /// The last validated host context, canonical snake_case. Shared, since
     /// every turn reads it and the record is copied for each store write.
-    pub host_context: Option<std::sync::Arc<crate::contract::HostContext>>,
+    pub host_context: Option<std::sync::Arc<super::StoredContext>>,
     pub pending_action: Option<PendingAction>,
 }
 

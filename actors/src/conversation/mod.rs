@@ -3,9 +3,11 @@
 //! Pure data and pure functions; the session actor is the only writer.
 
 mod message;
+mod stored_context;
 mod transcript;
 mod tree;
 
 pub use message::*;
+pub use stored_context::StoredContext;
 pub use transcript::{build_transcript, ScreenshotOverlay};
 pub use tree::MessageTree;

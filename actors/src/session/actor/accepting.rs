@@ -19,7 +19,7 @@ use crate::contract::{
 };
 use crate::conversation::{
     now_millis, CallOutcome, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role,
-    Segment, ToolRecord,
+    Segment, StoredContext, ToolRecord,
 };
 use crate::events::{Decision, EventSink, ToolResultEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, ToolCallId};
@@ -65,7 +65,7 @@ impl SessionActor {
 /// its attachments, which belong to this message (references are stored with
 /// it; screenshots are never stored). Field by field, so the attachments
 /// (up to megabytes) are never copied only to be dropped.
-fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
+fn shared_context(request: &ChatRequest) -> Option<Arc<StoredContext>> {
     let HostContext {
         version,
         host,
@@ -77,7 +77,7 @@ fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
         captured_at,
         extensions,
     } = request.host_context.as_ref()?;
-    Some(Arc::new(HostContext {
+    Some(Arc::new(StoredContext::new(HostContext {
         version: *version,
         host: host.clone(),
         view: view.clone(),
@@ -87,7 +87,7 @@ fn shared_context(request: &ChatRequest) -> Option<Arc<HostContext>> {
         background: background.clone(),
         captured_at: captured_at.clone(),
         extensions: extensions.clone(),
-    }))
+    })))
 }
 
 fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
@@ -599,7 +599,7 @@ mod tests {
         let kept = super::shared_context(&request).expect("a context");
         let mut expected = request.host_context.clone().expect("a context");
         expected.attachments.clear();
-        assert_eq!(*kept, expected);
+        assert_eq!(*kept.context(), expected);
     }
 
     /// A live turn takes at most `MAX_QUEUED_STEERING` steering messages

@@ -8,7 +8,7 @@ use actix::prelude::*;
 
 use super::{reply_channel, status, Phase, ReplyTo, SessionActor, ABSENT_LINGER, SCREENSHOT_GRACE};
 use crate::contract::{HostContext, OutputMode};
-use crate::conversation::{CallStatus, Message as StoredMessage};
+use crate::conversation::{CallStatus, Message as StoredMessage, StoredContext};
 use crate::error_type::ErrorType;
 use crate::events::{FinalResponse, TurnErrorEvent, TurnEvent, TurnStatus};
 use crate::session::messages::{
@@ -37,7 +37,7 @@ impl SessionActor {
                 .record
                 .host_context
                 .as_deref()
-                .map(HostContext::to_value),
+                .map(|stored| stored.context().to_value()),
         }
     }
 }
@@ -73,14 +73,15 @@ impl SessionActor {
         }
         let mut record = self.stored_record();
         if let Some(context) = &host_context {
-            record.host_context = Some(Arc::new(context.clone()));
+            record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
         }
         let write = self.deps.store.save_session(self.version, &record);
         self.persist(ctx, write, move |actor, ctx, written| match written {
             Ok(Written::Committed(version)) => {
                 actor.committed(version);
                 if host_context.is_some() {
-                    actor.record.host_context = host_context.map(Arc::new);
+                    actor.record.host_context =
+                        host_context.map(|context| Arc::new(StoredContext::new(context)));
                 }
                 let _ = reply.send(Ok(()));
             }

@@ -1,0 +1,89 @@
+//! The session's last host context as the session row keeps it: shared by
+//! the actor's copy and every row written from it, with its JSON made once.
+//! The row is written at every message and every turn's end, and the
+//! context (up to 64 KiB) changes only when a request brings one, so
+//! encoding it anew for each write was the larger part of a host action
+//! round trip's store writes (BENCHMARKS.md, issue 17).
+
+use std::ops::Deref;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use crate::contract::HostContext;
+
+#[derive(Debug)]
+pub struct StoredContext {
+    context: HostContext,
+    /// The context's compact JSON, made by the first write that needs it.
+    encoded: OnceLock<Box<RawValue>>,
+}
+
+impl StoredContext {
+    pub fn new(context: HostContext) -> StoredContext {
+        StoredContext {
+            context,
+            encoded: OnceLock::new(),
+        }
+    }
+
+    pub fn context(&self) -> &HostContext {
+        &self.context
+    }
+}
+
+impl Deref for StoredContext {
+    type Target = HostContext;
+
+    fn deref(&self) -> &HostContext {
+        &self.context
+    }
+}
+
+impl PartialEq for StoredContext {
+    fn eq(&self, other: &StoredContext) -> bool {
+        self.context == other.context
+    }
+}
+
+impl Serialize for StoredContext {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let Some(encoded) = self.encoded.get() {
+            return encoded.serialize(serializer);
+        }
+        match serde_json::value::to_raw_value(&self.context) {
+            Ok(encoded) => self.encoded.get_or_init(|| encoded).serialize(serializer),
+            // Whatever failed, the serializer at hand reports it.
+            Err(_) => self.context.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredContext {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<StoredContext, D::Error> {
+        HostContext::deserialize(deserializer).map(StoredContext::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn it_writes_what_the_context_itself_writes_every_time() {
+        let body = crate::contract::host_context::tests::spec_example();
+        let context = HostContext::parse(&body, "host_context").expect("a valid context");
+        let direct = serde_json::to_string(&context).expect("encodes");
+        let stored = StoredContext::new(context);
+        for _ in 0..2 {
+            assert_eq!(serde_json::to_string(&stored).expect("encodes"), direct);
+            assert_eq!(
+                serde_json::to_value(&stored).expect("encodes"),
+                serde_json::from_str::<serde_json::Value>(&direct).expect("json")
+            );
+        }
+        let read: StoredContext = serde_json::from_str(&direct).expect("decodes");
+        assert_eq!(read, stored);
+    }
+}
