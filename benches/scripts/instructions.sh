@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Instructions the server executes per turn (user space), counted by
+# valgrind's callgrind: a figure that does not move with the machine's
+# load, unlike turns per second on a shared machine, so two builds can be
+# compared to a percent. Needs `apt-get install valgrind` and release builds
+# (`cargo build --release --workspace`).
+#
+# Usage: benches/scripts/instructions.sh SERVER_BINARY [turns|roundtrips] [PORT]
+#   bare: benches/scripts/instructions.sh bare
+# Prints the count for 1,000 turns (20 sessions x 10 turns x 5 rounds) after
+# a warm-up, with resident actors (ASSISTANT__SESSION_IDLE_SECONDS=300): under
+# valgrind a turn takes milliseconds, and hibernation would then run on a
+# schedule that differs from run to run. `bare` counts the bare actix-web
+# handler of `loadgen bare` for the same load. Runs of one binary agree
+# within about 1 %.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+loadgen="$root/target/release/loadgen"
+binary=${1:?usage: instructions.sh SERVER_BINARY|bare [turns|roundtrips] [PORT]}
+mode=${2:-turns}
+port=${3:-7509}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+if [ "$binary" = bare ]; then
+  valgrind --tool=callgrind --callgrind-out-file="$out/cg.%p" "$loadgen" bare --port "$port" \
+    >/dev/null 2>"$out/valgrind.log" &
+else
+  env RUST_LOG=warn SERVER__PORT="$port" ASSISTANT__SESSION_IDLE_SECONDS=300 \
+    valgrind --tool=callgrind --callgrind-out-file="$out/cg.%p" "$binary" serve \
+    >/dev/null 2>"$out/valgrind.log" &
+fi
+pid=$!
+for _ in $(seq 1 120); do
+  curl -s -o /dev/null -X POST "http://127.0.0.1:$port/api/chat" -d '{}' && break
+  sleep 0.5
+done
+"$loadgen" turns --url "http://127.0.0.1:$port" --sessions 50 --turns 2 --prefix warm >/dev/null
+callgrind_control -z "$pid" >/dev/null 2>&1
+"$loadgen" "$mode" --url "http://127.0.0.1:$port" --sessions 20 --turns 10 --rounds 5 | grep overall
+callgrind_control -d "$pid" >/dev/null 2>&1
+sleep 1
+kill -INT "$pid"
+wait "$pid" 2>/dev/null || true
+total=$(grep -h '^summary' "$out"/cg.*.1 | awk '{print $2}')
+echo "$mode: $total instructions for 1,000, $((total / 1000)) per $([ "$mode" = turns ] && echo turn || echo 'round trip')"
