@@ -38,10 +38,14 @@ pub(super) async fn stream_response(
         cancelled: false,
         error: None,
     };
+    // One wait for the cancel over the whole response, not a new one per
+    // delta (a response of many small deltas would make one per delta).
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     loop {
         let next = tokio::select! {
             biased;
-            _ = cancel.cancelled() => {
+            _ = &mut cancelled => {
                 response.cancelled = true;
                 count_unreported(&mut response.tokens, input_estimate, deltas.streamed_chars);
                 return response;
