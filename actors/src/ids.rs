@@ -1,8 +1,11 @@
 //! Identifier newtypes. Each is a client- or runtime-chosen string of 1..=64
 //! characters; the newtype keeps a session id from being passed where a call id
-//! belongs.
+//! belongs. Shared, immutable text: a turn hands its ids to the store, the
+//! tree, its events and its reply, a score of copies that are each a count
+//! increment rather than an allocation.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -14,12 +17,12 @@ macro_rules! string_id {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(transparent)]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Wraps a string the caller has already checked (or generated).
-            pub fn new(value: impl Into<String>) -> Self {
-                Self(value.into())
+            pub fn new(value: impl AsRef<str>) -> Self {
+                Self(Arc::from(value.as_ref()))
             }
 
             pub fn as_str(&self) -> &str {

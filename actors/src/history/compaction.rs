@@ -263,8 +263,8 @@ mod tests {
 
     fn message(id: &str, parent: Option<&str>, role: Role, text: &str) -> Message {
         Message {
-            id: MessageId::new(id.to_string()),
-            parent_id: parent.map(|parent| MessageId::new(parent.to_string())),
+            id: MessageId::new(id),
+            parent_id: parent.map(MessageId::new),
             role,
             content: if role == Role::User {
                 text.to_string()
@@ -311,7 +311,7 @@ mod tests {
 
     /// The view of the path to `now`, as the session actor passes it.
     fn replayed(tree: &MessageTree) -> Transcript {
-        super::super::transcript(tree, Some(&MessageId::new("now".to_string())))
+        super::super::transcript(tree, Some(&MessageId::new("now")))
     }
 
     fn config(budget: u64, retain: usize) -> HistoryConfig {
@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn a_path_within_budget_is_left_alone() {
         let tree = long_tree(3, 100);
-        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
+        let path = tree.path_to(Some(&MessageId::new("now")));
         assert!(plan_compaction(
             &config(5_000, 2),
             &tree,
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn over_budget_the_oldest_exchanges_beyond_the_retained_are_folded() {
         let tree = long_tree(10, 4_000);
-        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
+        let path = tree.path_to(Some(&MessageId::new("now")));
         let job = plan_compaction(
             &config(5_000, 2),
             &tree,
@@ -371,7 +371,7 @@ mod tests {
     #[test]
     fn compaction_needs_something_beyond_the_retained_exchanges() {
         let tree = long_tree(2, 40_000);
-        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
+        let path = tree.path_to(Some(&MessageId::new("now")));
         assert!(plan_compaction(
             &config(5_000, 3),
             &tree,
@@ -386,10 +386,10 @@ mod tests {
     #[test]
     fn recent_tool_results_keep_their_exchange_verbatim() {
         let mut tree = long_tree(10, 4_000);
-        let mut with_tool = tree.get(&MessageId::new("a5".to_string())).unwrap().clone();
+        let mut with_tool = tree.get(&MessageId::new("a5")).unwrap().clone();
         with_tool.segments.push(Segment::ToolGroup {
             tools: vec![crate::conversation::ToolRecord {
-                id: crate::ids::ToolCallId::new("c1".to_string()),
+                id: crate::ids::ToolCallId::new("c1"),
                 name: "t".into(),
                 input: serde_json::json!({}),
                 category: crate::conversation::ToolCategory::Backend,
@@ -399,7 +399,7 @@ mod tests {
             }],
         });
         tree.upsert(with_tool);
-        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
+        let path = tree.path_to(Some(&MessageId::new("now")));
         let job = plan_compaction(
             &config(5_000, 2),
             &tree,
@@ -415,7 +415,7 @@ mod tests {
     #[test]
     fn reported_usage_counts_when_it_is_larger_than_the_estimate() {
         let mut tree = long_tree(3, 100);
-        let mut reply = tree.get(&MessageId::new("a2".to_string())).unwrap().clone();
+        let mut reply = tree.get(&MessageId::new("a2")).unwrap().clone();
         reply.usage = Some(Usage {
             input_tokens: 9_000,
             output_tokens: 10,
@@ -423,7 +423,7 @@ mod tests {
             ..Usage::default()
         });
         tree.upsert(reply);
-        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
+        let path = tree.path_to(Some(&MessageId::new("now")));
         assert!(plan_compaction(
             &config(5_000, 1),
             &tree,
@@ -463,7 +463,7 @@ mod tests {
             .build()
             .unwrap();
         let tree = long_tree(6, 4_000);
-        let path = tree.path_to(Some(&MessageId::new("now".to_string())));
+        let path = tree.path_to(Some(&MessageId::new("now")));
         let job = plan_compaction(
             &config(5_000, 2),
             &tree,
@@ -524,7 +524,7 @@ mod tests {
         let mut now = message("now", Some("a3"), Role::User, "latest");
         now.memory_block = Some("<working_memory>\n- a\n</working_memory>".into());
         tree.upsert(now);
-        let leaf = MessageId::new("now".to_string());
+        let leaf = MessageId::new("now");
         let path = tree.path_to(Some(&leaf));
         assert_eq!(replayed(&tree), Transcript::from(render(None, &path)));
         let mut summary = message("a1:summary", Some("a1"), Role::Summary, "");

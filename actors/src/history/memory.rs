@@ -147,7 +147,7 @@ mod tests {
             truncation_limit: 1_000,
         };
         let assistant = Message {
-            id: MessageId::new("a".to_string()),
+            id: MessageId::new("a"),
             parent_id: None,
             role: Role::Assistant,
             content: String::new(),
