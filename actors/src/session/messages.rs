@@ -18,17 +18,11 @@ use crate::ids::MessageId;
 /// The body travels in a shared slot the handler empties: if the actor stops
 /// before handling it (an idle stop racing the send), the sender finds it
 /// still there and hands it to a fresh actor, without copying the body.
-///
-/// The decision comes back on `reply` (now, or after a store write), not as
-/// the message's result: an actix result computed later is a task spawned
-/// per request to forward it. `reply` dropped unanswered means the actor
-/// stopped first.
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Result<TurnAccepted, SessionError>")]
 pub struct SendMessage {
     pub slot: MessageSlot,
     pub caller: Caller,
-    pub reply: tokio::sync::oneshot::Sender<Result<TurnAccepted, SessionError>>,
 }
 
 pub type MessageSlot = std::sync::Arc<std::sync::Mutex<Option<(ChatRequest, EventSink)>>>;

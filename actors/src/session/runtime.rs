@@ -157,7 +157,7 @@ impl Runtime {
     }
 
     /// Hands a message body to its session; events of its turn go to `sink`.
-    /// A reply dropped with the body still in its slot means the actor stopped
+    /// A mailbox error with the body still in its slot means the actor stopped
     /// before it handled the message (an idle stop, or a read of a
     /// not-yet-existing session that stopped its actor while this first
     /// message was queued): nothing of it was applied, so it goes once more to
@@ -182,17 +182,12 @@ impl Runtime {
         let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(&id, &self.deps);
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            addr.do_send(SendMessage {
+            let message = SendMessage {
                 slot: slot.clone(),
                 caller: caller.clone(),
-                reply,
-            });
-            match answer.await {
+            };
+            match addr.send(message).await {
                 Ok(result) => return result,
-                // The actor stopped before answering. Unhandled (the body
-                // still in its slot), the message goes to a fresh actor;
-                // handled, the caller is told to send it again.
                 Err(_) => {
                     self.registry.remove(&id, &addr);
                     let unhandled = slot.lock().map(|slot| slot.is_some()).unwrap_or(false);

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use super::screenshot::strip_screenshots;
 use super::turns::{pending_for, TurnEnding};
 use super::{
-    redo_request, status, Deferred, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
+    redo_request, reply_channel, status, Deferred, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
     MAX_TITLE_CHARS,
 };
 use crate::contract::{
@@ -102,7 +102,7 @@ fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachme
 // ---- handlers --------------------------------------------------------------
 
 impl Handler<SendMessage> for SessionActor {
-    type Result = ();
+    type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
@@ -115,18 +115,19 @@ impl Handler<SendMessage> for SessionActor {
             .lock()
             .map(|mut slot| slot.take())
             .unwrap_or(None);
-        let reply = message.reply;
         let Some((request, sink)) = taken else {
-            let _ = reply.send(Err(SessionError::Internal(
-                "a message was delivered twice".into(),
-            )));
-            return;
+            return Box::pin(async {
+                Err(SessionError::Internal(
+                    "a message was delivered twice".into(),
+                ))
+            });
         };
+        let (reply, answer) = reply_channel();
         if let Err(error) = self.authorize_write(&message.caller) {
-            let _ = reply.send(Err(error));
-            return;
+            return Box::pin(async move { Err(error) });
         }
         self.accept(request, sink, reply, ctx);
+        answer
     }
 }
 
