@@ -255,11 +255,12 @@ impl SessionActor {
             cancel: token,
             steering: steering_rx,
         };
-        // A spawned future runs even while a store write holds the mailbox
-        // (`ctx.wait`), and a decision made beside an in-flight write (a
-        // delete, say) would act on stale state: then the turn reports back
-        // through the mailbox, which waits for the write. Otherwise it is
-        // finished at once, saving a mailbox trip per turn.
+        // The turn is finished where it ends, in the actor's context: actix
+        // polls no spawned future while a store write holds the context
+        // (`ctx.wait`), so no decision is made beside an in-flight write (a
+        // delete, say) on stale state. Should a write be held all the same,
+        // the turn reports through the mailbox, which waits for it. This
+        // saves a mailbox trip per turn.
         ctx.spawn(
             crate::history::run_turn_with_history(jobs, input)
                 .into_actor(self)
