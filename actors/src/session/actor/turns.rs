@@ -2,6 +2,7 @@
 //! ended (`finish_turn`, `store_turn`), send its final response, and promote
 //! steering that missed it.
 
+use std::slice;
 use std::time::Instant;
 
 use actix::prelude::*;
@@ -393,12 +394,17 @@ impl SessionActor {
             record.pending_action = turn.next.clone();
         }
         // A new summary node is stored with the turn's result, parents first.
-        let mut written_messages: Vec<StoredMessage> = turn.summary.iter().cloned().collect();
-        written_messages.push(turn.assistant.clone());
-        let write = self
-            .deps
-            .store
-            .save_messages(self.version, &record, &written_messages);
+        // The store encodes what it is given before it returns, so the usual
+        // turn (no summary) lends its reply instead of copying it.
+        let store = &self.deps.store;
+        let write = match &turn.summary {
+            None => store.save_messages(self.version, &record, slice::from_ref(&turn.assistant)),
+            Some(summary) => store.save_messages(
+                self.version,
+                &record,
+                &[summary.clone(), turn.assistant.clone()],
+            ),
+        };
         self.persist(ctx, write, move |actor, ctx, written| {
             match written {
                 Ok(Written::Committed(version)) => actor.committed(version),
@@ -439,7 +445,8 @@ impl SessionActor {
                 actor.tree.upsert(summary);
             }
             let sink = live.sink;
-            actor.tree.upsert(assistant.clone());
+            let assistant_id = assistant.id.clone();
+            actor.tree.upsert(assistant);
             if on_path {
                 record.pending_action = None;
                 actor.record = record;
@@ -448,17 +455,20 @@ impl SessionActor {
                     None => Phase::Idle,
                 };
             }
-            actor.send_final(
-                &sink,
-                TurnEnding {
-                    assistant: &assistant,
-                    model: live.model,
-                    pending: next.as_ref(),
-                    decision,
-                    output_mode: live.output_mode,
-                    failure: failure.as_ref(),
-                },
-            );
+            // The reply went into the tree just above.
+            if let Some(assistant) = actor.tree.get(&assistant_id) {
+                actor.send_final(
+                    &sink,
+                    TurnEnding {
+                        assistant,
+                        model: live.model,
+                        pending: next.as_ref(),
+                        decision,
+                        output_mode: live.output_mode,
+                        failure: failure.as_ref(),
+                    },
+                );
+            }
             if let Some(failure) = failure {
                 sink.send(TurnEvent::Error(failure.into_event()));
             }
