@@ -33,6 +33,8 @@
 //!   replaced by spaces, and `</host_context>` anywhere inside is written
 //!   `<\/host_context>`, so the block always ends at its own closing tag.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use crate::contract::{AttachmentPurpose, HostContext, HostInfo, View};
@@ -62,7 +64,7 @@ pub fn render_host_context(context: &HostContext) -> String {
                 Some(description) => {
                     format!("{} ({})", one_line(&target.name), one_line(description))
                 }
-                None => one_line(&target.name),
+                None => one_line(&target.name).into_owned(),
             })
             .collect();
         lines.push(format!("navigation: {}", targets.join("; ")));
@@ -101,7 +103,11 @@ pub fn render_host_context(context: &HostContext) -> String {
     let mut block = String::from(OPEN_TAG);
     block.push('\n');
     for line in lines {
-        block.push_str(&line.replace(CLOSE_TAG, ESCAPED_CLOSE_TAG));
+        if line.contains(CLOSE_TAG) {
+            block.push_str(&line.replace(CLOSE_TAG, ESCAPED_CLOSE_TAG));
+        } else {
+            block.push_str(&line);
+        }
         block.push('\n');
     }
     block.push_str(CLOSE_TAG);
@@ -111,13 +117,13 @@ pub fn render_host_context(context: &HostContext) -> String {
 fn host_line(host: &HostInfo) -> Option<String> {
     let mut parts: Vec<String> = Vec::new();
     if let Some(name) = &host.name {
-        parts.push(one_line(name));
+        parts.push(one_line(name).into_owned());
     }
     if let Some(kind) = host.kind {
         parts.push(format!("({})", kind.as_str()));
     }
     if let Some(version) = &host.version {
-        parts.push(one_line(version));
+        parts.push(one_line(version).into_owned());
     }
     if parts.is_empty() {
         return None;
@@ -156,13 +162,13 @@ fn background_line(background: &Map<String, Value>) -> String {
         .map(|(name, entry)| {
             let mut parts: Vec<String> = Vec::new();
             if let Some(state) = entry.get("state").and_then(Value::as_str) {
-                parts.push(one_line(state));
+                parts.push(one_line(state).into_owned());
             }
             if let Some(summary) = entry.get("summary") {
                 parts.push(compact(summary));
             }
             if parts.is_empty() {
-                return one_line(name);
+                return one_line(name).into_owned();
             }
             format!("{}: {}", one_line(name), parts.join(" "))
         })
@@ -180,9 +186,14 @@ fn compact_map(map: &Map<String, Value>) -> String {
     serde_json::to_string(map).expect("a JSON map always serialises")
 }
 
-/// Free text on one line: each line break becomes a space.
-fn one_line(text: &str) -> String {
-    text.replace("\r\n", " ").replace(['\n', '\r'], " ")
+/// Free text on one line: each line break becomes a space. Most text has
+/// none and is borrowed as it is.
+fn one_line(text: &str) -> Cow<'_, str> {
+    if text.contains(['\n', '\r']) {
+        Cow::Owned(text.replace("\r\n", " ").replace(['\n', '\r'], " "))
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 #[cfg(test)]
