@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actors::history::{HistoryConfig, WorkingMemoryConfig};
@@ -777,7 +778,7 @@ fn parse_host_tools(key: &str, text: &str) -> Result<Vec<HostToolConfig>, Settin
         parsed.push(HostToolConfig {
             name,
             description,
-            parameters,
+            parameters: Arc::new(parameters),
         });
     }
     Ok(parsed)

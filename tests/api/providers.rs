@@ -171,7 +171,7 @@ async fn openai_request_carries_auth_tools_images_and_tool_results() {
     model_request.tools = vec![ToolSpec {
         name: "look_at_screen".into(),
         description: "See the screen".into(),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
     }];
     model_request.settings = ModelSettings {
         temperature: Some(0.2),
@@ -334,7 +334,7 @@ async fn anthropic_request_over_three_turns_marks_cache_breakpoints() {
     let tool = |name: &str| ToolSpec {
         name: name.into(),
         description: format!("{name} tool"),
-        parameters: json!({"type": "object"}),
+        parameters: json!({"type": "object"}).into(),
     };
     model_request.tools = vec![tool("look"), tool("search")];
     model_request.settings.temperature = Some(0.3);

@@ -4,6 +4,8 @@
 //! view.data, view.state, background, extensions and action parameters are
 //! the host's own and are passed through untouched, in the order sent.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -134,8 +136,9 @@ pub struct HostAction {
     pub description: String,
     /// A JSON schema of type object that `tools::check_schema` accepts;
     /// host-owned keys. Absent on the wire, it is
-    /// `{"type": "object", "properties": {}}`.
-    pub parameters: Value,
+    /// `{"type": "object", "properties": {}}`. Shared: every turn's
+    /// tool set offers it.
+    pub parameters: Arc<Value>,
 }
 
 const FIELDS: &[&str] = &[
@@ -241,20 +244,20 @@ impl HostContext {
 
     fn check_json_size(&self, path: &str) -> Result<(), ValidationError> {
         let view = self.view.as_ref();
-        let parts = [
-            view.and_then(|view| view.data.clone()),
-            view.and_then(|view| view.state.clone()),
-            self.extensions.clone().map(Value::Object),
-        ];
-        let n_chars: usize = parts
-            .iter()
-            .flatten()
-            .map(|part| {
-                serde_json::to_string(part)
-                    .map(|json| json.chars().count())
-                    .unwrap_or(0)
-            })
-            .sum();
+        let mut counter = CharCounter::default();
+        for part in [
+            view.and_then(|view| view.data.as_ref()),
+            view.and_then(|view| view.state.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let _ = serde_json::to_writer(&mut counter, part);
+        }
+        if let Some(extensions) = &self.extensions {
+            let _ = serde_json::to_writer(&mut counter, extensions);
+        }
+        let n_chars = counter.chars;
         if n_chars > MAX_CONTEXT_JSON_CHARS {
             return Err(ValidationError::new(
                 path,
@@ -263,6 +266,26 @@ impl HostContext {
                 ),
             ));
         }
+        Ok(())
+    }
+}
+
+/// Counts the characters of the JSON written into it, without keeping it:
+/// the size check measures a context it never copies.
+#[derive(Default)]
+struct CharCounter {
+    chars: usize,
+}
+
+impl std::io::Write for CharCounter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        // serde_json writes whole UTF-8 sequences; a character is a byte
+        // that does not continue one.
+        self.chars += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
@@ -391,7 +414,7 @@ fn parse_action(value: &Value, path: &str) -> Result<HostAction, ValidationError
     Ok(HostAction {
         name: name.to_string(),
         description: description.to_string(),
-        parameters,
+        parameters: Arc::new(parameters),
     })
 }
 
@@ -584,7 +607,7 @@ pub(crate) mod tests {
         let context = HostContext::parse(&wire, "host_context").unwrap();
         assert_eq!(
             context.actions[0].parameters,
-            json!({"type": "object", "properties": {}})
+            Arc::new(json!({"type": "object", "properties": {}}))
         );
     }
 

@@ -713,7 +713,7 @@ mod tests {
         let tool = |name: &str| ToolSpec {
             name: name.into(),
             description: "d".into(),
-            parameters: json!({"type": "object"}),
+            parameters: std::sync::Arc::new(json!({"type": "object"})),
         };
         request.tools = vec![tool("a"), tool("b")];
         let body = model().request_body(&request);

@@ -88,7 +88,7 @@ pub struct ModelSettings {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    pub parameters: Value,
+    pub parameters: Arc<Value>,
 }
 
 /// One entry of the provider-neutral transcript.

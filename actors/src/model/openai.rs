@@ -699,7 +699,7 @@ mod tests {
         request.tools = vec![ToolSpec {
             name: "look".into(),
             description: "d".into(),
-            parameters: json!({"type": "object"}),
+            parameters: std::sync::Arc::new(json!({"type": "object"})),
         }];
         let body = model().request_body(&request);
         assert_eq!(

@@ -1,6 +1,8 @@
 //! Backend tools: run by the runtime inside the turn. Failures are data the
 //! model reads (`{"success": false, "error", "error_code"}`), never a failed turn.
 
+use std::sync::{Arc, OnceLock};
+
 use serde_json::{json, Value};
 
 use crate::model::ContentPart;
@@ -45,8 +47,14 @@ impl BackendTool {
         }
     }
 
-    pub fn parameters(self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    /// Built once: every turn offers it, and a provider request only reads it.
+    pub fn parameters(self) -> Arc<Value> {
+        static NO_ARGUMENTS: OnceLock<Arc<Value>> = OnceLock::new();
+        NO_ARGUMENTS
+            .get_or_init(|| {
+                Arc::new(json!({"type": "object", "properties": {}, "additionalProperties": false}))
+            })
+            .clone()
     }
 
     /// Runs the tool. `screenshot` is the turn's latest screenshot data URI.

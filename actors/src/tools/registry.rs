@@ -3,6 +3,7 @@
 //! output mode).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -21,7 +22,7 @@ pub const HOLD_TOOL: &str = "hold";
 pub struct HostToolConfig {
     pub name: String,
     pub description: String,
-    pub parameters: Value,
+    pub parameters: Arc<Value>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -67,7 +68,9 @@ pub enum ToolKind {
 pub struct OfferedTool {
     pub name: String,
     pub description: String,
-    pub parameters: Value,
+    /// Shared with the host context or registry it came from: a turn's tool
+    /// set and its provider requests copy no schema.
+    pub parameters: Arc<Value>,
     pub kind: ToolKind,
 }
 
@@ -152,7 +155,7 @@ impl ToolRegistry {
             tools.push(OfferedTool {
                 name: tool.name().to_string(),
                 description: tool.description().to_string(),
-                parameters: tool.parameters(),
+                parameters: Arc::new(tool.parameters()),
                 kind: ToolKind::Custom(tool.clone()),
             });
         }
@@ -241,7 +244,9 @@ fn hold_tool() -> OfferedTool {
     OfferedTool {
         name: HOLD_TOOL.to_string(),
         description: "Decide that no host action is needed now.".to_string(),
-        parameters: json!({"type": "object", "properties": {"reason": {"type": "string"}}, "additionalProperties": false}),
+        parameters: Arc::new(
+            json!({"type": "object", "properties": {"reason": {"type": "string"}}, "additionalProperties": false}),
+        ),
         kind: ToolKind::Hold,
     }
 }
