@@ -3,7 +3,10 @@
 //! The row is written at every message and every turn's end, and the
 //! context (up to 64 KiB) changes only when a request brings one, so
 //! encoding it anew for each write was the larger part of a host action
-//! round trip's store writes (BENCHMARKS.md, issue 17).
+//! round trip's store writes (BENCHMARKS.md, issue 17). Its rendered
+//! `<host_context>` block is kept the same way: a user message and every
+//! continuation's note after a tool result show the same context, and
+//! rendering it again was a round trip's largest piece of prompt work.
 
 use std::ops::Deref;
 use std::sync::OnceLock;
@@ -12,12 +15,15 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use crate::contract::HostContext;
+use crate::prompt::host_block::render_host_context;
 
 #[derive(Debug)]
 pub struct StoredContext {
     context: HostContext,
     /// The context's compact JSON, made by the first write that needs it.
     encoded: OnceLock<Box<RawValue>>,
+    /// The context's `<host_context>` block, made by the first turn that shows it.
+    rendered: OnceLock<String>,
 }
 
 impl StoredContext {
@@ -25,11 +31,18 @@ impl StoredContext {
         StoredContext {
             context,
             encoded: OnceLock::new(),
+            rendered: OnceLock::new(),
         }
     }
 
     pub fn context(&self) -> &HostContext {
         &self.context
+    }
+
+    /// `render_host_context` of this context, rendered once.
+    pub fn rendered(&self) -> &str {
+        self.rendered
+            .get_or_init(|| render_host_context(&self.context))
     }
 }
 
@@ -85,5 +98,16 @@ mod tests {
         }
         let read: StoredContext = serde_json::from_str(&direct).expect("decodes");
         assert_eq!(read, stored);
+    }
+
+    #[test]
+    fn its_block_is_what_rendering_the_context_gives_every_time() {
+        let body = crate::contract::host_context::tests::spec_example();
+        let context = HostContext::parse(&body, "host_context").expect("a valid context");
+        let direct = render_host_context(&context);
+        let stored = StoredContext::new(context);
+        for _ in 0..2 {
+            assert_eq!(stored.rendered(), direct);
+        }
     }
 }

@@ -90,6 +90,22 @@ fn shared_context(request: &ChatRequest) -> Option<Arc<StoredContext>> {
     })))
 }
 
+impl SessionActor {
+    /// The `<host_context>` block of this request's turn: its own context,
+    /// or the session's last. A context kept by the session (`fresh` is the
+    /// request's, as it will be kept) renders once for all the turns that
+    /// show it; only a request's context with attachments, whose block
+    /// counts them, is rendered on its own.
+    fn host_block(&self, request: &ChatRequest, fresh: Option<&StoredContext>) -> Option<String> {
+        let kept = match (&request.host_context, fresh) {
+            (Some(context), Some(fresh)) if context.attachments.is_empty() => fresh,
+            (Some(context), _) => return Some(render_host_context(context)),
+            (None, _) => self.record.host_context.as_deref()?,
+        };
+        Some(kept.rendered().to_owned())
+    }
+}
+
 fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
     request
         .attachments
@@ -232,7 +248,7 @@ impl SessionActor {
             }
         }
         self.reset_screenshot(&request);
-        let context = self.current_context(&request);
+        let fresh_context = shared_context(&request);
         let parent_id = request
             .parent_id
             .clone()
@@ -251,7 +267,7 @@ impl SessionActor {
             parent_id,
             role: Role::User,
             content: request.content.clone(),
-            host_block: context.map(render_host_context),
+            host_block: self.host_block(&request, fresh_context.as_deref()),
             attachments: reference_attachments(&request),
             segments: Vec::new(),
             usage: None,
@@ -265,7 +281,7 @@ impl SessionActor {
         record.active_leaf = Some(user.id.clone());
         record.turn_number += 1;
         if request.host_context.is_some() {
-            record.host_context = shared_context(&request);
+            record.host_context = fresh_context;
         }
         if record.title.is_none() && !request.content.is_empty() {
             record.title = Some(request.content.chars().take(MAX_TITLE_CHARS).collect());
@@ -448,7 +464,7 @@ impl SessionActor {
         &mut self,
         mut request: ChatRequest,
         continuation: Continuation,
-        pending: PendingAction,
+        pending: Arc<PendingAction>,
         sink: EventSink,
         reply: Reply,
         ctx: &mut Context<Self>,
@@ -486,19 +502,19 @@ impl SessionActor {
         // continuation says (host-contract.md: the pending action stores it).
         let asked_mode = request.output_mode;
         request.output_mode = pending.output_mode;
-        let context = self.current_context(&request);
+        let fresh_context = shared_context(&request);
         if resumes_model {
-            if let Some(context) = context {
+            if let Some(text) = self.host_block(&request, fresh_context.as_deref()) {
                 assistant.segments.push(Segment::Note {
                     origin: NoteOrigin::HostContext,
-                    text: render_host_context(context),
+                    text,
                     attachments: reference_attachments(&request),
                 });
             }
         }
         let mut record = self.stored_record();
         if request.host_context.is_some() {
-            record.host_context = shared_context(&request);
+            record.host_context = fresh_context;
         }
         record.pending_action = next.clone();
         // Conditional on this copy's version, which is the version that made
@@ -568,7 +584,7 @@ impl SessionActor {
                 TurnEnding {
                     assistant: &assistant,
                     model,
-                    pending: next.as_ref(),
+                    pending: next.as_deref(),
                     decision,
                     output_mode: pending.output_mode,
                     failure: None,
@@ -696,6 +712,52 @@ mod tests {
             assert_eq!(model.n_requests(), 2);
             let info = runtime.session(&caller(), &id).await.expect("info");
             assert!(info.pending_action.is_none());
+        });
+    }
+
+    /// The blocks come from the kept context's one rendering, except the
+    /// block of a message whose own context has attachments: that one counts
+    /// them, and the later note (the kept context has none) does not.
+    #[test]
+    fn stored_blocks_are_the_rendering_of_the_context_each_turn_saw() {
+        run(async {
+            let model = ScriptedModel::new(vec![
+                Reply::Events(vec![call("c1", "select_issue", r#"{"id": 3}"#)]),
+                Reply::Events(vec![text("selected")]),
+            ]);
+            let runtime = runtime(model, 10);
+            let mut context = context_with_action();
+            context["attachments"] = json!([{"kind": "text", "text": "notes"}]);
+            let body = json!({"id": "m1", "session_id": "s1", "content": "pick 3",
+                              "host_context": context});
+            let request = crate::contract::ChatRequest::parse(&body).expect("a valid body");
+            let with_attachments = request.host_context.clone().expect("a context");
+            let mut kept = with_attachments.clone();
+            kept.attachments.clear();
+            let (accepted, mut events) = send(&runtime, body).await;
+            accepted.expect("accepted");
+            until_completed(&mut events).await;
+            let continuation = json!({"id": "m2", "session_id": "s1", "tool_call_id": "c1",
+                                      "tool_result": {"selected": 3}});
+            let (accepted, mut events) = send(&runtime, continuation).await;
+            accepted.expect("continuation accepted");
+            until_completed(&mut events).await;
+
+            let path = runtime
+                .messages(&caller(), &SessionId::new("s1"), None)
+                .await
+                .expect("the path");
+            let render = crate::prompt::host_block::render_host_context;
+            assert_eq!(
+                path[0].host_block.as_deref(),
+                Some(render(&with_attachments).as_str())
+            );
+            assert!(render(&with_attachments).contains("attachments: 1"));
+            let note = path[1].segments.iter().find_map(|segment| match segment {
+                crate::conversation::Segment::Note { text, .. } => Some(text.as_str()),
+                _ => None,
+            });
+            assert_eq!(note, Some(render(&kept).as_str()));
         });
     }
 
