@@ -317,7 +317,9 @@ pub struct SessionRecord {
     /// The last validated host context, canonical snake_case. Shared, since
     /// every turn reads it and the record is copied for each store write.
     pub host_context: Option<std::sync::Arc<super::StoredContext>>,
-    pub pending_action: Option<PendingAction>,
+    /// Shared with the actor's phase: the row is copied for every write,
+    /// and the call's arguments need not be.
+    pub pending_action: Option<std::sync::Arc<PendingAction>>,
 }
 
 impl SessionRecord {

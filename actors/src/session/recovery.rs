@@ -6,7 +6,7 @@ use crate::conversation::{CallStatus, Message, PendingAction, Segment};
 use crate::store::SessionSnapshot;
 
 pub struct Recovered {
-    pub pending: Option<PendingAction>,
+    pub pending: Option<std::sync::Arc<PendingAction>>,
     pub messages: Vec<Message>,
     /// Messages whose calls were resolved as `unknown`; to be written back.
     pub changed: Vec<usize>,

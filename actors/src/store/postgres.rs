@@ -432,7 +432,7 @@ fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnaps
             .map(|text| from_json("host_context", &text))
             .transpose()?,
         pending_action: pending_action
-            .map(|text| from_json::<PendingAction>("pending_action", &text))
+            .map(|text| from_json::<PendingAction>("pending_action", &text).map(Arc::new))
             .transpose()?,
     };
     let messages = messages

@@ -30,7 +30,7 @@ impl SessionActor {
             active_leaf: self.record.active_leaf.as_ref().map(|id| id.to_string()),
             turn_running: matches!(self.phase, Phase::Running(_)),
             pending_action: match &self.phase {
-                Phase::AwaitingHost(pending) => Some(pending.clone()),
+                Phase::AwaitingHost(pending) => Some((**pending).clone()),
                 _ => None,
             },
             host_context: self

@@ -103,7 +103,7 @@ enum Loaded {
 enum Phase {
     Idle,
     Running(LiveTurn),
-    AwaitingHost(PendingAction),
+    AwaitingHost(Arc<PendingAction>),
 }
 
 struct LiveTurn {
@@ -124,7 +124,7 @@ struct LiveTurn {
 struct FinishedTurn {
     live: LiveTurn,
     assistant: StoredMessage,
-    next: Option<PendingAction>,
+    next: Option<Arc<PendingAction>>,
     decision: Option<Decision>,
     /// Why the turn did not complete, if it did not.
     failure: Option<turns::TurnFailure>,

@@ -3,6 +3,7 @@
 //! steering that missed it.
 
 use std::slice;
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
@@ -33,16 +34,16 @@ pub(super) fn pending_for(
     call_id: &ToolCallId,
     queued: Vec<ToolCallId>,
     output_mode: OutputMode,
-) -> Option<PendingAction> {
+) -> Option<Arc<PendingAction>> {
     let record = message.find_tool(call_id)?;
-    Some(PendingAction {
+    Some(Arc::new(PendingAction {
         tool_call_id: call_id.clone(),
         tool_name: record.name.clone(),
         arguments: record.input.clone(),
         assistant_message_id: message.id.clone(),
         queued,
         output_mode,
-    })
+    }))
 }
 
 fn pending_event(pending: &PendingAction) -> PendingToolCall {
@@ -462,7 +463,7 @@ impl SessionActor {
                     TurnEnding {
                         assistant,
                         model: live.model,
-                        pending: next.as_ref(),
+                        pending: next.as_deref(),
                         decision,
                         output_mode: live.output_mode,
                         failure: failure.as_ref(),
