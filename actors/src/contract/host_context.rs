@@ -237,6 +237,35 @@ impl HostContext {
         serde_json::to_value(self).expect("a host context always serialises")
     }
 
+    /// Whether this is `kept` again, its attachments aside, with every
+    /// host-owned key in the same order: then a session may go on using
+    /// its copy of `kept` (its JSON and block made once) for this one. Hosts
+    /// send their context with every message, and it changes far less often.
+    /// (`PartialEq` ignores the order of a JSON object's keys, which the
+    /// block and the stored JSON keep.)
+    pub fn repeats(&self, kept: &HostContext) -> bool {
+        let HostContext {
+            version,
+            host,
+            view,
+            navigation,
+            actions,
+            attachments: _,
+            background,
+            captured_at,
+            extensions,
+        } = self;
+        *version == kept.version
+            && *host == kept.host
+            && same_option(view.as_ref(), kept.view.as_ref(), same_view)
+            && *navigation == kept.navigation
+            && actions.len() == kept.actions.len()
+            && actions.iter().zip(&kept.actions).all(same_action)
+            && same_option(background.as_ref(), kept.background.as_ref(), same_map)
+            && *captured_at == kept.captured_at
+            && same_option(extensions.as_ref(), kept.extensions.as_ref(), same_map)
+    }
+
     /// The action named `name`, if this context declares one.
     pub fn action(&self, name: &str) -> Option<&HostAction> {
         self.actions.iter().find(|action| action.name == name)
@@ -268,6 +297,54 @@ impl HostContext {
         }
         Ok(())
     }
+}
+
+fn same_option<T>(a: Option<&T>, b: Option<&T>, same: impl Fn(&T, &T) -> bool) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => same(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
+fn same_view(a: &View, b: &View) -> bool {
+    let View {
+        name,
+        description,
+        data,
+        state,
+    } = a;
+    *name == b.name
+        && *description == b.description
+        && same_option(data.as_ref(), b.data.as_ref(), same_json)
+        && same_option(state.as_ref(), b.state.as_ref(), same_json)
+}
+
+fn same_action((a, b): (&HostAction, &HostAction)) -> bool {
+    let HostAction {
+        name,
+        description,
+        parameters,
+    } = a;
+    *name == b.name && *description == b.description && same_json(parameters, &b.parameters)
+}
+
+/// JSON equality that also asks for the keys of each object in the same
+/// order. Recursion is bounded: a parsed context is at most 64 levels deep.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => same_map(a, b),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_json(a, b))
+        }
+        (a, b) => a == b,
+    }
+}
+
+fn same_map(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((key_a, a), (key_b, b))| key_a == key_b && same_json(a, b))
 }
 
 /// Counts the characters of the JSON written into it, without keeping it:
@@ -464,6 +541,42 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_context_repeats_another_only_with_the_same_keys_in_the_same_order() {
+        let kept = HostContext::parse(&spec_example(), "host_context").unwrap();
+        let same = HostContext::parse(&spec_example(), "host_context").unwrap();
+        assert!(same.repeats(&kept));
+
+        let mut with_attachment = spec_example();
+        with_attachment["attachments"] = json!([{"kind": "text", "text": "notes"}]);
+        let with_attachment = HostContext::parse(&with_attachment, "host_context").unwrap();
+        assert!(
+            with_attachment.repeats(&kept),
+            "attachments are the message's"
+        );
+
+        let mut reordered = spec_example();
+        reordered["view"]["data"] = json!({"b": 2, "a": 1});
+        let mut in_order = spec_example();
+        in_order["view"]["data"] = json!({"a": 1, "b": 2});
+        let reordered = HostContext::parse(&reordered, "host_context").unwrap();
+        let in_order = HostContext::parse(&in_order, "host_context").unwrap();
+        assert_eq!(reordered, in_order, "PartialEq ignores the order");
+        assert!(
+            !reordered.repeats(&in_order),
+            "the block and the JSON keep it"
+        );
+
+        let mut changed = spec_example();
+        changed["view"]["state"]["filters"]["label"] = json!("feature");
+        let changed = HostContext::parse(&changed, "host_context").unwrap();
+        assert!(!changed.repeats(&kept));
+        let mut fewer_actions = spec_example();
+        fewer_actions["actions"] = json!([]);
+        let fewer_actions = HostContext::parse(&fewer_actions, "host_context").unwrap();
+        assert!(!fewer_actions.repeats(&kept));
+    }
 
     /// The example context of host-contract.md, shared with the rendering tests.
     pub(crate) fn spec_example() -> Value {

@@ -91,6 +91,18 @@ fn shared_context(request: &ChatRequest) -> Option<Arc<StoredContext>> {
 }
 
 impl SessionActor {
+    /// The context the session keeps after this request: the one it keeps
+    /// already when the request repeats it (shared, with its JSON and
+    /// block made), the request's own without attachments when it brings
+    /// another, none when it brings none.
+    fn kept_context(&self, request: &ChatRequest) -> Option<Arc<StoredContext>> {
+        let context = request.host_context.as_ref()?;
+        match &self.record.host_context {
+            Some(kept) if context.repeats(kept.context()) => Some(Arc::clone(kept)),
+            _ => shared_context(request),
+        }
+    }
+
     /// The `<host_context>` block of this request's turn: its own context,
     /// or the session's last. A context kept by the session (`fresh` is the
     /// request's, as it will be kept) renders once for all the turns that
@@ -248,7 +260,7 @@ impl SessionActor {
             }
         }
         self.reset_screenshot(&request);
-        let fresh_context = shared_context(&request);
+        let fresh_context = self.kept_context(&request);
         let parent_id = request
             .parent_id
             .clone()
@@ -502,7 +514,7 @@ impl SessionActor {
         // continuation says (host-contract.md: the pending action stores it).
         let asked_mode = request.output_mode;
         request.output_mode = pending.output_mode;
-        let fresh_context = shared_context(&request);
+        let fresh_context = self.kept_context(&request);
         if resumes_model {
             if let Some(text) = self.host_block(&request, fresh_context.as_deref()) {
                 assistant.segments.push(Segment::Note {
@@ -758,6 +770,54 @@ mod tests {
                 _ => None,
             });
             assert_eq!(note, Some(render(&kept).as_str()));
+        });
+    }
+
+    /// A repeated context is kept as it was; the same data with its keys
+    /// in another order is a new context, whose block shows the new order.
+    #[test]
+    fn a_context_sent_again_in_another_order_shows_its_own_order() {
+        run(async {
+            let model = ScriptedModel::new(vec![
+                Reply::Events(vec![text("one")]),
+                Reply::Events(vec![text("two")]),
+                Reply::Events(vec![text("three")]),
+            ]);
+            let runtime = runtime(model, 10);
+            let mut context = context_with_action();
+            context["view"] = json!({"name": "tasks", "data": {"a": 1, "b": 2}});
+            let mut reordered = context.clone();
+            reordered["view"]["data"] = json!({"b": 2, "a": 1});
+            for (id, context) in [("m1", &context), ("m2", &context), ("m3", &reordered)] {
+                let body = json!({"id": id, "session_id": "s1", "content": "hi",
+                                  "host_context": context});
+                let (accepted, mut events) = send(&runtime, body).await;
+                accepted.expect("accepted");
+                until_completed(&mut events).await;
+            }
+            let path = runtime
+                .messages(&caller(), &SessionId::new("s1"), None)
+                .await
+                .expect("the path");
+            let blocks: Vec<&str> = path
+                .iter()
+                .filter_map(|message| message.host_block.as_deref())
+                .collect();
+            assert_eq!(blocks.len(), 3);
+            assert_eq!(blocks[0], blocks[1]);
+            assert!(blocks[1].contains("  a: 1\n  b: 2"), "{}", blocks[1]);
+            assert!(blocks[2].contains("  b: 2\n  a: 1"), "{}", blocks[2]);
+            let info = runtime
+                .session(&caller(), &SessionId::new("s1"))
+                .await
+                .expect("info");
+            let kept = info.host_context.expect("a kept context");
+            let keys: Vec<&String> = kept["view"]["data"]
+                .as_object()
+                .expect("an object")
+                .keys()
+                .collect();
+            assert_eq!(keys, ["b", "a"]);
         });
     }
 
