@@ -13,9 +13,11 @@
 //! - `session`: the session actor, its registry and the `Runtime` handle.
 //! - `events`: what a turn emits, for the transports to encode.
 //! - `error_type`: the error words every transport sends.
+//! - `bounded_cache`: values made once from repeated host input (schemas, contexts).
 //! - `offload`: large parsing and decoding moved to the blocking pool.
 //! - `store`: the store trait with memory and Postgres implementations.
 
+mod bounded_cache;
 pub mod contract;
 pub mod conversation;
 pub mod error_type;

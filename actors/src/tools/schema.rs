@@ -28,13 +28,14 @@
 //! carries a host context and the argument check of every call then find the
 //! schema compiled, instead of compiling it (and its regexes) each time.
 
-mod cache;
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
+
+use crate::bounded_cache::BoundedCache;
 
 /// Deepest nesting of subschemas, after `$ref`s are inlined.
 pub const MAX_SCHEMA_DEPTH: usize = 32;
@@ -202,13 +203,13 @@ fn compiled(schema: &Value) -> Result<Arc<Node>, String> {
     let Ok(key) = serde_json::to_string(schema) else {
         return compile(schema).map(|(node, _)| Arc::new(node));
     };
-    cache().get_or_compile(key, || compile(schema))
+    cache().get_or_make(key, || compile(schema))
 }
 
 /// The process's compiled schemas.
-fn cache() -> &'static cache::SchemaCache<Node> {
-    static CACHE: OnceLock<cache::SchemaCache<Node>> = OnceLock::new();
-    CACHE.get_or_init(|| cache::SchemaCache::new(MAX_CACHED_SCHEMAS, MAX_CACHE_WEIGHT))
+fn cache() -> &'static BoundedCache<Node> {
+    static CACHE: OnceLock<BoundedCache<Node>> = OnceLock::new();
+    CACHE.get_or_init(|| BoundedCache::new(MAX_CACHED_SCHEMAS, MAX_CACHE_WEIGHT))
 }
 
 /// The compiled schema and `weight_of` it.
