@@ -4,7 +4,7 @@
 //! view.data, view.state, background, extensions and action parameters are
 //! the host's own and are passed through untouched, in the order sent.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -13,6 +13,7 @@ use super::attachment::Attachment;
 use super::error::ValidationError;
 use super::keys::{child_path, index_path, quoted, Fields};
 use super::timestamp::is_iso_8601;
+use crate::bounded_cache::BoundedCache;
 
 /// At most this many `navigation` targets per context.
 pub const MAX_NAVIGATION_TARGETS: usize = 50;
@@ -174,7 +175,34 @@ impl HostContext {
     /// Validates the wire form (camelCase or snake_case keys) at `path`
     /// (normally "host_context"). A missing `version` reads as 1: clients
     /// "should send" it, and version 1 is the only one there is.
+    ///
+    /// A context without attachments is validated once while it stays in
+    /// the process's cache of contexts, keyed by its compact JSON (keys in
+    /// the order sent): hosts send the same context with message after
+    /// message. Attachments (screenshots of megabytes, new each time) are
+    /// never cached, nor is a context that is refused.
     pub fn parse(value: &Value, path: &str) -> Result<HostContext, ValidationError> {
+        if value
+            .get("attachments")
+            .is_some_and(|attachments| !attachments.is_null())
+        {
+            return HostContext::parse_uncached(value, path);
+        }
+        // Serialising a `Value` cannot fail (its keys are strings); if it
+        // ever did, the context is validated uncached.
+        let Ok(key) = serde_json::to_string(value) else {
+            return HostContext::parse_uncached(value, path);
+        };
+        // A typed copy of JSON (strings, maps, vectors) holds about three
+        // times its text; the cache adds the key's own bytes.
+        let weight = 3 * key.len();
+        let parsed = context_cache().get_or_make(key, || {
+            HostContext::parse_uncached(value, path).map(|context| (context, weight))
+        })?;
+        Ok(HostContext::clone(&parsed))
+    }
+
+    fn parse_uncached(value: &Value, path: &str) -> Result<HostContext, ValidationError> {
         let fields = Fields::read_with_aliases(value, path, FIELDS, ALIASES)?;
         // Fields with a default but no "none" in the source of truth.
         fields.reject_null(&[
@@ -297,6 +325,17 @@ impl HostContext {
         }
         Ok(())
     }
+}
+
+/// Validated contexts kept at most, and their total weight (about four
+/// times their JSON bytes).
+const MAX_CACHED_CONTEXTS: usize = 1_024;
+const MAX_CONTEXT_CACHE_WEIGHT: usize = 32 << 20;
+
+/// The process's validated contexts.
+fn context_cache() -> &'static BoundedCache<HostContext> {
+    static CACHE: OnceLock<BoundedCache<HostContext>> = OnceLock::new();
+    CACHE.get_or_init(|| BoundedCache::new(MAX_CACHED_CONTEXTS, MAX_CONTEXT_CACHE_WEIGHT))
 }
 
 fn same_option<T>(a: Option<&T>, b: Option<&T>, same: impl Fn(&T, &T) -> bool) -> bool {
@@ -541,6 +580,38 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_context_validated_again_is_the_one_validated_first() {
+        let mut body = spec_example();
+        body["view"]["data"] = json!({"cached": "twice", "n": 2});
+        let first = HostContext::parse(&body, "host_context").unwrap();
+        let again = HostContext::parse(&body, "host_context").unwrap();
+        let uncached = HostContext::parse_uncached(&body, "host_context").unwrap();
+        assert_eq!(again, uncached);
+        assert_eq!(first, uncached);
+        assert!(again.repeats(&uncached), "the same keys in the same order");
+    }
+
+    #[test]
+    fn a_refused_context_is_refused_again_at_its_own_path() {
+        let mut body = spec_example();
+        body["view"]["name"] = json!("");
+        for path in ["host_context", "[0].host_context"] {
+            let error = HostContext::parse(&body, path).unwrap_err();
+            assert_eq!(error.path, format!("{path}.view.name"));
+        }
+    }
+
+    #[test]
+    fn a_context_with_attachments_is_validated_each_time() {
+        let mut body = spec_example();
+        body["attachments"] = json!([{"kind": "text", "text": "notes"}]);
+        let context = HostContext::parse(&body, "host_context").unwrap();
+        assert_eq!(context.attachments.len(), 1);
+        body["attachments"] = json!([{"kind": "text", "text": 3}]);
+        assert!(HostContext::parse(&body, "host_context").is_err());
+    }
 
     #[test]
     fn a_context_repeats_another_only_with_the_same_keys_in_the_same_order() {

@@ -28,7 +28,6 @@
 //! carries a host context and the argument check of every call then find the
 //! schema compiled, instead of compiling it (and its regexes) each time.
 
-
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
