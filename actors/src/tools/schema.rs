@@ -24,9 +24,10 @@
 //! are refused.
 //!
 //! A compiled schema is kept in a bounded process-wide cache keyed by the
-//! schema's bytes (`cache.rs`): the declaration check of every request that
-//! carries a host context and the argument check of every call then find the
-//! schema compiled, instead of compiling it (and its regexes) each time.
+//! schema's bytes (`crate::bounded_cache`): the declaration check of a
+//! request whose context is not cached yet and the argument check of every
+//! call then find the schema compiled, instead of compiling it (and its
+//! regexes) each time.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
