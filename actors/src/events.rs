@@ -11,7 +11,6 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::conversation::{NoteOrigin, ToolCategory, Usage};
-use crate::session::SessionError;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -252,7 +251,7 @@ enum Route {
 /// clone is gone and the sender with it.
 #[derive(Debug)]
 struct FinalSlot {
-    tx: Mutex<Option<oneshot::Sender<FinalAnswer>>>,
+    tx: Mutex<Option<oneshot::Sender<FinalOutcome>>>,
     /// When the turn's first text or thinking delta was sent.
     first_delta: OnceLock<Instant>,
 }
@@ -283,29 +282,15 @@ impl EventStream {
     }
 }
 
-/// What a final-only sink's receiver gets, once: the turn's end, or why no
-/// turn ran. One channel for both, so the waiting task wakes once a turn.
-#[derive(Debug)]
-pub enum FinalAnswer {
-    /// The turn ended with this final response.
-    Ended(FinalOutcome),
-    /// The message was refused before any turn started.
-    Refused(SessionError),
-    /// The message never reached its actor (it stopped first): nothing was
-    /// decided, so it may be sent again (after `EventSink::rearm`).
-    Undelivered,
-}
-
 /// The receiving end of `EventSink::final_only`.
 #[derive(Debug)]
 pub struct FinalReceiver {
-    rx: oneshot::Receiver<FinalAnswer>,
+    rx: oneshot::Receiver<FinalOutcome>,
 }
 
 impl FinalReceiver {
-    /// The sink's answer; `None` when every clone of the sink was dropped
-    /// without one.
-    pub async fn recv(self) -> Option<FinalAnswer> {
+    /// The turn's final response; `None` when the turn ended without one.
+    pub async fn recv(self) -> Option<FinalOutcome> {
         self.rx.await.ok()
     }
 }
@@ -381,43 +366,15 @@ impl EventSink {
                         .unwrap_or_else(|poisoned| poisoned.into_inner())
                         .take();
                     if let Some(tx) = tx {
-                        let _ = tx.send(FinalAnswer::Ended(FinalOutcome {
+                        let _ = tx.send(FinalOutcome {
                             response,
                             first_delta: slot.first_delta.get().copied(),
-                        }));
+                        });
                     }
                 }
                 _ => {}
             },
         }
-    }
-
-    /// Answers a final-only sink's receiver with `answer` instead of a final
-    /// response; false for a streaming sink, or one already answered.
-    pub(crate) fn answer_instead(&self, answer: FinalAnswer) -> bool {
-        let Route::Final(slot) = &self.route else {
-            return false;
-        };
-        let tx = slot
-            .tx
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
-        tx.is_some_and(|tx| tx.send(answer).is_ok())
-    }
-
-    /// A fresh receiver for a final-only sink whose last answer was
-    /// `FinalAnswer::Undelivered`, so the message can be sent again.
-    pub(crate) fn rearm(&self) -> Option<FinalReceiver> {
-        let Route::Final(slot) = &self.route else {
-            return None;
-        };
-        let (tx, rx) = oneshot::channel();
-        *slot
-            .tx
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(tx);
-        Some(FinalReceiver { rx })
     }
 
     pub fn is_closed(&self) -> bool {
@@ -493,11 +450,9 @@ mod queue_tests {
             error_message: None,
         };
         sink.send(TurnEvent::FinalResponse(Box::new(response)));
-        let Some(Some(FinalAnswer::Ended(outcome))) =
-            futures_util::FutureExt::now_or_never(receiver.recv())
-        else {
-            panic!("the final response");
-        };
+        let outcome = futures_util::FutureExt::now_or_never(receiver.recv())
+            .flatten()
+            .expect("the final response");
         assert_eq!(outcome.response.content.as_deref(), Some("hi"));
         assert!(outcome.first_delta.is_some());
     }
@@ -513,48 +468,5 @@ mod queue_tests {
         assert!(futures_util::FutureExt::now_or_never(receiver.recv())
             .expect("ready")
             .is_none());
-    }
-
-    #[test]
-    fn a_final_only_sink_answered_undelivered_can_be_rearmed_for_the_final_response() {
-        let (sink, receiver) = EventSink::final_only();
-        assert!(sink.answer_instead(FinalAnswer::Undelivered));
-        assert!(matches!(
-            futures_util::FutureExt::now_or_never(receiver.recv()),
-            Some(Some(FinalAnswer::Undelivered))
-        ));
-        assert!(
-            !sink.answer_instead(FinalAnswer::Undelivered),
-            "answered once"
-        );
-        let receiver = sink.rearm().expect("a final-only sink");
-        sink.send(delta());
-        sink.send(TurnEvent::FinalResponse(Box::new(FinalResponse {
-            content: Some("again".into()),
-            model: "builtin:echo".into(),
-            streamed: false,
-            session_id: "s".into(),
-            turn_number: 1,
-            message_id: "m".into(),
-            usage: Usage::default(),
-            pending_tool_call: None,
-            decision: None,
-            error: None,
-            error_type: None,
-            error_message: None,
-        })));
-        let Some(Some(FinalAnswer::Ended(outcome))) =
-            futures_util::FutureExt::now_or_never(receiver.recv())
-        else {
-            panic!("the final response after rearming");
-        };
-        assert_eq!(outcome.response.content.as_deref(), Some("again"));
-    }
-
-    #[test]
-    fn a_streaming_sink_takes_no_answer_instead_of_events() {
-        let (sink, _events) = EventSink::new(true);
-        assert!(!sink.answer_instead(FinalAnswer::Undelivered));
-        assert!(sink.rearm().is_none());
     }
 }

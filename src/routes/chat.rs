@@ -3,8 +3,8 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::error_type::ErrorType;
-use actors::events::FinalResponse;
-use actors::session::{Runtime, DATABASE_UNREACHABLE};
+use actors::events::{EventSink, FinalResponse};
+use actors::session::{Runtime, SessionError, DATABASE_UNREACHABLE};
 use serde_json::json;
 
 use crate::access::limits::Limits;
@@ -68,8 +68,14 @@ pub async fn post_chat(
     let _live = limits.into_inner().admit(&caller, &request.session_id)?;
     // The reply is the final response alone: the turn's other events are
     // dropped where they are sent.
+    let (sink, final_response) = EventSink::final_only();
     let observer = TurnObserver::start(Transport::Http);
-    let outcome = runtime.run_turn(&caller, request).await?;
+    runtime.send_message(&caller, request, sink).await?;
+    let Some(outcome) = final_response.recv().await else {
+        return Err(
+            SessionError::Internal("the turn ended without a final response".into()).into(),
+        );
+    };
     observer.finish(&metrics, &outcome);
     Ok(final_reply(*outcome.response))
 }

@@ -9,7 +9,7 @@ use super::caller::Caller;
 use super::error::SessionError;
 use crate::contract::{ChatRequest, HostContext};
 use crate::conversation::{Message as StoredMessage, PendingAction};
-use crate::events::{EventSink, FinalAnswer};
+use crate::events::EventSink;
 use crate::ids::MessageId;
 
 /// A message body (ordinary, steering or continuation). Its turn's events go
@@ -23,31 +23,6 @@ use crate::ids::MessageId;
 pub struct SendMessage {
     pub slot: MessageSlot,
     pub caller: Caller,
-}
-
-/// A message whose sender reads only the turn's final response (a
-/// non-streaming HTTP turn), from the final-only sink in the slot: a refusal
-/// comes there too, instead of as this message's reply, so the sender waits
-/// on one channel and is woken once per turn. Sent with `do_send`; dropped
-/// unhandled (the actor stopped first), it answers its sink
-/// `FinalAnswer::Undelivered` so the sender hands it to a fresh actor.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct RunTurn {
-    pub slot: MessageSlot,
-    pub caller: Caller,
-}
-
-impl Drop for RunTurn {
-    fn drop(&mut self) {
-        let slot = self
-            .slot
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((_, sink)) = slot.as_ref() {
-            sink.answer_instead(FinalAnswer::Undelivered);
-        }
-    }
 }
 
 pub type MessageSlot = std::sync::Arc<std::sync::Mutex<Option<(ChatRequest, EventSink)>>>;

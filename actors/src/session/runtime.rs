@@ -16,7 +16,7 @@ use super::messages::*;
 use super::registry::SessionRegistry;
 use crate::contract::{ChatRequest, HostContext};
 use crate::conversation::Message as StoredMessage;
-use crate::events::{EventSink, FinalAnswer, FinalOutcome};
+use crate::events::EventSink;
 use crate::ids::{MessageId, SessionId};
 use crate::store::{SessionSummary, StoreError};
 use crate::tools::ToolRegistry;
@@ -169,7 +169,17 @@ impl Runtime {
         sink: EventSink,
     ) -> Result<TurnAccepted, SessionError> {
         let id = request.session_id.clone();
-        let slot = self.message_slot(request, sink)?;
+        // Held by the turn's sink: given back when the turn is over.
+        let sink = match self
+            .deps
+            .config
+            .attachment_budget
+            .lease(&id, &request.attachments)?
+        {
+            Some(lease) => sink.with_lease(lease),
+            None => sink,
+        };
+        let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let addr = self.registry.get_or_start(&id, &self.deps);
             let message = SendMessage {
@@ -190,72 +200,6 @@ impl Runtime {
         Err(self
             .why_unavailable("the session was restarting; send the message again")
             .await)
-    }
-
-    /// Runs a message's turn for a caller that wants only its final
-    /// response (a non-streaming HTTP turn): the answer is the final
-    /// response, or why the message was refused, from one channel, so the
-    /// caller is woken once per turn instead of once for the acceptance and
-    /// again for the end (BENCHMARKS.md, issue 17). A message that reached no
-    /// actor goes to a fresh one, as in `send_message`.
-    pub async fn run_turn(
-        &self,
-        caller: &Caller,
-        request: ChatRequest,
-    ) -> Result<FinalOutcome, SessionError> {
-        let id = request.session_id.clone();
-        let (sink, mut answer) = EventSink::final_only();
-        let slot = self.message_slot(request, sink)?;
-        for _attempt in 0..MAX_SEND_ATTEMPTS {
-            let addr = self.registry.get_or_start(&id, &self.deps);
-            addr.do_send(RunTurn {
-                slot: slot.clone(),
-                caller: caller.clone(),
-            });
-            match answer.recv().await {
-                Some(FinalAnswer::Ended(outcome)) => return Ok(outcome),
-                Some(FinalAnswer::Refused(error)) => return Err(error),
-                None => {
-                    return Err(SessionError::Internal(
-                        "the turn ended without a final response".into(),
-                    ))
-                }
-                Some(FinalAnswer::Undelivered) => {
-                    self.registry.remove(&id, &addr);
-                    let rearmed = slot
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .as_ref()
-                        .and_then(|(_, sink)| sink.rearm());
-                    match rearmed {
-                        Some(rearmed) => answer = rearmed,
-                        None => break,
-                    }
-                }
-            }
-        }
-        Err(self
-            .why_unavailable("the session was restarting; send the message again")
-            .await)
-    }
-
-    /// The slot a message body travels in, its sink holding the body's
-    /// attachment lease (given back when the turn is over).
-    fn message_slot(
-        &self,
-        request: ChatRequest,
-        sink: EventSink,
-    ) -> Result<MessageSlot, SessionError> {
-        let sink = match self
-            .deps
-            .config
-            .attachment_budget
-            .lease(&request.session_id, &request.attachments)?
-        {
-            Some(lease) => sink.with_lease(lease),
-            None => sink,
-        };
-        Ok(Arc::new(std::sync::Mutex::new(Some((request, sink)))))
     }
 
     pub async fn join(

@@ -24,7 +24,7 @@ use crate::conversation::{
 use crate::events::{Decision, EventSink, ToolResultEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, ToolCallId};
 use crate::prompt::host_block::render_host_context;
-use crate::session::messages::{AcceptedAs, MessageSlot, RunTurn, SendMessage, TurnAccepted};
+use crate::session::messages::{AcceptedAs, SendMessage, TurnAccepted};
 use crate::session::SessionError;
 use crate::store::Written;
 use crate::turn::SteeringNote;
@@ -133,7 +133,17 @@ impl Handler<SendMessage> for SessionActor {
     type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
-        let Some((request, sink)) = self.take_message(&message.slot) else {
+        self.last_activity = Instant::now();
+        // Time has passed since this copy was loaded or written: another
+        // process may have written the session meanwhile.
+        self.fresh = false;
+        self.n_reloads = 0;
+        let taken = message
+            .slot
+            .lock()
+            .map(|mut slot| slot.take())
+            .unwrap_or(None);
+        let Some((request, sink)) = taken else {
             return Box::pin(async {
                 Err(SessionError::Internal(
                     "a message was delivered twice".into(),
@@ -144,41 +154,14 @@ impl Handler<SendMessage> for SessionActor {
         if let Err(error) = self.authorize_write(&message.caller) {
             return Box::pin(async move { Err(error) });
         }
-        self.accept(request, sink, Reply::Accepted(reply), ctx);
-        answer
-    }
-}
-
-impl Handler<RunTurn> for SessionActor {
-    type Result = ();
-
-    fn handle(&mut self, message: RunTurn, ctx: &mut Context<Self>) {
-        let Some((request, sink)) = self.take_message(&message.slot) else {
-            return;
-        };
-        let reply = Reply::IntoFinal(sink.clone());
-        if let Err(error) = self.authorize_write(&message.caller) {
-            let _ = reply.send(Err(error));
-            return;
-        }
         self.accept(request, sink, reply, ctx);
+        answer
     }
 }
 
 // ---- accepting messages ----------------------------------------------------
 
 impl SessionActor {
-    /// Takes a message's body out of its slot, which tells its sender it
-    /// was delivered; `None` if it already was.
-    fn take_message(&mut self, slot: &MessageSlot) -> Option<(ChatRequest, EventSink)> {
-        self.last_activity = Instant::now();
-        // Time has passed since this copy was loaded or written: another
-        // process may have written the session meanwhile.
-        self.fresh = false;
-        self.n_reloads = 0;
-        slot.lock().map(|mut slot| slot.take()).unwrap_or(None)
-    }
-
     pub(super) fn accept(
         &mut self,
         request: ChatRequest,
@@ -631,10 +614,9 @@ mod tests {
     use serde_json::json;
 
     use super::super::test_support::*;
-    use super::{Arc, ChatRequest, EventSink, MessageSlot, RunTurn};
-    use crate::events::{FinalAnswer, TurnEvent};
+    use crate::events::TurnEvent;
     use crate::ids::SessionId;
-    use crate::session::{AcceptedAs, Caller, SessionError};
+    use crate::session::{AcceptedAs, SessionError};
 
     #[test]
     fn the_kept_context_is_the_requests_without_its_attachments() {
@@ -705,96 +687,6 @@ mod tests {
                 .collect();
             assert_eq!(texts, ["hi", "hello"]);
         });
-    }
-
-    #[test]
-    fn a_turn_run_for_its_final_response_answers_that_response_alone() {
-        run(async {
-            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hel"), text("lo")])]);
-            let runtime = runtime(model, 10);
-            let request = ChatRequest::parse(&json!({"id": "m1", "session_id": "s1",
-                                                     "content": "hi"}))
-            .expect("a valid body");
-            let outcome = runtime
-                .run_turn(&caller(), request)
-                .await
-                .expect("the final response");
-            assert_eq!(outcome.response.content.as_deref(), Some("hello"));
-            assert!(outcome.first_delta.is_some());
-            let path = runtime
-                .messages(&caller(), &SessionId::new("s1"), None)
-                .await
-                .expect("the path");
-            assert_eq!(path.len(), 2);
-        });
-    }
-
-    #[test]
-    fn a_turn_run_for_its_final_response_is_refused_on_the_same_channel() {
-        run(async {
-            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hello")])]);
-            let runtime = runtime(model.clone(), 10);
-            let body = json!({"id": "m1", "session_id": "s1", "content": "hi"});
-            let first = ChatRequest::parse(&body).expect("a valid body");
-            runtime
-                .run_turn(&caller(), first)
-                .await
-                .expect("the first turn");
-            let again = ChatRequest::parse(&body).expect("a valid body");
-            let refused = runtime.run_turn(&caller(), again).await;
-            assert!(
-                matches!(&refused, Err(SessionError::Conflict(why)) if why.contains("already exists")),
-                "{refused:?}"
-            );
-            let stranger = Caller::new("someone else", false);
-            let other = ChatRequest::parse(&json!({"id": "m2", "session_id": "s1",
-                                                   "content": "mine now"}))
-            .expect("a valid body");
-            let refused = runtime.run_turn(&stranger, other).await;
-            assert!(refused.is_err(), "{refused:?}");
-            assert_eq!(model.n_requests(), 1, "no turn ran for a refused message");
-            let path = runtime
-                .messages(&caller(), &SessionId::new("s1"), None)
-                .await
-                .expect("the path");
-            assert_eq!(path.len(), 2, "nothing stored changed");
-        });
-    }
-
-    #[test]
-    fn a_turn_message_dropped_unhandled_tells_its_sender_to_send_it_again() {
-        let (sink, answer) = EventSink::final_only();
-        let request = ChatRequest::parse(&json!({"id": "m1", "session_id": "s1",
-                                                 "content": "hi"}))
-        .expect("a valid body");
-        let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
-        drop(RunTurn {
-            slot: slot.clone(),
-            caller: caller(),
-        });
-        assert!(matches!(
-            futures_util::FutureExt::now_or_never(answer.recv()),
-            Some(Some(FinalAnswer::Undelivered))
-        ));
-        // Handled: the actor took the body, and dropping the message says nothing.
-        let answer = slot
-            .lock()
-            .unwrap()
-            .as_ref()
-            .and_then(|(_, sink)| sink.rearm())
-            .expect("a final-only sink");
-        let taken = slot.lock().unwrap().take();
-        drop(RunTurn {
-            slot,
-            caller: caller(),
-        });
-        let mut answer = Box::pin(answer.recv());
-        assert!(futures_util::FutureExt::now_or_never(answer.as_mut()).is_none());
-        drop(taken);
-        assert!(matches!(
-            futures_util::FutureExt::now_or_never(answer),
-            Some(None)
-        ));
     }
 
     #[test]

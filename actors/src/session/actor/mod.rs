@@ -31,7 +31,7 @@ use crate::contract::{ChatRequest, HostContext, OutputMode};
 use crate::conversation::{
     now_millis, Message as StoredMessage, MessageTree, PendingAction, SessionRecord, StoredContext,
 };
-use crate::events::{Decision, EventSink, FinalAnswer, StatusEvent, TurnEvent, TurnStatus};
+use crate::events::{Decision, EventSink, StatusEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, SessionId};
 use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
 use crate::turn::{CancelHandle, SteeringNote};
@@ -54,29 +54,7 @@ const MAX_RELOADS: u32 = 8;
 
 /// Where a request's decision is answered, now or after a store write.
 type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
-
-/// Where a chat message's decision is answered.
-enum Reply {
-    /// To the sender of `SendMessage`, which reads the turn's events apart.
-    Accepted(ReplyTo<TurnAccepted>),
-    /// Into the final-only sink of a `RunTurn`: a refusal is its answer,
-    /// and an acceptance needs none, since the turn's final response follows
-    /// on the same channel.
-    IntoFinal(EventSink),
-}
-
-impl Reply {
-    fn send(self, decision: Result<TurnAccepted, SessionError>) -> Result<(), ()> {
-        match (self, decision) {
-            (Reply::Accepted(reply), decision) => reply.send(decision).map_err(drop),
-            (Reply::IntoFinal(_), Ok(_)) => Ok(()),
-            (Reply::IntoFinal(sink), Err(error)) => sink
-                .answer_instead(FinalAnswer::Refused(error))
-                .then_some(())
-                .ok_or(()),
-        }
-    }
-}
+type Reply = ReplyTo<TurnAccepted>;
 
 /// What to do once the session was loaded again after a stale write: decide
 /// the request again on the fresh state (or answer the reload's error).

@@ -610,7 +610,7 @@ impl SessionActor {
             self.deferred.push_front(Deferred {
                 request,
                 sink: sink.clone(),
-                reply: Reply::Accepted(reply),
+                reply,
             });
         }
     }
