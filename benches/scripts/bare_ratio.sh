@@ -12,8 +12,7 @@
 #   splits them is part of every figure. Either way a shared machine moves
 #   single runs by a fifth or more: compare medians of alternating runs.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-loadgen="$root/target/release/loadgen"
+source "$(dirname "$0")/common.sh"
 binary=${1:?usage: bare_ratio.sh SERVER_BINARY [RUNS] [pinned]}
 runs=${2:-5}
 server_cpu=()
@@ -28,34 +27,24 @@ server_port=7400
 # Runs the measured load against PORT and prints its turns per second.
 measure() {
   local port=$1 pid=$2
-  "${client_cpu[@]}" "$loadgen" turns --url "http://127.0.0.1:$port" --sessions 50 --turns 2 \
-    --prefix warm >/dev/null
+  warm_up "$port" "${client_cpu[@]}"
   "${client_cpu[@]}" "$loadgen" turns --url "http://127.0.0.1:$port" --sessions 100 \
     --turns 10 --rounds 40 --pid "$pid" |
     awk '/^overall/ { for (i = 1; i <= NF; i++) if ($i == "turns/s,") print $(i - 1) }'
-}
-
-wait_for() {
-  for _ in $(seq 1 100); do
-    curl -s -o /dev/null -X POST "http://127.0.0.1:$1/api/chat" -d '{}' && return 0
-    sleep 0.1
-  done
-  echo "nothing answers on port $1" >&2
-  return 1
 }
 
 ratios=()
 for run in $(seq 1 "$runs"); do
   "${server_cpu[@]}" "$loadgen" bare --port "$bare_port" >/dev/null 2>&1 &
   pid=$!
-  wait_for "$bare_port"
+  wait_for_server "$bare_port" || { kill "$pid"; exit 1; }
   bare=$(measure "$bare_port" "$pid")
   kill "$pid"; wait "$pid" 2>/dev/null || true
 
   env RUST_LOG=warn SERVER__PORT="$server_port" "${server_cpu[@]}" "$binary" serve \
     >/dev/null 2>&1 &
   pid=$!
-  wait_for "$server_port"
+  wait_for_server "$server_port" || { kill "$pid"; exit 1; }
   served=$(measure "$server_port" "$pid")
   kill "$pid"; wait "$pid" 2>/dev/null || true
 

@@ -12,8 +12,7 @@
 #
 # Usage: benches/scripts/flamegraph.sh SERVER_BINARY|bare [turns|roundtrips] [OUT.svg]
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-loadgen="$root/target/release/loadgen"
+source "$(dirname "$0")/common.sh"
 binary=${1:?usage: flamegraph.sh SERVER_BINARY|bare [turns|roundtrips] [OUT.svg]}
 mode=${2:-turns}
 svg=${3:-flamegraph-$mode.svg}
@@ -30,11 +29,8 @@ else
   env RUST_LOG=warn SERVER__PORT="$port" "$binary" serve >/dev/null 2>&1 &
 fi
 pid=$!
-for _ in $(seq 1 100); do
-  curl -s -o /dev/null -X POST "http://127.0.0.1:$port/api/chat" -d '{}' && break
-  sleep 0.1
-done
-"$loadgen" turns --url "http://127.0.0.1:$port" --sessions 50 --turns 2 --prefix warm >/dev/null
+wait_for_server "$port" || { kill "$pid"; exit 1; }
+warm_up "$port"
 
 perf record -F 1999 --call-graph dwarf,16384 -o "$out/perf.data" -p "$pid" 2>"$out/perf.log" &
 recorder=$!

@@ -14,8 +14,7 @@
 # handler of `loadgen bare` for the same load. Runs of one binary agree
 # within about 1 %.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-loadgen="$root/target/release/loadgen"
+source "$(dirname "$0")/common.sh"
 binary=${1:?usage: instructions.sh SERVER_BINARY|bare [turns|roundtrips] [PORT]}
 mode=${2:-turns}
 port=${3:-7509}
@@ -30,11 +29,8 @@ else
     >/dev/null 2>"$out/valgrind.log" &
 fi
 pid=$!
-for _ in $(seq 1 120); do
-  curl -s -o /dev/null -X POST "http://127.0.0.1:$port/api/chat" -d '{}' && break
-  sleep 0.5
-done
-"$loadgen" turns --url "http://127.0.0.1:$port" --sessions 50 --turns 2 --prefix warm >/dev/null
+wait_for_server "$port" 60 || { kill "$pid"; exit 1; } # valgrind starts slowly
+warm_up "$port"
 callgrind_control -z "$pid" >/dev/null 2>&1
 "$loadgen" "$mode" --url "http://127.0.0.1:$port" --sessions 20 --turns 10 --rounds 5 | grep overall
 callgrind_control -d "$pid" >/dev/null 2>&1

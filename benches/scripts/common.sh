@@ -1,0 +1,25 @@
+# Shared by the benchmark scripts here: sourced, not run. Sets `root` (the
+# repository) and `loadgen` (its release build).
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+loadgen="$root/target/release/loadgen"
+
+# Waits until POST /api/chat answers on PORT, at most SECONDS (default 10).
+wait_for_server() {
+  local port=$1 deadline=$((SECONDS + ${2:-10}))
+  until curl -s -o /dev/null -X POST "http://127.0.0.1:$port/api/chat" -d '{}'; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "nothing answers on port $port" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# The warm-up every measurement here follows: 50 sessions x 2 turns against
+# PORT, run under the command prefix given after PORT (e.g. taskset -c 1).
+warm_up() {
+  local port=$1
+  shift
+  "$@" "$loadgen" turns --url "http://127.0.0.1:$port" --sessions 50 --turns 2 \
+    --prefix warm >/dev/null
+}
