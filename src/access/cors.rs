@@ -1,12 +1,25 @@
 //! One CORS policy for every door: HTTP routes and AG-UI through actix-cors,
 //! Socket.IO polling through its own origin check, both asking
 //! [`CorsPolicy::allows`]. A refused origin is logged once at `info`.
+//!
+//! Only a request that carries `Origin` goes through actix-cors
+//! ([`CorsGate`]): CORS is a conversation with a browser about another
+//! origin, and a request without one (a server, a CLI, a same-origin
+//! navigation) gets nothing from it but three headers and a boxed future,
+//! about 2 % of a short turn's instructions (BENCHMARKS.md, issue 17).
 
 use std::collections::HashSet;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
-use actix_cors::Cors;
+use actix_cors::{Cors, CorsMiddleware};
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::http::header::HeaderValue;
 use actix_web::http::{header, Method};
+use actix_web::Error;
+use futures_util::future::{Either, LocalBoxFuture, MapOk, TryFutureExt};
 use regex::Regex;
 
 use super::config::CorsSettings;
@@ -71,10 +84,17 @@ impl CorsPolicy {
         !self.any_origin
     }
 
-    /// The actix-cors middleware of the HTTP routes and AG-UI. A request
-    /// from a refused origin is answered 400 before any handler runs, so
-    /// even a request the browser sends without a preflight does nothing.
-    pub fn middleware(self: &Arc<Self>) -> Cors {
+    /// The CORS middleware of the HTTP routes and AG-UI. A request from a
+    /// refused origin is answered 400 before any handler runs, so even a
+    /// request the browser sends without a preflight does nothing.
+    pub fn middleware(self: &Arc<Self>) -> CorsGate {
+        CorsGate {
+            cors: self.actix_cors(),
+        }
+    }
+
+    /// actix-cors, configured from this policy.
+    fn actix_cors(self: &Arc<Self>) -> Cors {
         let cors = Cors::default()
             .allowed_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_any_header()
@@ -95,6 +115,97 @@ impl CorsPolicy {
     pub fn socket_policy(self: &Arc<Self>) -> OriginPolicy {
         let policy = self.clone();
         OriginPolicy(Arc::new(move |origin| policy.allows(origin)))
+    }
+}
+
+/// What actix-cors says caches must key on, for every response it passes.
+const VARY: &str = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers";
+
+/// actix-cors for requests with an `Origin` header; the rest go straight to
+/// the routes, with the `Vary` that keeps a shared cache from handing their
+/// answer to a cross-origin page.
+pub struct CorsGate {
+    cors: Cors,
+}
+
+impl<S, B> Transform<S, ServiceRequest> for CorsGate
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = CorsGateService<S>;
+    type InitError = ();
+    type Future = LocalBoxFuture<'static, Result<Self::Transform, ()>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        let routes = Rc::new(service);
+        let cors = self.cors.new_transform(SharedService(routes.clone()));
+        Box::pin(async move {
+            Ok(CorsGateService {
+                routes,
+                cors: cors.await?,
+            })
+        })
+    }
+}
+
+pub struct CorsGateService<S> {
+    routes: Rc<S>,
+    cors: CorsMiddleware<SharedService<S>>,
+}
+
+type WithoutOrigin<S, B> = MapOk<
+    <S as Service<ServiceRequest>>::Future,
+    fn(ServiceResponse<B>) -> ServiceResponse<EitherBody<B>>,
+>;
+
+impl<S, B> Service<ServiceRequest> for CorsGateService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = Either<
+        WithoutOrigin<S, B>,
+        <CorsMiddleware<SharedService<S>> as Service<ServiceRequest>>::Future,
+    >;
+
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.routes.poll_ready(cx)
+    }
+
+    fn call(&self, request: ServiceRequest) -> Self::Future {
+        if request.headers().contains_key(header::ORIGIN) {
+            return Either::Right(self.cors.call(request));
+        }
+        let vary: fn(ServiceResponse<B>) -> ServiceResponse<EitherBody<B>> = |mut response| {
+            let headers = response.headers_mut();
+            if !headers.contains_key(header::VARY) {
+                headers.insert(header::VARY, HeaderValue::from_static(VARY));
+            }
+            response.map_into_left_body()
+        };
+        Either::Left(self.routes.call(request).map_ok(vary))
+    }
+}
+
+/// The routes, shared by the gate and the actix-cors it holds.
+pub struct SharedService<S>(Rc<S>);
+
+impl<S: Service<ServiceRequest>> Service<ServiceRequest> for SharedService<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&self, request: ServiceRequest) -> S::Future {
+        self.0.call(request)
     }
 }
 

@@ -206,6 +206,60 @@ async fn preflights_answer_every_route_from_the_one_setting() {
     assert!(stored_sessions(&app).await.is_empty());
 }
 
+/// A request without `Origin` (a server, a CLI) skips actix-cors: no CORS
+/// headers, only the `Vary` that keeps a cache from serving its answer to a
+/// page. The same request from an allowed page gets the full answer.
+#[actix_web::test]
+async fn only_a_request_with_an_origin_gets_cors_headers() {
+    let app = spawn_app_with(&[("ACCESS__CORS_ORIGINS", "https://app.example.com")]).await;
+    let chat = |origin: Option<&'static str>, id: &'static str| {
+        let request = app
+            .client
+            .post(format!("{}/api/chat", app.address))
+            .json(&json!({"id": id, "session_id": "gate", "content": "hi"}));
+        match origin {
+            Some(origin) => request.header("Origin", origin),
+            None => request,
+        }
+        .send()
+    };
+    let header = |response: &reqwest::Response, name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|value| value.to_str().unwrap_or("").to_string())
+    };
+    let vary = Some("Origin, Access-Control-Request-Method, Access-Control-Request-Headers".into());
+
+    let plain = chat(None, "m1").await.expect("sent");
+    assert_eq!(plain.status(), StatusCode::OK);
+    assert_eq!(header(&plain, "vary"), vary);
+    let cors_headers: Vec<_> = plain
+        .headers()
+        .keys()
+        .filter(|name| name.as_str().starts_with("access-control-"))
+        .collect();
+    assert!(cors_headers.is_empty(), "{cors_headers:?}");
+
+    let page = chat(Some("https://app.example.com"), "m2")
+        .await
+        .expect("sent");
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(header(&page, "vary"), vary);
+    assert_eq!(
+        header(&page, "access-control-allow-origin").as_deref(),
+        Some("https://app.example.com")
+    );
+    assert_eq!(
+        header(&page, "access-control-allow-credentials").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        header(&page, "access-control-expose-headers").as_deref(),
+        Some("retry-after")
+    );
+}
+
 #[test]
 fn an_origin_without_a_scheme_or_a_bad_regex_stops_startup() {
     use assistant_runtime::settings::Settings;
