@@ -1,14 +1,21 @@
-//! The Prometheus metrics of `GET /metrics`, kept in one registry behind a
-//! mutex (updates are a few map operations per request or turn, far below a
-//! turn's own cost) and written in the text exposition format by hand: the
-//! format is a few lines per family and needs no crate.
+//! The Prometheus metrics of `GET /metrics`, counted into registries behind
+//! a mutex each (updates are a few map operations per request or turn, far
+//! below a turn's own cost), added up when scraped, and written in the text
+//! exposition format by hand: the format is a few lines per family and needs
+//! no crate.
+//!
+//! Each thread counts into a registry of its own (one of [`N_SHARDS`],
+//! chosen once per thread): with one registry, every request and store
+//! operation on one worker took the lock the other worker had just taken,
+//! and the lock's cache line crossed between cores several times a turn
+//! (BENCHMARKS.md, issue 17).
 //!
 //! Turns are observed at the edges (`TurnObserver`), which see every event of
 //! every transport; the core stays free of metrics.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -47,6 +54,14 @@ struct Histogram {
 }
 
 impl Histogram {
+    fn add(&mut self, other: &Histogram) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.count += other.count;
+        self.sum += other.sum;
+    }
+
     fn observe(&mut self, seconds: f64) {
         if let Some(index) = BUCKETS.iter().position(|bound| seconds <= *bound) {
             self.counts[index] += 1;
@@ -72,17 +87,99 @@ struct Registry {
     /// By provider: input, output.
     tokens: BTreeMap<String, [u64; 2]>,
     cost_usd: BTreeMap<String, f64>,
-    /// Sessions whose last turn here ended waiting for a host action.
-    pending_sessions: BTreeSet<String>,
     store_seconds: BTreeMap<&'static str, Histogram>,
     store_errors: BTreeMap<&'static str, u64>,
 }
 
+impl Registry {
+    /// Adds `other`'s counts to these.
+    fn add(&mut self, other: &Registry) {
+        for (method, statuses) in &other.http_requests {
+            let mine = slot(&mut self.http_requests, method);
+            for (status, n) in statuses {
+                *mine.entry(*status).or_default() += n;
+            }
+        }
+        for (transport, outcomes) in &other.turns {
+            let mine = self.turns.entry(*transport).or_default();
+            for (outcome, n) in outcomes {
+                *slot(mine, outcome) += n;
+            }
+        }
+        add_histograms(&mut self.turn_seconds, &other.turn_seconds);
+        add_histograms(&mut self.first_token_seconds, &other.first_token_seconds);
+        for (provider, n) in &other.provider_requests {
+            *slot(&mut self.provider_requests, provider) += n;
+        }
+        for (provider, errors) in &other.turn_errors {
+            let mine = slot(&mut self.turn_errors, provider);
+            for (error_type, n) in errors {
+                *slot(mine, error_type) += n;
+            }
+        }
+        for (provider, [input, output]) in &other.tokens {
+            let mine = slot(&mut self.tokens, provider);
+            mine[0] += input;
+            mine[1] += output;
+        }
+        for (provider, cost) in &other.cost_usd {
+            *slot(&mut self.cost_usd, provider) += cost;
+        }
+        add_histograms(&mut self.store_seconds, &other.store_seconds);
+        for (operation, n) in &other.store_errors {
+            *self.store_errors.entry(operation).or_default() += n;
+        }
+    }
+}
+
+fn add_histograms<K: Ord + Clone>(
+    mine: &mut BTreeMap<K, Histogram>,
+    theirs: &BTreeMap<K, Histogram>,
+) {
+    for (key, histogram) in theirs {
+        mine.entry(key.clone()).or_default().add(histogram);
+    }
+}
+
+/// Registries counted into; more than the threads that count (the workers,
+/// the blocking pool's few), so that threads rarely share one.
+const N_SHARDS: usize = 16;
+
+/// A registry on a cache line of its own, so that two threads counting into
+/// neighbouring registries do not contend for the line either.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(Mutex<Registry>);
+
 /// Everything `/metrics` reports that is counted, not read at scrape time.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    registry: Mutex<Registry>,
+    shards: [Shard; N_SHARDS],
+    /// Sessions whose last turn here ended waiting for a host action: one
+    /// set for the process, since a session's next turn may end on another
+    /// thread.
+    pending_sessions: Mutex<BTreeSet<String>>,
+    /// The set's size, read without its lock: a turn that ends with nothing
+    /// pending has nothing to remove while no session waits.
+    n_pending: AtomicUsize,
     socket_connections: AtomicI64,
+}
+
+/// This thread's registry, chosen the first time it counts.
+fn shard_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % N_SHARDS;
+    }
+    INDEX.with(|index| *index)
+}
+
+/// A panic while holding one of these locks cannot leave the counts half
+/// updated in a way that matters: keep counting.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What `/metrics` reads from the runtime when it is scraped.
@@ -95,14 +192,23 @@ pub struct Snapshot {
 }
 
 impl Metrics {
+    /// Counts into this thread's registry.
     fn with<T>(&self, update: impl FnOnce(&mut Registry) -> T) -> T {
-        // A panic while holding the lock cannot leave a registry half
-        // updated in a way that matters: keep counting.
-        let mut registry = match self.registry.lock() {
-            Ok(registry) => registry,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        update(&mut registry)
+        update(&mut lock(&self.shards[shard_index()].0))
+    }
+
+    /// Records whether `session`'s last turn ended waiting for a host action.
+    fn set_pending(&self, session: &str, pending: bool) {
+        if !pending && self.n_pending.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut sessions = lock(&self.pending_sessions);
+        if !pending {
+            sessions.remove(session);
+        } else if !sessions.contains(session) {
+            sessions.insert(session.to_string());
+        }
+        self.n_pending.store(sessions.len(), Ordering::Release);
     }
 
     pub fn count_http_request(&self, method: &str, status: u16) {
@@ -122,7 +228,7 @@ impl Metrics {
     }
 
     pub fn session_deleted(&self, session_id: &str) {
-        self.with(|registry| registry.pending_sessions.remove(session_id));
+        self.set_pending(session_id, false);
     }
 
     pub fn observe_store(&self, operation: &'static str, elapsed: Duration, ok: bool) {
@@ -183,26 +289,43 @@ impl Metrics {
             if let Some(cost) = usage.cost_usd {
                 *slot(&mut registry.cost_usd, provider) += cost;
             }
-            let session = &final_response.session_id;
-            if final_response.pending_tool_call.is_none() {
-                registry.pending_sessions.remove(session);
-            } else if !registry.pending_sessions.contains(session) {
-                registry.pending_sessions.insert(session.clone());
-            }
         });
+        self.set_pending(
+            &final_response.session_id,
+            final_response.pending_tool_call.is_some(),
+        );
     }
 
-    /// The Prometheus text exposition (version 0.0.4). Formatting a few
-    /// kilobytes under the lock is cheaper than copying the registry.
+    /// The Prometheus text exposition (version 0.0.4), of every thread's
+    /// counts added up.
     pub fn render(&self, snapshot: Snapshot) -> String {
-        let connections = self.socket_connections.load(Ordering::Relaxed);
-        self.with(|registry| render(registry, snapshot, connections))
+        let mut total = Registry::default();
+        for shard in &self.shards {
+            total.add(&lock(&shard.0));
+        }
+        let gauges = Gauges {
+            snapshot,
+            socket_connections: self.socket_connections.load(Ordering::Relaxed),
+            pending_sessions: lock(&self.pending_sessions).len(),
+        };
+        render(&total, gauges)
     }
 }
 
-fn render(registry: &Registry, snapshot: Snapshot, connections: i64) -> String {
+/// What `/metrics` shows as it is at the scrape rather than counted.
+struct Gauges {
+    snapshot: Snapshot,
+    socket_connections: i64,
+    pending_sessions: usize,
+}
+
+fn render(registry: &Registry, gauges: Gauges) -> String {
+    let Gauges {
+        snapshot,
+        socket_connections: connections,
+        pending_sessions: pending,
+    } = gauges;
     let mut out = String::new();
-    let pending = registry.pending_sessions.len();
     family(
         &mut out,
         "assistant_http_requests_total",
@@ -558,5 +681,57 @@ mod tests {
         let mut out = String::new();
         sample(&mut out, "x", &[("a", "q\"\\\n")], 1.0);
         assert_eq!(out, "x{a=\"q\\\"\\\\\\n\"} 1\n");
+    }
+    fn scrape(metrics: &Metrics) -> String {
+        metrics.render(Snapshot {
+            live_actors: 0,
+            stored_sessions: None,
+            store_reachable: true,
+        })
+    }
+
+    #[test]
+    fn counts_made_on_many_threads_are_added_up() {
+        let metrics = Metrics::default();
+        std::thread::scope(|scope| {
+            for _ in 0..N_SHARDS + 3 {
+                scope.spawn(|| {
+                    metrics.count_http_request("POST", 200);
+                    metrics.observe_store("load", Duration::from_millis(3), true);
+                });
+            }
+        });
+        metrics.count_http_request("POST", 200);
+        let text = scrape(&metrics);
+        let n = N_SHARDS + 4;
+        assert!(
+            text.contains(&format!(
+                "assistant_http_requests_total{{method=\"POST\",status=\"200\"}} {n}\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "assistant_store_operation_seconds_count{{operation=\"load\"}} {}\n",
+                n - 1
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_session_pending_on_one_thread_is_cleared_from_another() {
+        let metrics = Metrics::default();
+        std::thread::scope(|scope| {
+            scope.spawn(|| metrics.set_pending("s1", true));
+        });
+        metrics.set_pending("s2", true);
+        assert!(scrape(&metrics).contains("assistant_pending_host_actions 2\n"));
+        std::thread::scope(|scope| {
+            scope.spawn(|| metrics.set_pending("s1", false));
+        });
+        metrics.session_deleted("s2");
+        assert!(scrape(&metrics).contains("assistant_pending_host_actions 0\n"));
+        assert_eq!(metrics.n_pending.load(Ordering::Relaxed), 0);
     }
 }
