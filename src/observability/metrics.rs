@@ -303,28 +303,13 @@ impl Metrics {
         for shard in &self.shards {
             total.add(&lock(&shard.0));
         }
-        let gauges = Gauges {
-            snapshot,
-            socket_connections: self.socket_connections.load(Ordering::Relaxed),
-            pending_sessions: lock(&self.pending_sessions).len(),
-        };
-        render(&total, gauges)
+        let connections = self.socket_connections.load(Ordering::Relaxed);
+        let pending = lock(&self.pending_sessions).len();
+        render(&total, snapshot, connections, pending)
     }
 }
 
-/// What `/metrics` shows as it is at the scrape rather than counted.
-struct Gauges {
-    snapshot: Snapshot,
-    socket_connections: i64,
-    pending_sessions: usize,
-}
-
-fn render(registry: &Registry, gauges: Gauges) -> String {
-    let Gauges {
-        snapshot,
-        socket_connections: connections,
-        pending_sessions: pending,
-    } = gauges;
+fn render(registry: &Registry, snapshot: Snapshot, connections: i64, pending: usize) -> String {
     let mut out = String::new();
     family(
         &mut out,
