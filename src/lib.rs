@@ -22,6 +22,7 @@
 
 pub mod access;
 pub mod agui;
+pub mod allocator;
 pub mod api_docs;
 pub mod assistant_socket;
 pub mod body;
