@@ -42,22 +42,35 @@ pub async fn post_chat(
     require_json(&http, None)?;
     let body = read_body(payload, &body_limits).await?;
     let query = http.query_string().to_string();
-    let (session_id, request) = parse_off_worker(body, move |body| {
+    let parsed = parse_off_worker(body, move |body| {
+        if query.is_empty() {
+            if let Some(request) = ChatRequest::parse_plain(body) {
+                return Ok(Ok(request));
+            }
+        }
         let mut value = parse_json(body)?;
         merge_query_session(&mut value, &query)?;
-        let session_id = value
-            .get("session_id")
-            .or_else(|| value.get("sessionId"))
-            .and_then(|id| id.as_str())
-            .map(str::to_string);
-        // The session is logged even when the rest of the body is refused.
-        Ok((session_id, ChatRequest::parse(&value)))
+        Ok(ChatRequest::parse(&value).map_err(|error| {
+            let session_id = value
+                .get("session_id")
+                .or_else(|| value.get("sessionId"))
+                .and_then(|id| id.as_str())
+                .map(str::to_string);
+            (session_id, error)
+        }))
     })
     .await?;
-    if let Some(session_id) = &session_id {
-        note_session(&http, session_id);
-    }
-    let request = request?;
+    let request = match parsed {
+        Ok(request) => request,
+        Err((session_id, error)) => {
+            // The session is logged even when the rest of the body is refused.
+            if let Some(session_id) = &session_id {
+                note_session(&http, session_id);
+            }
+            return Err(error.into());
+        }
+    };
+    note_session(&http, request.session_id.as_str());
     if request.message_type == MessageType::Steering {
         return Err(ValidationError {
             path: "message_type".into(),
