@@ -39,6 +39,15 @@ impl StoredContext {
         &self.context
     }
 
+    /// The context's compact JSON, encoded once.
+    pub fn json(&self) -> serde_json::Result<&RawValue> {
+        if let Some(encoded) = self.encoded.get() {
+            return Ok(encoded);
+        }
+        let encoded = serde_json::value::to_raw_value(&self.context)?;
+        Ok(self.encoded.get_or_init(|| encoded))
+    }
+
     /// `render_host_context` of this context, rendered once.
     pub fn rendered(&self) -> &str {
         self.rendered
@@ -62,11 +71,8 @@ impl PartialEq for StoredContext {
 
 impl Serialize for StoredContext {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if let Some(encoded) = self.encoded.get() {
-            return encoded.serialize(serializer);
-        }
-        match serde_json::value::to_raw_value(&self.context) {
-            Ok(encoded) => self.encoded.get_or_init(|| encoded).serialize(serializer),
+        match self.json() {
+            Ok(encoded) => encoded.serialize(serializer),
             // Whatever failed, the serializer at hand reports it.
             Err(_) => self.context.serialize(serializer),
         }

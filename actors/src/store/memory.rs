@@ -1,24 +1,27 @@
-//! The in-memory store: the default, lasting for the process. Sessions are
+//! The in-memory store: the default, lasting for the process. Messages are
 //! kept serialised (compact JSON, one buffer per message) so that an idle
-//! session costs a few hundred bytes rather than its full object graph; shards
-//! with a mutex each keep unrelated sessions from contending.
+//! session costs a few hundred bytes rather than its full object graph; the
+//! session row keeps its few small fields as they are and its host context
+//! as JSON (`StoredRecord`). Shards with a mutex each keep unrelated
+//! sessions from contending.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures_util::future::{self, BoxFuture, FutureExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::readback;
 use super::{
     SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
 };
-use crate::conversation::{Message, SessionRecord};
-use crate::ids::SessionId;
+use crate::conversation::{Message, PendingAction, SessionRecord, StoredContext};
+use crate::ids::{MessageId, SessionId};
 use crate::offload;
 
 /// Enough shards that two busy workers rarely meet on one lock.
@@ -42,13 +45,10 @@ pub struct MemoryStore {
     last_version: AtomicU64,
 }
 
-/// One session, serialised. The few fields the store itself must read
-/// (listing order, the version writes are conditional on) are kept beside the bytes.
+/// One session. The version writes are conditional on is kept beside it.
 struct StoredSession {
-    record: Box<[u8]>,
+    record: StoredRecord,
     created_at: u64,
-    /// `owner_id`, read by the owner filter of a list without decoding.
-    owner: Option<Box<str>>,
     version: Version,
     messages: Vec<StoredMessage>,
     /// The last write, for the TTL purge.
@@ -58,6 +58,72 @@ struct StoredSession {
 struct StoredMessage {
     id: Box<str>,
     bytes: Box<[u8]>,
+}
+
+/// A session row (`SessionRecord` less its id, the shard's key). A turn writes the row twice, and encoding it each
+/// time was a sixth of a short turn's store work, where copying its small
+/// fields costs a tenth of that (BENCHMARKS.md, issue 17). The host context,
+/// up to 64 KiB and the row's one large part, is kept as its JSON like the
+/// messages, so an idle session holds no parsed copy of it. The pending
+/// action is shared with the actor that wrote it; nothing changes one.
+#[derive(Clone, Default)]
+struct StoredRecord {
+    owner_id: Option<Box<str>>,
+    title: Option<Box<str>>,
+    created_at: u64,
+    turn_number: u32,
+    active_leaf: Option<MessageId>,
+    host_context: Option<Box<RawValue>>,
+    pending_action: Option<Arc<PendingAction>>,
+}
+
+impl StoredRecord {
+    fn new(record: &SessionRecord) -> StoreResult<StoredRecord> {
+        let host_context = match record.host_context.as_deref().map(StoredContext::json) {
+            Some(Ok(json)) => Some(json.to_owned()),
+            Some(Err(error)) => {
+                return Err(StoreError::Failed(StoreCause::caused_by(
+                    format!("cannot serialise the host context: {error}"),
+                    error,
+                )))
+            }
+            None => None,
+        };
+        Ok(StoredRecord {
+            owner_id: record.owner_id.as_deref().map(Box::from),
+            title: record.title.as_deref().map(Box::from),
+            created_at: record.created_at,
+            turn_number: record.turn_number,
+            active_leaf: record.active_leaf.clone(),
+            host_context,
+            pending_action: record.pending_action.clone(),
+        })
+    }
+
+    /// The row as written, its host context decoded anew.
+    fn decode(&self, id: &SessionId) -> StoreResult<SessionRecord> {
+        let host_context = match &self.host_context {
+            Some(json) => Some(Arc::new(decode::<StoredContext>(json.get().as_bytes())?)),
+            None => None,
+        };
+        Ok(SessionRecord {
+            id: id.clone(),
+            owner_id: self.owner_id.as_deref().map(String::from),
+            title: self.title.as_deref().map(String::from),
+            created_at: self.created_at,
+            turn_number: self.turn_number,
+            active_leaf: self.active_leaf.clone(),
+            host_context,
+            pending_action: self.pending_action.clone(),
+        })
+    }
+
+    /// The bytes a load must decode.
+    fn n_encoded_bytes(&self) -> usize {
+        self.host_context
+            .as_ref()
+            .map_or(0, |json| json.get().len())
+    }
 }
 
 impl Default for MemoryStore {
@@ -109,7 +175,8 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
 
 /// A session's stored bytes, copied out of its shard.
 struct RawSession {
-    record: Box<[u8]>,
+    id: SessionId,
+    record: StoredRecord,
     messages: Vec<Box<[u8]>>,
     version: Version,
 }
@@ -125,24 +192,30 @@ enum Snapshot {
 
 impl RawSession {
     fn decode(&self) -> StoreResult<SessionSnapshot> {
-        decode_snapshot(
-            &self.record,
-            self.messages.iter().map(|m| &**m),
-            self.version,
-        )
+        Ok(SessionSnapshot {
+            record: self.record.decode(&self.id)?,
+            messages: self
+                .messages
+                .iter()
+                .map(|m| decode(m))
+                .collect::<StoreResult<_>>()?,
+            version: self.version,
+        })
     }
 }
 
-fn decode_snapshot<'a>(
-    record: &[u8],
-    messages: impl Iterator<Item = &'a [u8]>,
-    version: Version,
-) -> StoreResult<SessionSnapshot> {
-    Ok(SessionSnapshot {
-        record: decode(record)?,
-        messages: messages.map(decode).collect::<StoreResult<_>>()?,
-        version,
-    })
+impl StoredSession {
+    fn decode(&self, id: &SessionId) -> StoreResult<SessionSnapshot> {
+        Ok(SessionSnapshot {
+            record: self.record.decode(id)?,
+            messages: self
+                .messages
+                .iter()
+                .map(|m| decode(&m.bytes))
+                .collect::<StoreResult<_>>()?,
+            version: self.version,
+        })
+    }
 }
 
 impl MemoryStore {
@@ -244,21 +317,15 @@ impl MemoryStore {
             return Snapshot::Decoded(Ok(None));
         };
         let n_bytes: usize = stored.messages.iter().map(|m| m.bytes.len()).sum();
-        if n_bytes + stored.record.len() > offload::INLINE_BYTES {
+        if n_bytes + stored.record.n_encoded_bytes() > offload::INLINE_BYTES {
             return Snapshot::Large(RawSession {
+                id: id.clone(),
                 record: stored.record.clone(),
                 messages: stored.messages.iter().map(|m| m.bytes.clone()).collect(),
                 version: stored.version,
             });
         }
-        Snapshot::Decoded(
-            decode_snapshot(
-                &stored.record,
-                stored.messages.iter().map(|m| &*m.bytes),
-                stored.version,
-            )
-            .map(Some),
-        )
+        Snapshot::Decoded(stored.decode(id).map(Some))
     }
 
     fn summaries(
@@ -275,7 +342,9 @@ impl MemoryStore {
             index.extend(
                 shard
                     .iter()
-                    .filter(|(_, stored)| owner.is_none() || stored.owner.as_deref() == owner)
+                    .filter(|(_, stored)| {
+                        owner.is_none() || stored.record.owner_id.as_deref() == owner
+                    })
                     .map(|(id, stored)| (stored.created_at, id.clone())),
             );
         }
@@ -287,11 +356,11 @@ impl MemoryStore {
             let Some(stored) = shard.get(&id) else {
                 continue;
             };
-            let record: SessionRecord = decode(&stored.record)?;
+            let record = &stored.record;
             page.push(SessionSummary {
-                session_id: record.id,
-                owner_id: record.owner_id,
-                title: record.title,
+                session_id: id.clone(),
+                owner_id: record.owner_id.as_deref().map(String::from),
+                title: record.title.as_deref().map(String::from),
                 turn_number: record.turn_number,
                 message_count: stored.messages.len() as u64,
                 created_at: record.created_at,
@@ -303,16 +372,14 @@ impl MemoryStore {
 
 /// A session change, serialised and ready to swap in.
 struct Encoded {
-    record: Box<[u8]>,
-    owner: Option<Box<str>>,
+    record: StoredRecord,
     messages: Vec<StoredMessage>,
 }
 
 impl Encoded {
     fn new(record: &SessionRecord, messages: &[Message]) -> StoreResult<Encoded> {
         Ok(Encoded {
-            record: encode(record)?,
-            owner: record.owner_id.as_deref().map(Box::from),
+            record: StoredRecord::new(record)?,
             messages: messages
                 .iter()
                 .map(|message| {
@@ -334,15 +401,13 @@ impl Encoded {
         version: Version,
     ) {
         let stored = shard.entry(id.clone()).or_insert_with(|| StoredSession {
-            record: Box::default(),
+            record: StoredRecord::default(),
             created_at,
-            owner: None,
             version: 0,
             messages: Vec::new(),
             updated_at: Instant::now(),
         });
         stored.record = self.record;
-        stored.owner = self.owner;
         stored.updated_at = Instant::now();
         stored.version = version;
         for message in self.messages {
@@ -633,5 +698,83 @@ mod large_load_tests {
         let loaded = store.load(&id).await.expect("readable").expect("stored");
         assert_eq!(loaded.messages, messages);
         assert_eq!(loaded.version, 1);
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::contract::{HostContext, OutputMode};
+    use crate::ids::ToolCallId;
+
+    /// Every field of the row loads as written; the host context comes back
+    /// as a fresh value of the same JSON, and listing reads the same fields.
+    #[test]
+    fn a_row_loads_as_written_and_lists_its_fields() {
+        let store = MemoryStore::new();
+        let id = SessionId::new("row");
+        let context = HostContext::parse(
+            &json!({"version": 1, "view": {"name": "tasks", "data": {"b": 1, "a": [1, 2]}}}),
+            "host_context",
+        )
+        .expect("a valid context");
+        let record = SessionRecord {
+            id: id.clone(),
+            owner_id: Some("alice".into()),
+            title: Some("a title".into()),
+            created_at: 1_700_000_000_000,
+            turn_number: 3,
+            active_leaf: Some(MessageId::new("m3")),
+            host_context: Some(Arc::new(StoredContext::new(context))),
+            pending_action: Some(Arc::new(PendingAction {
+                tool_call_id: ToolCallId::new("c1"),
+                tool_name: "select".into(),
+                arguments: json!({"number": 42}),
+                assistant_message_id: MessageId::new("m3"),
+                queued: vec![ToolCallId::new("c2")],
+                output_mode: OutputMode::Text,
+            })),
+        };
+        let saved = store.save_session(0, &record).now_or_never();
+        assert_eq!(saved, Some(Ok(Written::Committed(1))));
+        let loaded = store
+            .load(&id)
+            .now_or_never()
+            .and_then(Result::ok)
+            .flatten()
+            .expect("stored");
+        assert_eq!(loaded.record, record);
+        let (written, read) = (
+            record.host_context.unwrap(),
+            loaded.record.host_context.unwrap(),
+        );
+        assert!(
+            !Arc::ptr_eq(&written, &read),
+            "the context is decoded, not shared"
+        );
+        assert_eq!(
+            serde_json::to_string(&*read).unwrap(),
+            serde_json::to_string(&*written).unwrap()
+        );
+        let listed = store
+            .list(Some("alice"), 10, 0)
+            .now_or_never()
+            .and_then(Result::ok)
+            .expect("listed");
+        assert_eq!(
+            listed,
+            vec![SessionSummary {
+                session_id: id,
+                owner_id: Some("alice".into()),
+                title: Some("a title".into()),
+                turn_number: 3,
+                message_count: 0,
+                created_at: 1_700_000_000_000,
+            }]
+        );
+        let others = store.list(Some("bob"), 10, 0).now_or_never();
+        assert_eq!(others, Some(Ok(Vec::new())));
     }
 }
