@@ -177,15 +177,81 @@ impl ChatRequest {
 
 /// The body most messages are: `id`, `session_id` and `content` (which may
 /// be left out), each a JSON string, and no other key.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct PlainBody<'a> {
-    #[serde(borrow)]
     id: Cow<'a, str>,
-    #[serde(borrow)]
     session_id: Cow<'a, str>,
-    #[serde(borrow, default)]
     content: Cow<'a, str>,
+}
+
+/// Reads a `PlainBody`, giving up at the first key that is not one of its
+/// three (or repeats one) with an error that formats nothing: most other
+/// bodies (a host context, a tool result) fail here, and serde's own
+/// "unknown field" error spelled out every expected field first.
+struct PlainVisitor;
+
+impl<'de> serde::de::Visitor<'de> for PlainVisitor {
+    type Value = PlainBody<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a body of id, session_id and content")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<PlainBody<'de>, A::Error> {
+        use serde::de::Error;
+        let (mut id, mut session_id, mut content) = (None, None, None);
+        while let Some(key) = map.next_key::<&'de str>()? {
+            let slot = match key {
+                "id" => &mut id,
+                "session_id" => &mut session_id,
+                "content" => &mut content,
+                _ => return Err(A::Error::custom("")),
+            };
+            if slot.is_some() {
+                return Err(A::Error::custom(""));
+            }
+            *slot = Some(map.next_value::<Text<'de>>()?.0);
+        }
+        match (id, session_id) {
+            (Some(id), Some(session_id)) => Ok(PlainBody {
+                id,
+                session_id,
+                content: content.unwrap_or_default(),
+            }),
+            _ => Err(A::Error::custom("")),
+        }
+    }
+}
+
+/// A JSON string, borrowed from the body unless it holds escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> serde::de::Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+
+            fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+
+            fn visit_string<E>(self, text: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
 }
 
 impl ChatRequest {
@@ -196,11 +262,21 @@ impl ChatRequest {
     /// names what is wrong. Whatever this accepts, `parse` accepts as the
     /// same request (unit test `a_plain_body_reads_as_parse_reads_it`).
     pub fn parse_plain(body: &[u8]) -> Option<ChatRequest> {
-        // A struct also deserialises from a JSON array, which is no body.
-        if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        use serde::Deserializer as _;
+        // A plain body opens one object and nothing else: one with a host
+        // context or a tool result goes to `parse` before an attempt is paid
+        // for. (A brace inside a string only sends a plain body the long way.)
+        if body
+            .iter()
+            .filter(|&&byte| byte == b'{' || byte == b'[')
+            .count()
+            != 1
+        {
             return None;
         }
-        let plain: PlainBody<'_> = serde_json::from_slice(body).ok()?;
+        let mut deserializer = serde_json::Deserializer::from_slice(body);
+        let plain = deserializer.deserialize_map(PlainVisitor).ok()?;
+        deserializer.end().ok()?;
         if !is_valid_id(&plain.id) || !is_valid_id(&plain.session_id) {
             return None;
         }
@@ -401,6 +477,8 @@ mod tests {
             r#"{"id":"m1","session_id":"s1","parent_id":"m0"}"#.to_string(),
             r#"{"id":1,"session_id":"s1"}"#.to_string(),
             r#"{"id":"m1","session_id":"s1"} x"#.to_string(),
+            r#"{"\u0069d":"m1","session_id":"s1"}"#.to_string(),
+            r#"{"id":"m1","content":"no session"}"#.to_string(),
             r#"{"id":"","session_id":"s1"}"#.to_string(),
             format!(r#"{{"id":"{id_65}","session_id":"s1"}}"#),
         ];
