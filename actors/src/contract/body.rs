@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::attachment::Attachment;
@@ -175,17 +176,21 @@ impl ChatRequest {
     }
 }
 
-/// The body most messages are: `id`, `session_id` and `content` (which may
-/// be left out), each a JSON string, and no other key.
+/// The bodies most messages are: `id`, `session_id`, `content` (which may
+/// be left out), and a `host_context` or a continuation's `tool_call_id`
+/// and `tool_result`; no other key, none null, none in camelCase.
+#[derive(Default)]
 struct PlainBody<'a> {
-    id: Cow<'a, str>,
-    session_id: Cow<'a, str>,
-    content: Cow<'a, str>,
+    id: Option<Cow<'a, str>>,
+    session_id: Option<Cow<'a, str>>,
+    content: Option<Cow<'a, str>>,
+    host_context: Option<&'a RawValue>,
+    tool_call_id: Option<Cow<'a, str>>,
+    tool_result: Option<&'a RawValue>,
 }
 
 /// Reads a `PlainBody`, giving up at the first key that is not one of its
-/// three (or repeats one) with an error that formats nothing: most other
-/// bodies (a host context, a tool result) fail here, and serde's own
+/// own (or repeats one) with an error that formats nothing: serde's derived
 /// "unknown field" error spelled out every expected field first.
 struct PlainVisitor;
 
@@ -193,7 +198,7 @@ impl<'de> serde::de::Visitor<'de> for PlainVisitor {
     type Value = PlainBody<'de>;
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-        formatter.write_str("a body of id, session_id and content")
+        formatter.write_str("a message body")
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(
@@ -201,27 +206,25 @@ impl<'de> serde::de::Visitor<'de> for PlainVisitor {
         mut map: A,
     ) -> Result<PlainBody<'de>, A::Error> {
         use serde::de::Error;
-        let (mut id, mut session_id, mut content) = (None, None, None);
-        while let Some(key) = map.next_key::<&'de str>()? {
-            let slot = match key {
-                "id" => &mut id,
-                "session_id" => &mut session_id,
-                "content" => &mut content,
-                _ => return Err(A::Error::custom("")),
-            };
-            if slot.is_some() {
-                return Err(A::Error::custom(""));
+        fn once<T, E: Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
+            match slot.replace(value) {
+                None => Ok(()),
+                Some(_) => Err(E::custom("")),
             }
-            *slot = Some(map.next_value::<Text<'de>>()?.0);
         }
-        match (id, session_id) {
-            (Some(id), Some(session_id)) => Ok(PlainBody {
-                id,
-                session_id,
-                content: content.unwrap_or_default(),
-            }),
-            _ => Err(A::Error::custom("")),
+        let mut body = PlainBody::default();
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match key {
+                "id" => once(&mut body.id, map.next_value::<Text<'de>>()?.0)?,
+                "session_id" => once(&mut body.session_id, map.next_value::<Text<'de>>()?.0)?,
+                "content" => once(&mut body.content, map.next_value::<Text<'de>>()?.0)?,
+                "tool_call_id" => once(&mut body.tool_call_id, map.next_value::<Text<'de>>()?.0)?,
+                "host_context" => once(&mut body.host_context, map.next_value()?)?,
+                "tool_result" => once(&mut body.tool_result, map.next_value()?)?,
+                _ => return Err(A::Error::custom("")),
+            }
         }
+        Ok(body)
     }
 }
 
@@ -255,42 +258,62 @@ impl<'de> Deserialize<'de> for Text<'de> {
 }
 
 impl ChatRequest {
-    /// `parse` for the body most messages are (see `PlainBody`), read
-    /// straight from its text: building a `serde_json::Value` first (a map
-    /// per object, each key hashed) cost more than the rest of parsing.
-    /// `None` for any other body, valid or not; `parse` then reads it and
-    /// names what is wrong. Whatever this accepts, `parse` accepts as the
-    /// same request (unit test `a_plain_body_reads_as_parse_reads_it`).
+    /// `parse` for the bodies most messages are (see `PlainBody`), read
+    /// straight from their text: building a `serde_json::Value` first (a
+    /// map per object, each key hashed) cost more than the rest of a turn's
+    /// parsing, and a repeated host context is found by its text
+    /// (`HostContext::from_cached_text`). `None` for any other body, valid
+    /// or not; `parse` then reads it and names what is wrong. Whatever this
+    /// accepts, `parse` accepts as the same request (unit test
+    /// `a_plain_body_reads_as_parse_reads_it`).
     pub fn parse_plain(body: &[u8]) -> Option<ChatRequest> {
         use serde::Deserializer as _;
-        // A plain body opens one object and nothing else: one with a host
-        // context or a tool result goes to `parse` before an attempt is paid
-        // for. (A brace inside a string only sends a plain body the long way.)
-        if body
-            .iter()
-            .filter(|&&byte| byte == b'{' || byte == b'[')
-            .count()
-            != 1
-        {
-            return None;
-        }
+        // Too deep: `parse` names where. (Counting brackets clears most bodies.)
+        super::depth::check_text(body, "").ok()?;
         let mut deserializer = serde_json::Deserializer::from_slice(body);
         let plain = deserializer.deserialize_map(PlainVisitor).ok()?;
         deserializer.end().ok()?;
-        if !is_valid_id(&plain.id) || !is_valid_id(&plain.session_id) {
+        let (Some(id), Some(session_id)) = (plain.id, plain.session_id) else {
+            return None;
+        };
+        if !is_valid_id(&id) || !is_valid_id(&session_id) {
             return None;
         }
+        let host_context = match plain.host_context {
+            None => None,
+            // Null reads as absent there; rare enough to leave to `parse`.
+            Some(raw) if raw.get() == "null" => return None,
+            Some(raw) => Some(HostContext::from_cached_text(raw.get())?),
+        };
+        let continuation = match (plain.tool_call_id, plain.tool_result) {
+            (None, None) => None,
+            (None, Some(_)) => return None,
+            (Some(tool_call_id), result) => {
+                if !is_valid_id(&tool_call_id) {
+                    return None;
+                }
+                Some(Continuation {
+                    tool_call_id: ToolCallId::new(&*tool_call_id),
+                    result: match result {
+                        Some(raw) => serde_json::from_str(raw.get()).ok()?,
+                        None => Value::Null,
+                    },
+                    outcome: ToolOutcome::default(),
+                })
+            }
+        };
         Some(ChatRequest {
-            id: MessageId::new(&*plain.id),
-            session_id: SessionId::new(&*plain.session_id),
-            content: plain.content.into_owned(),
+            id: MessageId::new(&*id),
+            session_id: SessionId::new(&*session_id),
+            content: plain.content.map(Cow::into_owned).unwrap_or_default(),
             parent_id: None,
             message_type: MessageType::default(),
             output_mode: OutputMode::default(),
+            // A cached context has none (`from_cached_text`).
             attachments: Vec::new(),
-            host_context: None,
+            host_context,
             config: RequestConfig::default(),
-            continuation: None,
+            continuation,
         })
     }
 }
@@ -449,6 +472,10 @@ mod tests {
         assert_eq!(labels.len(), cases.len());
     }
 
+    /// A host context of every kind of part: keys in a host's own order,
+    /// nested data, an action with a schema.
+    const CONTEXT: &str = r#"{"version":1,"host":{"name":"bench","kind":"browser"},"view":{"name":"tasks","data":{"z":1,"a":[{"b":null}]}},"actions":[{"name":"select_issue","description":"Select an issue.","parameters":{"type":"object","properties":{"number":{"type":"integer"}},"required":["number"]}}]}"#;
+
     /// `parse_plain` takes only bodies `parse` accepts, as the same
     /// request, and leaves everything else (every invalid case among it) to
     /// `parse`.
@@ -462,6 +489,13 @@ mod tests {
             r#"{"id":"m\"1","session_id":"s\u00e91","content":"line\nnext \ud83d\ude00"}"#
                 .to_string(),
             format!(r#"{{"id":"{id_64}","session_id":"{id_64}","content":""}}"#),
+            format!(r#"{{"id":"m1","session_id":"s1","content":"hi","host_context":{CONTEXT}}}"#),
+            format!(r#"{{"host_context":{CONTEXT},"id":"m1","session_id":"s1"}}"#),
+            r#"{"id":"m2","session_id":"s1","tool_call_id":"c1","tool_result":{"selected":[42]}}"#
+                .to_string(),
+            r#"{"id":"m2","session_id":"s1","content":"","tool_call_id":"c1","tool_result":null}"#
+                .to_string(),
+            r#"{"id":"m2","session_id":"s1","tool_call_id":"c1"}"#.to_string(),
         ];
         for body in &plain {
             let fast = ChatRequest::parse_plain(body.as_bytes());
@@ -479,6 +513,22 @@ mod tests {
             r#"{"id":"m1","session_id":"s1"} x"#.to_string(),
             r#"{"\u0069d":"m1","session_id":"s1"}"#.to_string(),
             r#"{"id":"m1","content":"no session"}"#.to_string(),
+            r#"{"id":"m1","session_id":"s1","host_context":null}"#.to_string(),
+            r#"{"id":"m1","session_id":"s1","hostContext":{"version":1}}"#.to_string(),
+            r#"{"id":"m1","session_id":"s1","host_context":{"version":2}}"#.to_string(),
+            r#"{"id":"m1","session_id":"s1","host_context":{"version":1},"host_context":{"version":1}}"#
+                .to_string(),
+            r#"{"id":"m1","session_id":"s1","host_context":{"attachments":[{"type":"text","content":"x"}]}}"#
+                .to_string(),
+            r#"{"id":"m2","session_id":"s1","tool_result":{"selected":42}}"#.to_string(),
+            r#"{"id":"m2","session_id":"s1","tool_call_id":"","tool_result":1}"#.to_string(),
+            r#"{"id":"m2","session_id":"s1","tool_call_id":null}"#.to_string(),
+            r#"{"id":"m2","session_id":"s1","tool_call_id":"c1","tool_outcome":"failed"}"#.to_string(),
+            format!(
+                r#"{{"id":"m2","session_id":"s1","tool_call_id":"c1","tool_result":{}1{}}}"#,
+                "[".repeat(70),
+                "]".repeat(70)
+            ),
             r#"{"id":"","session_id":"s1"}"#.to_string(),
             format!(r#"{{"id":"{id_65}","session_id":"s1"}}"#),
         ];

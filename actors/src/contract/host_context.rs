@@ -202,6 +202,29 @@ impl HostContext {
         Ok(HostContext::clone(&parsed))
     }
 
+    /// The context a body carried as this exact JSON text, when it is valid
+    /// and has no attachments, from a cache keyed by the text: a host sends
+    /// the same bytes with message after message, and a hit skips building
+    /// the `Value` that `parse` reads (most of a host action round trip's
+    /// parsing). `None` says nothing more: the caller reads the body with
+    /// `parse`, which names whatever is wrong.
+    pub fn from_cached_text(text: &str) -> Option<HostContext> {
+        if let Some(parsed) = text_cache().get(text) {
+            return Some(HostContext::clone(&parsed));
+        }
+        let parsed = text_cache()
+            .get_or_make(text.to_string(), || {
+                let value: Value = serde_json::from_str(text).map_err(drop)?;
+                let context = HostContext::parse_uncached(&value, "host_context").map_err(drop)?;
+                if !context.attachments.is_empty() {
+                    return Err(());
+                }
+                Ok((context, 3 * text.len()))
+            })
+            .ok()?;
+        Some(HostContext::clone(&parsed))
+    }
+
     fn parse_uncached(value: &Value, path: &str) -> Result<HostContext, ValidationError> {
         let fields = Fields::read_with_aliases(value, path, FIELDS, ALIASES)?;
         // Fields with a default but no "none" in the source of truth.
@@ -334,6 +357,13 @@ const MAX_CONTEXT_CACHE_WEIGHT: usize = 32 << 20;
 
 /// The process's validated contexts.
 fn context_cache() -> &'static BoundedCache<HostContext> {
+    static CACHE: OnceLock<BoundedCache<HostContext>> = OnceLock::new();
+    CACHE.get_or_init(|| BoundedCache::new(MAX_CACHED_CONTEXTS, MAX_CONTEXT_CACHE_WEIGHT))
+}
+
+/// Validated contexts by the JSON text they came in (`from_cached_text`),
+/// bounded as `context_cache`.
+fn text_cache() -> &'static BoundedCache<HostContext> {
     static CACHE: OnceLock<BoundedCache<HostContext>> = OnceLock::new();
     CACHE.get_or_init(|| BoundedCache::new(MAX_CACHED_CONTEXTS, MAX_CONTEXT_CACHE_WEIGHT))
 }
