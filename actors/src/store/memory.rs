@@ -60,9 +60,10 @@ struct StoredMessage {
     bytes: Box<[u8]>,
 }
 
-/// A session row (`SessionRecord` less its id, the shard's key). A turn writes the row twice, and encoding it each
-/// time was a sixth of a short turn's store work, where copying its small
-/// fields costs a tenth of that (BENCHMARKS.md, issue 17). The host context,
+/// A session row (`SessionRecord` less its id, the shard's key). A turn
+/// writes the row twice, and encoding it each time was a sixth of a short
+/// turn's store work, where copying its small fields costs a tenth of that
+/// (BENCHMARKS.md, issue 17). The host context,
 /// up to 64 KiB and the row's one large part, is kept as its JSON like the
 /// messages, so an idle session holds no parsed copy of it. The pending
 /// action is shared with the actor that wrote it; nothing changes one.
@@ -192,30 +193,26 @@ enum Snapshot {
 
 impl RawSession {
     fn decode(&self) -> StoreResult<SessionSnapshot> {
-        Ok(SessionSnapshot {
-            record: self.record.decode(&self.id)?,
-            messages: self
-                .messages
-                .iter()
-                .map(|m| decode(m))
-                .collect::<StoreResult<_>>()?,
-            version: self.version,
-        })
+        decode_snapshot(
+            &self.id,
+            &self.record,
+            self.messages.iter().map(|m| &**m),
+            self.version,
+        )
     }
 }
 
-impl StoredSession {
-    fn decode(&self, id: &SessionId) -> StoreResult<SessionSnapshot> {
-        Ok(SessionSnapshot {
-            record: self.record.decode(id)?,
-            messages: self
-                .messages
-                .iter()
-                .map(|m| decode(&m.bytes))
-                .collect::<StoreResult<_>>()?,
-            version: self.version,
-        })
-    }
+fn decode_snapshot<'a>(
+    id: &SessionId,
+    record: &StoredRecord,
+    messages: impl Iterator<Item = &'a [u8]>,
+    version: Version,
+) -> StoreResult<SessionSnapshot> {
+    Ok(SessionSnapshot {
+        record: record.decode(id)?,
+        messages: messages.map(decode).collect::<StoreResult<_>>()?,
+        version,
+    })
 }
 
 impl MemoryStore {
@@ -325,7 +322,15 @@ impl MemoryStore {
                 version: stored.version,
             });
         }
-        Snapshot::Decoded(stored.decode(id).map(Some))
+        Snapshot::Decoded(
+            decode_snapshot(
+                id,
+                &stored.record,
+                stored.messages.iter().map(|m| &*m.bytes),
+                stored.version,
+            )
+            .map(Some),
+        )
     }
 
     fn summaries(
