@@ -208,7 +208,7 @@ impl HostContext {
     /// the `Value` that `parse` reads (most of a host action round trip's
     /// parsing). `None` says nothing more: the caller reads the body with
     /// `parse`, which names whatever is wrong.
-    pub fn from_cached_text(text: &str) -> Option<HostContext> {
+    pub(crate) fn from_cached_text(text: &str) -> Option<HostContext> {
         if let Some(parsed) = text_cache().get(text) {
             return Some(HostContext::clone(&parsed));
         }
