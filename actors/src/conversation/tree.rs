@@ -59,6 +59,10 @@ impl MessageTree {
         tree.parents = (0..n_messages)
             .map(|index| tree.locate_parent(index))
             .collect();
+        // A reloaded conversation usually goes on: give it the room a new
+        // one gets, rather than growing from its exact length (each growth
+        // moves every message and hashes every id again).
+        tree.reserve_first();
         tree
     }
 
@@ -104,9 +108,10 @@ impl MessageTree {
         }
     }
 
-    /// Room for a short conversation at its first message: a message is a
-    /// few hundred bytes, and a tree growing from empty one doubling at a
-    /// time moves them to a new allocation three times in its first ten turns.
+    /// Room for a short conversation at its first message (or beyond the
+    /// messages it was loaded with): a message is a few hundred bytes, and a
+    /// tree growing one doubling at a time moves them to a new allocation
+    /// three times in its first ten turns.
     #[cold]
     fn reserve_first(&mut self) {
         self.messages.reserve(FIRST_CAPACITY);
