@@ -79,7 +79,8 @@ impl<T> BoundedCache<T> {
         Some(Arc::clone(&entry.value))
     }
 
-    fn insert(&self, key: String, value: Arc<T>, weight: usize) {
+    /// Keeps `value` under `key` if it fits (`weight` as for `get_or_make`).
+    pub(crate) fn insert(&self, key: String, value: Arc<T>, weight: usize) {
         let weight = weight.saturating_add(key.len());
         // One entry may take at most a quarter of the cache, so a single
         // heavy value cannot flush everything else.

@@ -262,7 +262,7 @@ impl ChatRequest {
     /// straight from their text: building a `serde_json::Value` first (a
     /// map per object, each key hashed) cost more than the rest of a turn's
     /// parsing, and a repeated host context is found by its text
-    /// (`HostContext::from_cached_text`). `None` for any other body, valid
+    /// (`HostContext::from_text`). `None` for any other body, valid
     /// or not; `parse` then reads it and names what is wrong. Whatever this
     /// accepts, `parse` accepts as the same request (unit test
     /// `a_plain_body_reads_as_parse_reads_it`).
@@ -283,7 +283,7 @@ impl ChatRequest {
             None => None,
             // Null reads as absent there; rare enough to leave to `parse`.
             Some(raw) if raw.get() == "null" => return None,
-            Some(raw) => Some(HostContext::from_cached_text(raw.get())?),
+            Some(raw) => Some(HostContext::from_text(raw.get())?),
         };
         let continuation = match (plain.tool_call_id, plain.tool_result) {
             (None, None) => None,
@@ -309,8 +309,10 @@ impl ChatRequest {
             parent_id: None,
             message_type: MessageType::default(),
             output_mode: OutputMode::default(),
-            // A cached context has none (`from_cached_text`).
-            attachments: Vec::new(),
+            attachments: host_context
+                .as_ref()
+                .map(|context| without_duplicates(context.attachments.clone()))
+                .unwrap_or_default(),
             host_context,
             config: RequestConfig::default(),
             continuation,
@@ -366,13 +368,18 @@ fn parse_attachments(
     if let Some(context) = host_context {
         attachments.extend(context.attachments.iter().cloned());
     }
+    Ok(without_duplicates(attachments))
+}
+
+/// `attachments` with exact duplicates dropped, the first kept.
+fn without_duplicates(attachments: Vec<Attachment>) -> Vec<Attachment> {
     let mut unique: Vec<Attachment> = Vec::with_capacity(attachments.len());
     for attachment in attachments {
         if !unique.contains(&attachment) {
             unique.push(attachment);
         }
     }
-    Ok(unique)
+    unique
 }
 
 fn parse_config(value: &Value, path: &str) -> Result<RequestConfig, ValidationError> {
@@ -496,6 +503,8 @@ mod tests {
             r#"{"id":"m2","session_id":"s1","content":"","tool_call_id":"c1","tool_result":null}"#
                 .to_string(),
             r#"{"id":"m2","session_id":"s1","tool_call_id":"c1"}"#.to_string(),
+            r#"{"id":"m1","session_id":"s1","host_context":{"attachments":[{"kind":"text","text":"note"},{"url":"https://x.test/r.png"},{"kind":"text","text":"note"}]}}"#
+                .to_string(),
         ];
         for body in &plain {
             let fast = ChatRequest::parse_plain(body.as_bytes());
@@ -518,7 +527,7 @@ mod tests {
             r#"{"id":"m1","session_id":"s1","host_context":{"version":2}}"#.to_string(),
             r#"{"id":"m1","session_id":"s1","host_context":{"version":1},"host_context":{"version":1}}"#
                 .to_string(),
-            r#"{"id":"m1","session_id":"s1","host_context":{"attachments":[{"type":"text","content":"x"}]}}"#
+            r#"{"id":"m1","session_id":"s1","host_context":{"attachments":[{"kind":"image"}]}}"#
                 .to_string(),
             r#"{"id":"m2","session_id":"s1","tool_result":{"selected":42}}"#.to_string(),
             r#"{"id":"m2","session_id":"s1","tool_call_id":"","tool_result":1}"#.to_string(),

@@ -202,27 +202,28 @@ impl HostContext {
         Ok(HostContext::clone(&parsed))
     }
 
-    /// The context a body carried as this exact JSON text, when it is valid
-    /// and has no attachments, from a cache keyed by the text: a host sends
+    /// The context a body carried as this JSON text, validated as `parse`
+    /// does; `None` when it is not valid (the caller then reads the body
+    /// with `parse`, which names what is wrong). A context without
+    /// attachments is kept in a cache keyed by its exact text: a host sends
     /// the same bytes with message after message, and a hit skips building
-    /// the `Value` that `parse` reads (most of a host action round trip's
-    /// parsing). `None` says nothing more: the caller reads the body with
-    /// `parse`, which names whatever is wrong.
-    pub(crate) fn from_cached_text(text: &str) -> Option<HostContext> {
-        if let Some(parsed) = text_cache().get(text) {
-            return Some(HostContext::clone(&parsed));
+    /// the `Value` as well (most of a host action round trip's parsing).
+    pub(crate) fn from_text(text: &str) -> Option<HostContext> {
+        // Attachments (screenshots of megabytes, new each time) are never
+        // kept, so their text is not worth hashing to look it up.
+        let cacheable = !text.contains("\"attachments\"");
+        if cacheable {
+            if let Some(parsed) = text_cache().get(text) {
+                return Some(HostContext::clone(&parsed));
+            }
         }
-        let parsed = text_cache()
-            .get_or_make(text.to_string(), || {
-                let value: Value = serde_json::from_str(text).map_err(drop)?;
-                let context = HostContext::parse_uncached(&value, "host_context").map_err(drop)?;
-                if !context.attachments.is_empty() {
-                    return Err(());
-                }
-                Ok((context, 3 * text.len()))
-            })
-            .ok()?;
-        Some(HostContext::clone(&parsed))
+        let value: Value = serde_json::from_str(text).ok()?;
+        let context = HostContext::parse_uncached(&value, "host_context").ok()?;
+        if cacheable && context.attachments.is_empty() {
+            let weight = 3 * text.len();
+            text_cache().insert(text.to_string(), Arc::new(context.clone()), weight);
+        }
+        Some(context)
     }
 
     fn parse_uncached(value: &Value, path: &str) -> Result<HostContext, ValidationError> {
@@ -361,7 +362,7 @@ fn context_cache() -> &'static BoundedCache<HostContext> {
     CACHE.get_or_init(|| BoundedCache::new(MAX_CACHED_CONTEXTS, MAX_CONTEXT_CACHE_WEIGHT))
 }
 
-/// Validated contexts by the JSON text they came in (`from_cached_text`),
+/// Validated contexts by the JSON text they came in (`from_text`),
 /// bounded as `context_cache`.
 fn text_cache() -> &'static BoundedCache<HostContext> {
     static CACHE: OnceLock<BoundedCache<HostContext>> = OnceLock::new();
