@@ -667,6 +667,7 @@ mod tests {
         sample(&mut out, "x", &[("a", "q\"\\\n")], 1.0);
         assert_eq!(out, "x{a=\"q\\\"\\\\\\n\"} 1\n");
     }
+
     fn scrape(metrics: &Metrics) -> String {
         metrics.render(Snapshot {
             live_actors: 0,
