@@ -509,7 +509,7 @@ impl Settings {
 /// The same rule as the providers' `has_credentials`: `anthropic` needs a
 /// key; `openai` a key or a base URL (local compatible servers need no key).
 fn unusable_model(model: &ModelId, providers: &ProviderKeys) -> Option<String> {
-    let missing = match model.provider.as_str() {
+    let missing = match model.provider() {
         "openai" if providers.openai_api_key.is_none() && providers.openai_base_url.is_none() => {
             "OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server)"
         }
@@ -624,7 +624,7 @@ fn primary_model(text: &str) -> Result<ModelId, SettingsError> {
     let key = "LLM__PRIMARY_MODEL";
     let model = ModelId::parse(text)
         .ok_or_else(|| bad(key, "expected provider:name, e.g. openai:gpt-4o-mini"))?;
-    match (model.provider.as_str(), model.name.as_str()) {
+    match (model.provider(), model.name()) {
         ("openai" | "anthropic", _) | ("builtin", "echo") => Ok(model),
         ("builtin", _) => Err(bad(key, "the builtin provider has only builtin:echo")),
         (provider, _) => Err(bad(
@@ -654,19 +654,10 @@ fn default_model(providers: &ProviderKeys) -> (ModelId, bool) {
     } else if providers.openai_api_key.is_some() {
         "openai:gpt-4o-mini"
     } else {
-        return (
-            ModelId {
-                provider: "builtin".into(),
-                name: "echo".into(),
-            },
-            true,
-        );
+        return (ModelId::new("builtin", "echo"), true);
     };
     (
-        ModelId::parse(chosen).unwrap_or(ModelId {
-            provider: "builtin".into(),
-            name: "echo".into(),
-        }),
+        ModelId::parse(chosen).unwrap_or(ModelId::new("builtin", "echo")),
         false,
     )
 }

@@ -70,7 +70,7 @@ impl ModelsInfo {
             models: vec!["builtin:echo".to_string()],
         }];
         for info in model_providers(settings).configured() {
-            let models = if settings.primary_model.provider == info.name {
+            let models = if settings.primary_model.provider() == info.name {
                 vec![default_model.clone()]
             } else {
                 Vec::new()
@@ -497,7 +497,7 @@ pub fn build_runtime_with(
         tools,
         config: SessionConfig {
             default_model: settings.primary_model.clone(),
-            system_prompt: profile.compose(),
+            system_prompt: profile.compose().into(),
             profile,
             max_turns: extensions.max_turns(settings),
             thinking_budget: settings.thinking_budget,

@@ -69,7 +69,7 @@ struct RecordingEcho {
 impl ModelClient for RecordingEcho {
     fn stream(&self, request: ModelRequest) -> ModelStream {
         if let Ok(mut recorded) = self.recorded.lock() {
-            if request.system == SUMMARIZER_INSTRUCTIONS {
+            if *request.system == *SUMMARIZER_INSTRUCTIONS {
                 recorded.summaries += 1;
             } else {
                 let body = self.wire.request_body(&request).to_string();
@@ -118,11 +118,8 @@ async fn run(options: Options) {
         },
         invalidations: Arc::new(HashMap::new()),
         config: SessionConfig {
-            default_model: ModelId {
-                provider: "builtin".into(),
-                name: "echo".into(),
-            },
-            system_prompt: system_prompt(None),
+            default_model: ModelId::new("builtin", "echo"),
+            system_prompt: system_prompt(None).into(),
             profile: Profile::builtin(),
             max_turns: 10,
             thinking_budget: None,

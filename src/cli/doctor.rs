@@ -188,7 +188,7 @@ async fn provider_checks(settings: &Settings) -> Vec<Check> {
     };
     let mut checks = Vec::new();
     for info in providers.configured() {
-        let is_default = settings.primary_model.provider == info.name;
+        let is_default = settings.primary_model.provider() == info.name;
         if !info.has_credentials && !is_default {
             checks.push(Check::new(
                 Verdict::Ok,

@@ -524,7 +524,7 @@ async fn providers_route_model_ids_to_the_configured_endpoints() {
         let client = providers.client_for(&model_id).unwrap();
         let events = collect(
             client.as_ref(),
-            request(&model_id.provider, vec![user("hi")]),
+            request(model_id.provider(), vec![user("hi")]),
         )
         .await;
         assert_eq!(text_of(&events).0, DEFAULT_REPLY, "{id}");

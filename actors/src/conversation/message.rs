@@ -309,8 +309,8 @@ pub struct PendingAction {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {
     pub id: SessionId,
-    pub owner_id: Option<String>,
-    pub title: Option<String>,
+    pub owner_id: Option<std::sync::Arc<str>>,
+    pub title: Option<std::sync::Arc<str>>,
     pub created_at: u64,
     pub turn_number: u32,
     pub active_leaf: Option<MessageId>,

@@ -171,7 +171,9 @@ impl MessageTree {
 
     /// The positions of [`Self::path_to`]'s messages, root first.
     fn path_indices(&self, leaf: Option<&MessageId>) -> Vec<usize> {
-        let mut path = Vec::new();
+        // The whole tree bounds the path: one allocation instead of a
+        // doubling every few messages.
+        let mut path = Vec::with_capacity(self.messages.len());
         let mut cursor = leaf.and_then(|id| self.position(id));
         while let Some(index) = cursor {
             if path.len() > self.messages.len() {

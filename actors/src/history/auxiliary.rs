@@ -32,7 +32,7 @@ impl AuxiliaryModel {
     ) -> Result<(String, Usage), String> {
         let request = ModelRequest {
             model: self.id.clone(),
-            system: instructions.to_string(),
+            system: instructions.into(),
             messages: vec![ChatItem::User(vec![ContentPart::Text(input)])].into(),
             tools: Vec::new(),
             settings: ModelSettings::default(),

@@ -44,8 +44,8 @@ impl StandardCatalog {
 
 impl ModelCatalog for StandardCatalog {
     fn client_for(&self, id: &ModelId) -> Result<SharedModelClient, String> {
-        if id.provider == "builtin" {
-            return match id.name.as_str() {
+        if id.provider() == "builtin" {
+            return match id.name() {
                 "echo" => Ok(self.echo.clone()),
                 other => Err(format!(
                     "unknown builtin model {other:?}; the builtin provider has \"echo\""
@@ -54,7 +54,7 @@ impl ModelCatalog for StandardCatalog {
         }
         match &self.providers {
             Some(providers) => providers(id),
-            None => Err(format!("provider {:?} is not configured", id.provider)),
+            None => Err(format!("provider {:?} is not configured", id.provider())),
         }
     }
 }

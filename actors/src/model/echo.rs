@@ -141,9 +141,9 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
 /// The summary or memory update `request` asks for, when it is one.
 fn auxiliary_reply(request: &ModelRequest) -> Option<String> {
     let input = latest_user_text(&request.messages);
-    if request.system == crate::history::SUMMARIZER_INSTRUCTIONS {
+    if *request.system == *crate::history::SUMMARIZER_INSTRUCTIONS {
         Some(echo_summary(&input))
-    } else if request.system == crate::history::MEMORY_INSTRUCTIONS {
+    } else if *request.system == *crate::history::MEMORY_INSTRUCTIONS {
         Some(echo_memory(&input))
     } else {
         None
@@ -295,18 +295,7 @@ fn text_deltas(text: &str) -> Vec<Step> {
 /// Splits after each space so a reply streams in several deltas that join back
 /// to exactly the original text.
 fn split_deltas(text: &str) -> Vec<String> {
-    let mut deltas = Vec::new();
-    let mut current = String::new();
-    for character in text.chars() {
-        current.push(character);
-        if character == ' ' {
-            deltas.push(std::mem::take(&mut current));
-        }
-    }
-    if !current.is_empty() {
-        deltas.push(current);
-    }
-    deltas
+    text.split_inclusive(' ').map(str::to_owned).collect()
 }
 
 #[cfg(test)]

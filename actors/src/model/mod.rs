@@ -29,13 +29,25 @@ use serde_json::Value;
 use crate::error_type::ErrorType;
 
 /// `provider:name`, e.g. `openai:gpt-4o-mini`, `anthropic:claude-sonnet-4-5`, `builtin:echo`.
+/// One shared string: a turn copies its model id several times (the plan,
+/// the live turn, each model request), and each copy is a count, not an
+/// allocation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ModelId {
-    pub provider: String,
-    pub name: String,
+    full: Arc<str>,
+    /// Where the `:` is.
+    colon: usize,
 }
 
 impl ModelId {
+    /// `provider:name` from its halves, as given.
+    pub fn new(provider: &str, name: &str) -> ModelId {
+        ModelId {
+            full: format!("{provider}:{name}").into(),
+            colon: provider.len(),
+        }
+    }
+
     /// Parses `provider:name`; both halves must be non-empty.
     pub fn parse(value: &str) -> Option<ModelId> {
         let (provider, name) = value.split_once(':')?;
@@ -43,15 +55,29 @@ impl ModelId {
             return None;
         }
         Some(ModelId {
-            provider: provider.to_string(),
-            name: name.to_string(),
+            full: value.into(),
+            colon: provider.len(),
         })
+    }
+
+    pub fn provider(&self) -> &str {
+        &self.full[..self.colon]
+    }
+
+    /// The provider's own name for the model.
+    pub fn name(&self) -> &str {
+        &self.full[self.colon + 1..]
+    }
+
+    /// `provider:name`.
+    pub fn as_str(&self) -> &str {
+        &self.full
     }
 }
 
 impl fmt::Display for ModelId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.provider, self.name)
+        f.write_str(&self.full)
     }
 }
 
@@ -61,7 +87,7 @@ impl fmt::Display for ModelId {
 pub struct ModelRequest {
     pub model: ModelId,
     /// Stable for a session: changes only when configuration changes.
-    pub system: String,
+    pub system: Arc<str>,
     pub messages: Transcript,
     pub tools: Vec<ToolSpec>,
     pub settings: ModelSettings,

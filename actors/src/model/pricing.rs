@@ -43,7 +43,7 @@ pub fn price_for(model: &ModelId) -> Option<Price> {
     PRICES
         .iter()
         .find(|(provider, name, _)| {
-            *provider == model.provider && is_snapshot_of(&model.name, name)
+            *provider == model.provider() && is_snapshot_of(model.name(), name)
         })
         .map(|(_, _, price)| *price)
 }

@@ -101,12 +101,12 @@ impl ModelProviders {
 
     /// The retrying client for `id`; `id.name` is sent as the provider's model name.
     pub fn client_for(&self, id: &ModelId) -> Result<SharedModelClient, ProviderLookupError> {
-        let provider = id.provider.as_str();
+        let provider = id.provider();
         if provider != "openai" && provider != "anthropic" {
-            return Err(ProviderLookupError::Unknown(id.provider.clone()));
+            return Err(ProviderLookupError::Unknown(provider.to_string()));
         }
         if !self.has_credentials(provider) {
-            return Err(ProviderLookupError::NotConfigured(id.provider.clone()));
+            return Err(ProviderLookupError::NotConfigured(provider.to_string()));
         }
         let settings = &self.settings;
         let backoff = settings.retry_backoff;
@@ -115,7 +115,7 @@ impl ModelProviders {
                 self.http_client.clone(),
                 settings.openai_base_url.clone(),
                 settings.openai_api_key.clone(),
-                id.name.clone(),
+                id.name().to_string(),
             )
             .with_idle_timeout(settings.request_timeout);
             Arc::new(RetryingModel::new(Arc::new(model), backoff))
@@ -124,7 +124,7 @@ impl ModelProviders {
                 self.http_client.clone(),
                 settings.anthropic_base_url.clone(),
                 settings.anthropic_api_key.clone(),
-                id.name.clone(),
+                id.name().to_string(),
             )
             .with_idle_timeout(settings.request_timeout);
             Arc::new(RetryingModel::new(Arc::new(model), backoff))

@@ -91,7 +91,7 @@ mod tests {
         let model = RetryingModel::new(Arc::clone(&inner), Duration::from_millis(1));
         let request = ModelRequest {
             model: ModelId::parse("test:model").unwrap(),
-            system: String::new(),
+            system: "".into(),
             messages: Default::default(),
             tools: vec![],
             settings: ModelSettings::default(),

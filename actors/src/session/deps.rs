@@ -20,7 +20,7 @@ use crate::turn::Budget;
 pub struct SessionConfig {
     pub default_model: ModelId,
     /// The composed `profile`, computed once: the same bytes every turn.
-    pub system_prompt: String,
+    pub system_prompt: Arc<str>,
     /// What the system prompt was composed from (`GET /api/debug/prompt`).
     pub profile: crate::prompt::profile::Profile,
     /// Model requests per turn (`ASSISTANT__MAX_TURNS`); requests may only lower it.

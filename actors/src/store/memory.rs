@@ -109,8 +109,8 @@ impl StoredRecord {
         };
         Ok(SessionRecord {
             id: id.clone(),
-            owner_id: self.owner_id.as_deref().map(String::from),
-            title: self.title.as_deref().map(String::from),
+            owner_id: self.owner_id.as_deref().map(Arc::from),
+            title: self.title.as_deref().map(Arc::from),
             created_at: self.created_at,
             turn_number: self.turn_number,
             active_leaf: self.active_leaf.clone(),

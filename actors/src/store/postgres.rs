@@ -336,8 +336,8 @@ impl SessionRow {
     fn from_record(record: &SessionRecord) -> StoreResult<SessionRow> {
         Ok(SessionRow {
             id: record.id.to_string(),
-            owner_id: record.owner_id.clone(),
-            title: record.title.clone(),
+            owner_id: record.owner_id.as_deref().map(String::from),
+            title: record.title.as_deref().map(String::from),
             created_at: record.created_at as i64,
             turn_number: record.turn_number as i32,
             active_leaf: record.active_leaf.as_ref().map(|id| id.to_string()),
@@ -421,8 +421,8 @@ fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnaps
     let pending_action: Option<String> = session.get(6);
     let record = SessionRecord {
         id: id.clone(),
-        owner_id: session.get(0),
-        title: session.get(1),
+        owner_id: session.get::<_, Option<String>>(0).map(Arc::from),
+        title: session.get::<_, Option<String>>(1).map(Arc::from),
         created_at: session.get::<_, i64>(2) as u64,
         turn_number: session.get::<_, i32>(3) as u32,
         active_leaf: session

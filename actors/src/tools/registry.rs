@@ -167,6 +167,9 @@ impl ToolRegistry {
                 kind: ToolKind::Host,
             });
         }
+        if context.is_none_or(|context| context.actions.is_empty()) {
+            return ToolSet { tools };
+        }
         let reserved: Vec<&str> = BackendTool::ALL
             .iter()
             .map(|tool| tool.name())

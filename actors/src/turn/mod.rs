@@ -48,7 +48,7 @@ pub struct SteeringNote {
 pub struct TurnPlan {
     pub model_id: ModelId,
     pub model: SharedModelClient,
-    pub system: String,
+    pub system: Arc<str>,
     pub tools: ToolSet,
     pub settings: ModelSettings,
     pub limits: TurnLimits,

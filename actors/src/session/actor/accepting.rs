@@ -296,7 +296,14 @@ impl SessionActor {
             record.host_context = fresh_context;
         }
         if record.title.is_none() && !request.content.is_empty() {
-            record.title = Some(request.content.chars().take(MAX_TITLE_CHARS).collect());
+            record.title = Some(
+                request
+                    .content
+                    .chars()
+                    .take(MAX_TITLE_CHARS)
+                    .collect::<String>()
+                    .into(),
+            );
         }
         record.pending_action = None;
         changed.push(user);

@@ -22,8 +22,8 @@ impl SessionActor {
     fn info(&self) -> SessionInfo {
         SessionInfo {
             session_id: self.id.to_string(),
-            owner_id: self.record.owner_id.clone(),
-            title: self.record.title.clone(),
+            owner_id: self.record.owner_id.as_deref().map(String::from),
+            title: self.record.title.as_deref().map(String::from),
             created_at: self.record.created_at,
             turn_number: self.record.turn_number,
             message_count: self.tree.len(),

@@ -414,7 +414,7 @@ impl SessionActor {
     fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
         self.ready()?;
         if !self.stored {
-            self.record.owner_id = Some(caller.principal.to_string());
+            self.record.owner_id = Some(caller.principal.clone());
             return Ok(());
         }
         self.check_owner(caller)

@@ -99,11 +99,8 @@ pub(super) fn runtime(model: Arc<ScriptedModel>, max_turns: u32) -> Runtime {
         tools: ToolRegistry::default(),
         invalidations: Arc::new(HashMap::new()),
         config: SessionConfig {
-            default_model: ModelId {
-                provider: "test".into(),
-                name: "scripted".into(),
-            },
-            system_prompt: system_prompt(None),
+            default_model: ModelId::new("test", "scripted"),
+            system_prompt: system_prompt(None).into(),
             profile: Profile::builtin(),
             max_turns,
             thinking_budget: None,

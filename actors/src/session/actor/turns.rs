@@ -205,7 +205,7 @@ impl SessionActor {
             .map_or(config.max_turns, |asked| asked.min(config.max_turns));
         let thinking_budget =
             crate::turn::thinking_budget(request.config.thinking_budget, config.thinking_budget);
-        assistant.model = Some(model_id.to_string());
+        assistant.model = Some(model_id.as_str().to_owned());
         let plan = TurnPlan {
             model_id: model_id.clone(),
             model,
@@ -237,7 +237,7 @@ impl SessionActor {
             steering: steering_tx,
             sink: sink.clone(),
             output_mode,
-            model: model_id.to_string(),
+            model: model_id.as_str().to_owned(),
             message_id: message_id.clone(),
         });
         let _ = reply.send(Ok(TurnAccepted {
