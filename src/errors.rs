@@ -1,6 +1,7 @@
 //! The one place an error becomes a status code and `{"error", "type"}`, and
 //! the `assistant:error` payload of the socket, so transports cannot drift.
 
+use actix_web::body::EitherBody;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use actors::contract::ValidationError;
@@ -183,74 +184,68 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
-/// Turns actix's own plain-text error replies (oversized body, wrong method,
-/// bad path) into the JSON error shape, so no client ever sees a non-JSON error.
-pub fn json_error_pages<B: actix_web::body::MessageBody + 'static>(
+/// An error reply (4xx or 5xx) in the JSON error shape: actix's own
+/// plain-text ones (oversized body, wrong method, bad path) are replaced,
+/// so no client ever sees a non-JSON error; JSON replies pass as they are.
+/// Applied by `edge::Edge` to every reply.
+pub fn json_error_page<B>(
+    response: actix_web::dev::ServiceResponse<B>,
     max_body: usize,
-) -> actix_web::middleware::ErrorHandlers<B> {
-    use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
-    let rewrite = move |response: actix_web::dev::ServiceResponse<B>| {
-        let is_json = response
-            .headers()
-            .get(actix_web::http::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.starts_with("application/json"));
-        if is_json {
-            return Ok(ErrorHandlerResponse::Response(
-                response.map_into_left_body(),
-            ));
-        }
-        let status = response.status();
-        let refused_origin = (status == StatusCode::BAD_REQUEST)
-            .then(|| {
-                response
-                    .request()
-                    .headers()
-                    .get(actix_web::http::header::ORIGIN)
-            })
-            .flatten()
-            .filter(|_| {
-                !response
-                    .headers()
-                    .contains_key(actix_web::http::header::ACCESS_CONTROL_ALLOW_ORIGIN)
-            })
-            .map(|origin| String::from_utf8_lossy(origin.as_bytes()).into_owned());
-        let body = match status {
-            // actix-cors refused the request's origin before any handler ran.
-            StatusCode::BAD_REQUEST if refused_origin.is_some() => error_body(
-                format!(
-                    "origin {:?} is not allowed (ACCESS__CORS_ORIGINS, ACCESS__CORS_ORIGIN_REGEX)",
-                    refused_origin.unwrap_or_default()
-                ),
-                ErrorType::OriginRefused,
+) -> actix_web::dev::ServiceResponse<EitherBody<B>> {
+    let is_json = response
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if is_json {
+        return response.map_into_left_body();
+    }
+    let status = response.status();
+    let refused_origin = (status == StatusCode::BAD_REQUEST)
+        .then(|| {
+            response
+                .request()
+                .headers()
+                .get(actix_web::http::header::ORIGIN)
+        })
+        .flatten()
+        .filter(|_| {
+            !response
+                .headers()
+                .contains_key(actix_web::http::header::ACCESS_CONTROL_ALLOW_ORIGIN)
+        })
+        .map(|origin| String::from_utf8_lossy(origin.as_bytes()).into_owned());
+    let body = match status {
+        // actix-cors refused the request's origin before any handler ran.
+        StatusCode::BAD_REQUEST if refused_origin.is_some() => error_body(
+            format!(
+                "origin {:?} is not allowed (ACCESS__CORS_ORIGINS, ACCESS__CORS_ORIGIN_REGEX)",
+                refused_origin.unwrap_or_default()
             ),
-            StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(max_body).body(),
-            StatusCode::METHOD_NOT_ALLOWED => error_body(
-                "method not allowed on this route",
-                ErrorType::MethodNotAllowed,
-            ),
-            StatusCode::NOT_FOUND => no_such_route(),
-            other => error_body(
-                other.canonical_reason().unwrap_or("request failed"),
-                if other.is_client_error() {
-                    ErrorType::Validation
-                } else {
-                    ErrorType::Internal
-                },
-            ),
-        };
-        let (request, original) = response.into_parts();
-        let mut replaced = HttpResponse::build(status).json(body);
-        // Keep the CORS answer, so a browser page can read the error.
-        for (name, value) in original.headers() {
-            if name.as_str().starts_with("access-control-") || name == actix_web::http::header::VARY
-            {
-                replaced.headers_mut().insert(name.clone(), value.clone());
-            }
-        }
-        Ok(ErrorHandlerResponse::Response(
-            actix_web::dev::ServiceResponse::new(request, replaced).map_into_right_body(),
-        ))
+            ErrorType::OriginRefused,
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(max_body).body(),
+        StatusCode::METHOD_NOT_ALLOWED => error_body(
+            "method not allowed on this route",
+            ErrorType::MethodNotAllowed,
+        ),
+        StatusCode::NOT_FOUND => no_such_route(),
+        other => error_body(
+            other.canonical_reason().unwrap_or("request failed"),
+            if other.is_client_error() {
+                ErrorType::Validation
+            } else {
+                ErrorType::Internal
+            },
+        ),
     };
-    ErrorHandlers::new().default_handler(rewrite)
+    let (request, original) = response.into_parts();
+    let mut replaced = HttpResponse::build(status).json(body);
+    // Keep the CORS answer, so a browser page can read the error.
+    for (name, value) in original.headers() {
+        if name.as_str().starts_with("access-control-") || name == actix_web::http::header::VARY {
+            replaced.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    actix_web::dev::ServiceResponse::new(request, replaced).map_into_right_body()
 }

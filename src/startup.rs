@@ -31,7 +31,6 @@ use tokio::net::TcpSocket;
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
 use crate::embed::Extensions;
 use crate::errors::ApiError;
-use crate::observability::access_log::access_log;
 use crate::observability::timed_store::TimedStore;
 use crate::observability::Metrics;
 use crate::settings::Settings;
@@ -250,9 +249,9 @@ impl Application {
                 .app_data(limits.clone())
                 .app_data(body_limits.clone())
                 .app_data(web::PayloadConfig::new(max_body))
-                .wrap(crate::errors::json_error_pages(max_body))
-                // Outermost: it logs the final status, error pages included.
-                .wrap(actix_web::middleware::from_fn(access_log))
+                // Outermost: JSON error pages, then the access log, which
+                // sees the final status.
+                .wrap(crate::edge::Edge { max_body })
                 .app_data(
                     web::QueryConfig::default().error_handler(|error, _request| {
                         actix_web::Error::from(ApiError::from(actors::contract::ValidationError {

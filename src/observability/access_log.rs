@@ -1,14 +1,14 @@
 //! One `info` line per HTTP request (method, path, status, duration, session
 //! id, request id), the id echoed in the `x-request-id` response header and
-//! the request counted in the metrics. Outermost middleware, so it sees the
-//! final status of every reply, error pages included.
+//! the request counted in the metrics. Run by the outermost middleware
+//! (`edge::Edge`), so it sees the final status of every reply, error pages
+//! included.
 
 use std::time::Instant;
 
-use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::HeaderValue;
-use actix_web::middleware::Next;
+use actix_web::http::Method;
 use actix_web::{web, Error, HttpMessage, HttpRequest};
 
 use super::request_id::{RequestId, HEADER};
@@ -34,43 +34,67 @@ pub fn request_id(request: &HttpRequest) -> Option<RequestId> {
     request.extensions().get::<RequestId>().cloned()
 }
 
-pub async fn access_log(
-    request: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let started = Instant::now();
-    let request_id = RequestId::from_headers(request.headers());
-    request.extensions_mut().insert(request_id.clone());
-    // A standard method is cloned without allocating; the path only when
-    // the line is written.
-    let method = request.method().clone();
-    let path = log::log_enabled!(log::Level::Info).then(|| request.path().to_string());
-    let metrics = request.app_data::<web::Data<Metrics>>().cloned();
-    let result = next.call(request).await;
-    let status = match &result {
-        Ok(response) => response.status(),
-        Err(error) => error.as_response_error().status_code(),
-    };
-    if let Some(path) = path {
-        let session = match &result {
-            Ok(response) => session_of(response.request()),
-            Err(_) => None,
+/// What the access log keeps of a request while it is served: taken from
+/// the request before it is handed on ([`AccessLine::begin`]), written out
+/// with the reply ([`AccessLine::finish`]). `edge::Edge` runs both, outermost,
+/// so the line sees the final status of every reply, error pages included.
+pub struct AccessLine {
+    started: Instant,
+    request_id: RequestId,
+    /// A standard method is cloned without allocating.
+    method: Method,
+    /// Only when the line is written at all.
+    path: Option<String>,
+    metrics: Option<web::Data<Metrics>>,
+}
+
+impl AccessLine {
+    /// Gives the request its id (kept in its extensions for the handlers).
+    pub fn begin(request: &ServiceRequest) -> AccessLine {
+        let started = Instant::now();
+        let request_id = RequestId::from_headers(request.headers());
+        request.extensions_mut().insert(request_id.clone());
+        AccessLine {
+            started,
+            request_id,
+            method: request.method().clone(),
+            path: log::log_enabled!(log::Level::Info).then(|| request.path().to_string()),
+            metrics: request.app_data::<web::Data<Metrics>>().cloned(),
+        }
+    }
+
+    /// Logs and counts the reply, and echoes the request id on it.
+    pub fn finish<B>(
+        self,
+        result: Result<ServiceResponse<B>, Error>,
+    ) -> Result<ServiceResponse<B>, Error> {
+        let status = match &result {
+            Ok(response) => response.status(),
+            Err(error) => error.as_response_error().status_code(),
         };
-        log::info!(
-            "{method} {path} {} {:.1}ms session={} request_id={request_id}",
-            status.as_u16(),
-            started.elapsed().as_secs_f64() * 1000.0,
-            session.as_deref().unwrap_or("-"),
-        );
+        if let Some(path) = self.path {
+            let session = match &result {
+                Ok(response) => session_of(response.request()),
+                Err(_) => None,
+            };
+            log::info!(
+                "{} {path} {} {:.1}ms session={} request_id={}",
+                self.method,
+                status.as_u16(),
+                self.started.elapsed().as_secs_f64() * 1000.0,
+                session.as_deref().unwrap_or("-"),
+                self.request_id,
+            );
+        }
+        if let Some(metrics) = self.metrics {
+            metrics.count_http_request(self.method.as_str(), status.as_u16());
+        }
+        let mut response = result?;
+        if let Ok(value) = HeaderValue::from_str(self.request_id.as_str()) {
+            response.headers_mut().insert(HEADER, value);
+        }
+        Ok(response)
     }
-    if let Some(metrics) = metrics {
-        metrics.count_http_request(method.as_str(), status.as_u16());
-    }
-    let mut response = result?;
-    if let Ok(value) = HeaderValue::from_str(request_id.as_str()) {
-        response.headers_mut().insert(HEADER, value);
-    }
-    Ok(response)
 }
 
 fn session_of(request: &HttpRequest) -> Option<String> {

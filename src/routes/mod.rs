@@ -36,7 +36,7 @@ pub const ROUTE_TABLE: &[(&str, &str)] = &[
 
 /// One resource per path, so a known path with the wrong method answers 405
 /// (a `Resource` refuses unmatched methods) instead of falling through to the
-/// app's 404; `errors::json_error_pages` gives that 405 its JSON body.
+/// app's 404; `errors::json_error_page` gives that 405 its JSON body.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/health").get(health::health))
         .service(web::resource("/livez").get(health::livez))
