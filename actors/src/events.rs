@@ -377,6 +377,20 @@ impl EventSink {
         }
     }
 
+    /// Whether a text or thinking delta sent here is read at all: a
+    /// final-only sink keeps only the time of the first, which
+    /// [`Self::note_delta`] records without the event being built.
+    pub fn reads_deltas(&self) -> bool {
+        matches!(self.route, Route::Stream { .. })
+    }
+
+    /// What sending a delta does to a sink that does not read them.
+    pub fn note_delta(&self) {
+        if let Route::Final(slot) = &self.route {
+            slot.first_delta.get_or_init(Instant::now);
+        }
+    }
+
     pub fn is_closed(&self) -> bool {
         match &self.route {
             Route::Stream { tx, .. } => tx.is_closed(),

@@ -40,17 +40,26 @@ pub(super) async fn stream_response(
     };
     // One wait for the cancel over the whole response, not a new one per
     // delta (a response of many small deltas would make one per delta).
+    let flag = cancel.clone();
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
     loop {
-        let next = tokio::select! {
-            biased;
-            _ = &mut cancelled => {
-                response.cancelled = true;
-                count_unreported(&mut response.tokens, input_estimate, deltas.streamed_chars);
-                return response;
+        // A cancel is seen before each event: by the flag while the model's
+        // events are ready (polling the wait for each of them cost more than
+        // the event), by the wait while the model is pending.
+        let next = if flag.is_cancelled() {
+            None
+        } else {
+            tokio::select! {
+                biased;
+                next = stream.next() => Some(next),
+                _ = &mut cancelled => None,
             }
-            next = stream.next() => next,
+        };
+        let Some(next) = next else {
+            response.cancelled = true;
+            count_unreported(&mut response.tokens, input_estimate, deltas.streamed_chars);
+            return response;
         };
         let event = match next {
             None => return response,
@@ -137,6 +146,10 @@ impl Deltas {
             return;
         }
         self.send_next = sink.streamed;
+        if !sink.reads_deltas() {
+            sink.note_delta();
+            return;
+        }
         let delta = DeltaEvent {
             content: text,
             segment_id: format!("{}:{index}", assistant.id),
