@@ -36,15 +36,17 @@ pub const ROUTE_TABLE: &[(&str, &str)] = &[
 
 /// One resource per path, so a known path with the wrong method answers 405
 /// (a `Resource` refuses unmatched methods) instead of falling through to the
-/// app's 404; `errors::json_error_page` gives that 405 its JSON body.
+/// app's 404; `errors::json_error_page` gives that 405 its JSON body. No two
+/// paths overlap, so the order is free: the router tries them in turn, and
+/// the message routes, which carry nearly every request, come first.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/health").get(health::health))
+    cfg.service(web::resource("/api/chat").post(chat::post_chat))
+        .service(web::resource("/api/agui").post(crate::agui::post_agui))
+        .service(web::resource("/health").get(health::health))
         .service(web::resource("/livez").get(health::livez))
         .service(web::resource("/readyz").get(health::readyz))
         .service(web::resource("/metrics").get(health::metrics))
         .service(web::resource("/openapi.json").get(openapi::openapi))
-        .service(web::resource("/api/chat").post(chat::post_chat))
-        .service(web::resource("/api/agui").post(crate::agui::post_agui))
         .service(web::resource("/api/chat/{session_id}/cancel").post(chat::cancel))
         .service(web::resource("/api/sessions").get(sessions::list))
         .service(

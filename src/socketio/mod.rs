@@ -205,19 +205,25 @@ impl SocketIo {
             .len()
     }
 
-    /// Registers `/socket.io/` (GET polling + websocket upgrade, POST polling,
-    /// OPTIONS for CORS) on an actix-web `ServiceConfig`.
+    /// Registers `/socket.io/` and `/socket.io` (GET polling + websocket
+    /// upgrade, POST polling, OPTIONS for CORS) on an actix-web
+    /// `ServiceConfig`. Two resources of one path each, not one of both
+    /// paths: a resource of several paths is matched by a regex set, and
+    /// every request to a route registered after it (all of the API) was
+    /// tried against that set first.
     pub fn configure(&self, cfg: &mut web::ServiceConfig) {
-        cfg.service(
-            web::resource(["/socket.io/", "/socket.io"])
-                .app_data(web::Data::from(self.shared.clone()))
-                .route(web::get().to(handle_get))
-                .route(web::post().to(handle_post))
-                .route(web::method(Method::OPTIONS).to(handle_preflight))
-                .default_service(web::to(|| async {
-                    EngineError::BadHandshakeMethod.response()
-                })),
-        );
+        for path in ["/socket.io/", "/socket.io"] {
+            cfg.service(
+                web::resource(path)
+                    .app_data(web::Data::from(self.shared.clone()))
+                    .route(web::get().to(handle_get))
+                    .route(web::post().to(handle_post))
+                    .route(web::method(Method::OPTIONS).to(handle_preflight))
+                    .default_service(web::to(|| async {
+                        EngineError::BadHandshakeMethod.response()
+                    })),
+            );
+        }
     }
 }
 
