@@ -249,9 +249,6 @@ impl Application {
                 .app_data(limits.clone())
                 .app_data(body_limits.clone())
                 .app_data(web::PayloadConfig::new(max_body))
-                // Outermost: JSON error pages, then the access log, which
-                // sees the final status.
-                .wrap(crate::edge::Edge { max_body })
                 .app_data(
                     web::QueryConfig::default().error_handler(|error, _request| {
                         actix_web::Error::from(ApiError::from(actors::contract::ValidationError {
@@ -260,14 +257,15 @@ impl Application {
                         }))
                     }),
                 )
-                .configure(|cfg| socket_io.configure(cfg))
                 // Socket.IO answers CORS itself (same policy); everything
                 // else goes through actix-cors.
-                .service(
-                    web::scope("")
-                        .wrap(cors.middleware())
-                        .configure(crate::routes::configure),
-                )
+                .wrap(cors.middleware(&crate::socketio::PATHS))
+                // Wrapped last, so outermost: JSON error pages (a refused
+                // origin's 400 included), then the access log, which sees
+                // the final status.
+                .wrap(crate::edge::Edge { max_body })
+                .configure(|cfg| socket_io.configure(cfg))
+                .configure(crate::routes::configure)
                 .default_service(web::to(|| async {
                     HttpResponse::NotFound().json(crate::errors::no_such_route())
                 }))

@@ -86,10 +86,13 @@ impl CorsPolicy {
 
     /// The CORS middleware of the HTTP routes and AG-UI. A request from a
     /// refused origin is answered 400 before any handler runs, so even a
-    /// request the browser sends without a preflight does nothing.
-    pub fn middleware(self: &Arc<Self>) -> CorsGate {
+    /// request the browser sends without a preflight does nothing. Requests
+    /// to `answering_itself` (Socket.IO's paths, which apply this policy
+    /// themselves) pass untouched.
+    pub fn middleware(self: &Arc<Self>, answering_itself: &'static [&'static str]) -> CorsGate {
         CorsGate {
             cors: self.actix_cors(),
+            answering_itself,
         }
     }
 
@@ -123,9 +126,12 @@ const VARY: &str = "Origin, Access-Control-Request-Method, Access-Control-Reques
 
 /// actix-cors for requests with an `Origin` header; the rest go straight to
 /// the routes, with the `Vary` that keeps a shared cache from handing their
-/// answer to a cross-origin page.
+/// answer to a cross-origin page. It wraps the whole app (a scope of its own
+/// would be one more router and service layer on every request), so the
+/// paths that answer CORS themselves are named to it.
 pub struct CorsGate {
     cors: Cors,
+    answering_itself: &'static [&'static str],
 }
 
 impl<S, B> Transform<S, ServiceRequest> for CorsGate
@@ -142,10 +148,12 @@ where
     fn new_transform(&self, service: S) -> Self::Future {
         let routes = Rc::new(service);
         let cors = self.cors.new_transform(SharedService(routes.clone()));
+        let answering_itself = self.answering_itself;
         Box::pin(async move {
             Ok(CorsGateService {
                 routes,
                 cors: cors.await?,
+                answering_itself,
             })
         })
     }
@@ -154,6 +162,7 @@ where
 pub struct CorsGateService<S> {
     routes: Rc<S>,
     cors: CorsMiddleware<SharedService<S>>,
+    answering_itself: &'static [&'static str],
 }
 
 type WithoutOrigin<S, B> = MapOk<
@@ -178,6 +187,11 @@ where
     }
 
     fn call(&self, request: ServiceRequest) -> Self::Future {
+        if self.answering_itself.contains(&request.path()) {
+            let untouched: fn(ServiceResponse<B>) -> ServiceResponse<EitherBody<B>> =
+                ServiceResponse::map_into_left_body;
+            return Either::Left(self.routes.call(request).map_ok(untouched));
+        }
         if request.headers().contains_key(header::ORIGIN) {
             return Either::Right(self.cors.call(request));
         }

@@ -212,7 +212,7 @@ impl SocketIo {
     /// every request to a route registered after it (all of the API) was
     /// tried against that set first.
     pub fn configure(&self, cfg: &mut web::ServiceConfig) {
-        for path in ["/socket.io/", "/socket.io"] {
+        for path in PATHS {
             cfg.service(
                 web::resource(path)
                     .app_data(web::Data::from(self.shared.clone()))
@@ -226,6 +226,9 @@ impl SocketIo {
         }
     }
 }
+
+/// The paths Engine.IO is served on.
+pub const PATHS: [&str; 2] = ["/socket.io/", "/socket.io"];
 
 /// The Engine.IO query parameters we read; others (`t`, `b64`) are ignored.
 #[derive(Deserialize)]

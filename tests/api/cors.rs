@@ -258,6 +258,32 @@ async fn only_a_request_with_an_origin_gets_cors_headers() {
         header(&page, "access-control-expose-headers").as_deref(),
         Some("retry-after")
     );
+
+    // The gate wraps the whole app: an unknown path answers a page too...
+    let unknown = app
+        .client
+        .get(format!("{}/no/such/route", app.address))
+        .header("Origin", "https://app.example.com")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        header(&unknown, "access-control-allow-origin").as_deref(),
+        Some("https://app.example.com")
+    );
+    // ...while Socket.IO, which applies the policy itself, passes untouched.
+    let engine = app
+        .client
+        .get(format!(
+            "{}/socket.io/?EIO=4&transport=polling",
+            app.address
+        ))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(engine.status(), StatusCode::OK);
+    assert_eq!(header(&engine, "vary"), None);
 }
 
 #[test]
