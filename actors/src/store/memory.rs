@@ -5,6 +5,7 @@
 //! as JSON (`StoredRecord`). Shards with a mutex each keep unrelated
 //! sessions from contending.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,8 +70,9 @@ struct StoredMessage {
 /// action is shared with the actor that wrote it; nothing changes one.
 #[derive(Clone, Default)]
 struct StoredRecord {
-    owner_id: Option<Box<str>>,
-    title: Option<Box<str>>,
+    /// Shared with the actor's row, as it is written twice a turn.
+    owner_id: Option<Arc<str>>,
+    title: Option<Arc<str>>,
     created_at: u64,
     turn_number: u32,
     active_leaf: Option<MessageId>,
@@ -91,8 +93,8 @@ impl StoredRecord {
             None => None,
         };
         Ok(StoredRecord {
-            owner_id: record.owner_id.as_deref().map(Box::from),
-            title: record.title.as_deref().map(Box::from),
+            owner_id: record.owner_id.clone(),
+            title: record.title.clone(),
             created_at: record.created_at,
             turn_number: record.turn_number,
             active_leaf: record.active_leaf.clone(),
@@ -109,8 +111,8 @@ impl StoredRecord {
         };
         Ok(SessionRecord {
             id: id.clone(),
-            owner_id: self.owner_id.as_deref().map(Arc::from),
-            title: self.title.as_deref().map(Arc::from),
+            owner_id: self.owner_id.clone(),
+            title: self.title.clone(),
             created_at: self.created_at,
             turn_number: self.turn_number,
             active_leaf: self.active_leaf.clone(),
@@ -297,12 +299,18 @@ impl MemoryStore {
         let encoded = Encoded::new(record, messages)?;
         let mut shard = self.shard(&record.id);
         self.make_room(&mut shard, &record.id);
-        let version_now = shard.get(&record.id).map_or(0, |stored| stored.version);
+        // One lookup for the check and the write: a vacant entry inserts
+        // nothing unless written.
+        let entry = shard.entry(record.id.clone());
+        let version_now = match &entry {
+            Entry::Occupied(stored) => stored.get().version,
+            Entry::Vacant(_) => 0,
+        };
         if version_now != expected {
             return Ok(Written::Stale);
         }
         let version = self.last_version.fetch_add(1, Ordering::Relaxed) + 1;
-        encoded.apply(&mut shard, &record.id, record.created_at, version);
+        encoded.apply(entry, record.created_at, version);
         Ok(Written::Committed(version))
     }
 
@@ -398,14 +406,8 @@ impl Encoded {
     }
 
     /// Applies the change, giving the session `version`.
-    fn apply(
-        self,
-        shard: &mut HashMap<SessionId, StoredSession>,
-        id: &SessionId,
-        created_at: u64,
-        version: Version,
-    ) {
-        let stored = shard.entry(id.clone()).or_insert_with(|| StoredSession {
+    fn apply(self, entry: Entry<'_, SessionId, StoredSession>, created_at: u64, version: Version) {
+        let stored = entry.or_insert_with(|| StoredSession {
             record: StoredRecord::default(),
             created_at,
             version: 0,
