@@ -68,18 +68,28 @@ impl ModelClient for EchoModel {
         if !failed {
             steps.push(usage);
         }
+        if delay.is_zero() {
+            // Ready at once, as a provider's buffered events are: no
+            // future per step.
+            return stream::iter(steps.into_iter().map(Step::into_event)).boxed();
+        }
         stream::iter(steps)
             .then(move |step| async move {
-                if !delay.is_zero() {
-                    tokio::time::sleep(delay).await;
-                }
-                match step {
-                    Step::Event(event) => Ok(event),
-                    Step::Fail(error) => Err(error),
-                    Step::Panic => panic!("the echo model was asked to panic"),
-                }
+                tokio::time::sleep(delay).await;
+                step.into_event()
             })
             .boxed()
+    }
+}
+
+impl Step {
+    /// What the stream yields for this step, when it is polled.
+    fn into_event(self) -> Result<ModelEvent, ModelError> {
+        match self {
+            Step::Event(event) => Ok(event),
+            Step::Fail(error) => Err(error),
+            Step::Panic => panic!("the echo model was asked to panic"),
+        }
     }
 }
 
