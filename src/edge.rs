@@ -86,8 +86,9 @@ where
         let this = self.project();
         let result = ready!(this.inner.poll(cx));
         let max_body = *this.max_body;
-        // An error the service returned (not a reply) is answered by
-        // actix from its `ResponseError`, which is JSON already.
+        // An error the service returned instead of a reply passes on, as it
+        // did through actix's `ErrorHandlers`: actix answers it from its
+        // `ResponseError` (the handlers' own errors reply in JSON).
         let result = result.map(|response| {
             let status = response.status();
             if status.is_client_error() || status.is_server_error() {

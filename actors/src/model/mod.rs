@@ -284,3 +284,21 @@ pub trait ModelClient: Send + Sync {
 }
 
 pub type SharedModelClient = Arc<dyn ModelClient>;
+
+#[cfg(test)]
+mod model_id_tests {
+    use super::ModelId;
+
+    #[test]
+    fn a_model_id_reads_back_its_halves_whichever_way_it_was_made() {
+        let parsed = ModelId::parse("openai:gpt-4o-mini:2024").expect("valid");
+        assert_eq!(parsed.provider(), "openai");
+        assert_eq!(parsed.name(), "gpt-4o-mini:2024");
+        assert_eq!(parsed.as_str(), "openai:gpt-4o-mini:2024");
+        assert_eq!(parsed.to_string(), "openai:gpt-4o-mini:2024");
+        assert_eq!(ModelId::new("openai", "gpt-4o-mini:2024"), parsed);
+        for invalid in ["openai", ":gpt", "openai:", ""] {
+            assert_eq!(ModelId::parse(invalid), None, "{invalid:?}");
+        }
+    }
+}
