@@ -16,10 +16,11 @@
 //! `--pid PID` (with `turns` or `roundtrips`) also reports the server's CPU
 //! time per turn (user + system of `/proc/PID/stat`, over the whole run).
 //! `--model M` sends `config.default_model` (e.g. `openai:bench` against the fake).
-//! `--pause-ms MS` (with `turns`, `roundtrips` and `provider`) makes each
-//! session wait that long between its turns, the sessions' starts spread over
-//! one pause: concurrent conversations at a steady pace, to measure the
-//! latency the runtime adds below saturation (a closed loop measures queueing).
+//! `--pause-ms MS` (with `turns`, `roundtrips` and `provider`) starts each
+//! session's turns one pause apart, the sessions' starts spread over one
+//! pause: concurrent conversations at a steady pace, to measure the latency
+//! the runtime adds below saturation (a closed loop measures queueing). The
+//! schedule is fixed from the session's first turn (`paced_start`).
 //!
 //! `loadgen provider --url http://127.0.0.1:7399 --sessions 50 --turns 20`:
 //! the same load straight at an OpenAI-compatible `/v1/chat/completions`
@@ -39,7 +40,7 @@ mod load_support;
 #[path = "load_support/servers.rs"]
 mod servers;
 
-use load_support::{find, resident_kib};
+use load_support::{find, paced_start, resident_kib};
 
 use std::time::{Duration, Instant};
 
@@ -300,9 +301,10 @@ async fn run_round(options: &Options, load: Load, round: usize) -> RoundResult {
                 return (latencies, turns);
             };
             tokio::time::sleep(offset).await;
+            let schedule = tokio::time::Instant::now();
             for turn in 0..turns {
                 if turn > 0 && !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
+                    tokio::time::sleep_until(paced_start(schedule, pause, turn)).await;
                 }
                 let sent = Instant::now();
                 match one_turn(&mut connection, load, &session, turn, model.as_deref()).await {

@@ -24,10 +24,11 @@
 //! unless `--conns` says more) on HTTP long-polling only, the same turns in
 //! sequence, the same figures.
 //!
-//! `--pause-ms MS` (with `turns` and `poll-turns`) makes each session wait
-//! that long between its turns, the sessions' starts spread over one pause:
-//! N concurrent conversations at a steady pace, to measure the latency the
-//! runtime adds below saturation rather than the queueing of a closed loop.
+//! `--pause-ms MS` (with `turns` and `poll-turns`) starts each session's
+//! turns one pause apart, on a fixed schedule from its first turn, the
+//! sessions' starts spread over one pause: N concurrent conversations at a
+//! steady pace, to measure the latency the runtime adds below saturation
+//! rather than the queueing of a closed loop.
 //!
 //! `--sources 127.0.0.1,127.0.0.2` spreads connections over loopback source
 //! addresses when one address runs out of ephemeral ports. The websocket
@@ -36,7 +37,7 @@
 #[path = "load_support/mod.rs"]
 mod load_support;
 
-use load_support::{find, resident_kib};
+use load_support::{find, paced_start, resident_kib};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -556,9 +557,11 @@ impl Client {
         }
         let mut latencies = Vec::with_capacity(n_turns);
         tokio::time::sleep(self.offset).await;
+        let schedule = tokio::time::Instant::now();
         for turn in 0..n_turns {
             if turn > 0 {
-                self.paced_wait(stream, buf).await?;
+                self.paced_wait(stream, buf, paced_start(schedule, self.pause, turn))
+                    .await?;
             }
             let message = turn_packet(&self.session_id, turn, self.model.as_deref());
             let started = Instant::now();
@@ -598,12 +601,16 @@ impl Client {
         self.idle(stream, buf).await
     }
 
-    /// Waits out the pause between turns, still answering pings.
-    async fn paced_wait(&self, stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
+    /// Waits until `wake`, the next paced turn's start, still answering pings.
+    async fn paced_wait(
+        &self,
+        stream: &mut TcpStream,
+        buf: &mut Vec<u8>,
+        wake: tokio::time::Instant,
+    ) -> Result<(), String> {
         if self.pause.is_zero() {
             return Ok(());
         }
-        let wake = tokio::time::Instant::now() + self.pause;
         loop {
             let frame = tokio::select! {
                 frame = read_frame(stream, buf) => frame?,
@@ -784,10 +791,11 @@ async fn poll_session(
         }
     }
     let mut timings = Vec::with_capacity(n_turns);
+    let schedule = tokio::time::Instant::now();
     for turn in 0..n_turns {
         if turn > 0 && !pause.is_zero() {
             // The server pings every 25 s; a pause far shorter needs no answer.
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep_until(paced_start(schedule, pause, turn)).await;
         }
         let message = turn_packet(session_id, turn, model);
         let started = Instant::now();

@@ -1,5 +1,6 @@
 //! What the load generators (`loadgen`, `sioload`) share: reading a server's
-//! resident memory and finding bytes in a raw HTTP/websocket buffer. Included
+//! resident memory, finding bytes in a raw HTTP/websocket buffer, and the
+//! schedule of paced sessions (`--pause-ms`). Included
 //! by each binary with `#[path]`; not part of the server library.
 
 /// The `VmRSS` of process `pid`, in KiB.
@@ -20,4 +21,19 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())
         .position(|window| window == needle)
+}
+
+/// When a paced session's turn `turn` starts: `turn` pauses after its first
+/// (at once if that time has passed). A fixed schedule keeps the sessions'
+/// starts spread over the pause. A pause after each answer did not: a slow
+/// turn moved its session's later turns towards the next session's, and
+/// over a run the sessions drifted into step and queued behind each other
+/// (at 50 sessions the median of the last tenth of turns was two to seven
+/// times the first tenth's, with one session flat; BENCHMARKS.md).
+pub fn paced_start(
+    first: tokio::time::Instant,
+    pause: std::time::Duration,
+    turn: usize,
+) -> tokio::time::Instant {
+    first + pause.saturating_mul(u32::try_from(turn).unwrap_or(u32::MAX))
 }
