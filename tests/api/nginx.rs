@@ -154,9 +154,21 @@ impl Drop for Nginx {
     }
 }
 
+/// How long the access log may lag behind the clients.
+const LOG_DEADLINE: Duration = Duration::from_secs(10);
+
 /// Every request of each session in `sessions` was served by one process.
-fn assert_sticky(nginx: &Nginx, sessions: &[String]) {
-    let routes = nginx.routes();
+/// nginx logs a websocket request when its connection closes, which can be
+/// just after the client reported its last event, so a session missing from
+/// the log is waited for.
+async fn assert_sticky(nginx: &Nginx, sessions: &[String]) {
+    let deadline = Instant::now() + LOG_DEADLINE;
+    let mut routes = nginx.routes();
+    while Instant::now() < deadline && sessions.iter().any(|session| !routes.contains_key(session))
+    {
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        routes = nginx.routes();
+    }
     for session in sessions {
         let served_by = routes
             .get(session)
@@ -264,8 +276,8 @@ async fn nginx_routes_each_session_to_one_of_three_processes_over_http_and_socke
         sio_sessions.push(session.clone());
     }
 
-    assert_sticky(&nginx, &http_sessions);
-    assert_sticky(&nginx, &sio_sessions);
+    assert_sticky(&nginx, &http_sessions).await;
+    assert_sticky(&nginx, &sio_sessions).await;
     // The sessions really were spread: more than one process served some.
     let served: HashSet<String> = nginx
         .routes()
