@@ -52,6 +52,4 @@ for run in $(seq 1 "$runs"); do
   ratios+=("$ratio")
   echo "run $run: bare $bare turns/s, server $served turns/s, ratio $ratio"
 done
-median=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ a[NR] = $1 } END {
-  if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
-echo "median ratio of $runs runs: $median"
+echo "median ratio of $runs runs: $(median "${ratios[@]}")"

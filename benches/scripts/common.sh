@@ -23,3 +23,10 @@ warm_up() {
   "$@" "$loadgen" turns --url "http://127.0.0.1:$port" --sessions 50 --turns 2 \
     --prefix warm >/dev/null
 }
+
+# The median of its arguments (numbers), to three decimals when it is the
+# mean of the middle two.
+median() {
+  printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END {
+    if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}

@@ -34,6 +34,4 @@ for run in $(seq 1 "$runs"); do
   ratios+=("$ratio")
   echo "run $run: $turns turns/s, $trips round trips/s, ratio $ratio"
 done
-median=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ a[NR] = $1 } END {
-  if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
-echo "median ratio of $runs runs: $median"
+echo "median ratio of $runs runs: $(median "${ratios[@]}")"
