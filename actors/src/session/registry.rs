@@ -14,7 +14,9 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 
@@ -24,8 +26,16 @@ use crate::ids::SessionId;
 
 const N_SHARDS: usize = 64;
 
+/// A live actor and when it may next be asked whether it is idle.
+struct Entry {
+    addr: Addr<SessionActor>,
+    idle_check: Arc<IdleCheck>,
+}
+
+type Shard = HashMap<SessionId, Entry>;
+
 pub struct SessionRegistry {
-    shards: Vec<Mutex<HashMap<SessionId, Addr<SessionActor>>>>,
+    shards: Vec<Mutex<Shard>>,
     hasher: std::collections::hash_map::RandomState,
     /// Threads for actors asked for from outside any actix arbiter (a
     /// plain tokio thread); started on first such use, inside the actix system.
@@ -43,7 +53,7 @@ impl Default for SessionRegistry {
 }
 
 impl SessionRegistry {
-    fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, Addr<SessionActor>>> {
+    fn shard(&self, id: &SessionId) -> MutexGuard<'_, Shard> {
         let index = (self.hasher.hash_one(id) as usize) % N_SHARDS;
         // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
         self.shards[index]
@@ -58,18 +68,23 @@ impl SessionRegistry {
         deps: &Arc<SessionDeps>,
     ) -> Addr<SessionActor> {
         let mut shard = self.shard(id);
-        if let Some(addr) = shard.get(id) {
-            if addr.connected() {
-                return addr.clone();
+        if let Some(entry) = shard.get(id) {
+            if entry.addr.connected() {
+                return entry.addr.clone();
             }
         }
-        let actor = SessionActor::new(id.clone(), deps.clone(), self.clone());
+        let idle_check = Arc::new(IdleCheck::default());
+        let actor = SessionActor::new(id.clone(), deps.clone(), self.clone(), idle_check.clone());
         let addr = if Arbiter::try_current().is_some() {
             actor.start()
         } else {
             SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor)
         };
-        shard.insert(id.clone(), addr.clone());
+        let entry = Entry {
+            addr: addr.clone(),
+            idle_check,
+        };
+        shard.insert(id.clone(), entry);
         addr
     }
 
@@ -86,6 +101,7 @@ impl SessionRegistry {
     pub fn get(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
         self.shard(id)
             .get(id)
+            .map(|entry| &entry.addr)
             .filter(|addr| addr.connected())
             .cloned()
     }
@@ -93,19 +109,27 @@ impl SessionRegistry {
     /// Forgets `addr` if it is still the entry for `id` (a newer actor may have replaced it).
     pub fn remove(&self, id: &SessionId, addr: &Addr<SessionActor>) {
         let mut shard = self.shard(id);
-        if shard.get(id) == Some(addr) {
+        if shard.get(id).is_some_and(|entry| entry.addr == *addr) {
             shard.remove(id);
         }
     }
 
-    /// Every live actor, for the idle sweeper.
-    pub fn live_actors(&self) -> Vec<Addr<SessionActor>> {
+    /// The live actors due for an idle check at `now`, for the idle sweeper.
+    /// The others are not woken: with thousands of sessions resident for
+    /// their hot window, asking each of them five times a second stalled
+    /// every worker for milliseconds (BENCHMARKS.md, issue 17).
+    pub fn due_for_idle_check(&self, now: Instant) -> Vec<Addr<SessionActor>> {
         let mut actors = Vec::new();
         for shard in &self.shards {
             let shard = shard
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            actors.extend(shard.values().cloned());
+            actors.extend(
+                shard
+                    .values()
+                    .filter(|entry| entry.idle_check.is_due(now))
+                    .map(|entry| entry.addr.clone()),
+            );
         }
         actors
     }
@@ -115,5 +139,55 @@ impl SessionRegistry {
             .iter()
             .map(|shard| shard.lock().map(|map| map.len()).unwrap_or(0))
             .sum()
+    }
+}
+
+/// When an actor may next be asked whether it is idle: set by the actor
+/// (from the end of its last request and its idle window), read by the
+/// sweeper. Only a hint: an actor asked early answers by setting it again,
+/// and one that is not asked stays in memory, never loses anything. Until
+/// the actor first sets it, it is due.
+#[derive(Default)]
+pub struct IdleCheck {
+    /// Milliseconds since [`epoch`].
+    due_at: AtomicU64,
+}
+
+impl IdleCheck {
+    pub fn set(&self, at: Instant) {
+        let millis = at.saturating_duration_since(epoch()).as_millis();
+        self.due_at
+            .store(u64::try_from(millis).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    fn is_due(&self, now: Instant) -> bool {
+        let now = now.saturating_duration_since(epoch()).as_millis();
+        u128::from(self.due_at.load(Ordering::Relaxed)) <= now
+    }
+}
+
+/// The instant idle checks count from: the first time one is read or set.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn an_actor_is_due_for_an_idle_check_once_its_time_has_come() {
+        let check = IdleCheck::default();
+        let now = Instant::now();
+        assert!(check.is_due(now), "due until the actor first says when");
+        check.set(now + Duration::from_secs(5));
+        assert!(!check.is_due(now));
+        assert!(!check.is_due(now + Duration::from_secs(4)));
+        assert!(check.is_due(now + Duration::from_secs(5)));
+        check.set(now);
+        assert!(check.is_due(now));
     }
 }

@@ -3,7 +3,7 @@
 //! message, and turns a dead mailbox into `SessionError::ActorUnavailable`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::{Addr, Handler, MailboxError};
 use serde::Serialize;
@@ -73,7 +73,7 @@ impl Runtime {
                 let Some(registry) = registry.upgrade() else {
                     return;
                 };
-                for addr in registry.live_actors() {
+                for addr in registry.due_for_idle_check(Instant::now()) {
                     addr.do_send(CheckIdle);
                 }
             }

@@ -107,7 +107,9 @@ impl Handler<CheckIdle> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, _: CheckIdle, ctx: &mut Context<Self>) {
-        self.stop_if_idle(ctx, self.idle_after());
+        if !self.stop_if_idle(ctx, self.idle_after()) {
+            self.schedule_idle_check(ctx);
+        }
     }
 }
 
@@ -132,23 +134,47 @@ pub(super) const SHORT_WINDOW: Duration = Duration::from_millis(500);
 impl SessionActor {
     /// Stops (hibernates) the actor when nothing is live or waiting and it has
     /// been quiet for `after`; the store holds everything it would reload.
-    fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) {
-        let idle = matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
+    /// Returns whether it stops.
+    fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) -> bool {
+        let stops = self.is_quiet(ctx) && self.last_activity.elapsed() >= self.window(after);
+        if stops {
+            ctx.stop();
+        }
+        stops
+    }
+
+    /// Whether nothing is live or waiting.
+    fn is_quiet(&self, ctx: &Context<Self>) -> bool {
+        matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
             && self.deferred.is_empty()
-            && !ctx.waiting();
+            && !ctx.waiting()
+    }
+
+    /// How long the actor stays after its last request, given `after`.
+    fn window(&self, after: Duration) -> Duration {
         // A screenshot is never stored, so a session waiting for a host result
         // keeps its actor (and the screenshot its resumed turn may look at) a
         // while longer than the idle timeout.
         let holds_screenshot =
             self.screenshot.is_some() && matches!(self.phase, Phase::AwaitingHost(_));
-        let after = if holds_screenshot {
+        if holds_screenshot {
             after.max(SCREENSHOT_GRACE)
         } else {
             after
-        };
-        if idle && self.last_activity.elapsed() >= after {
-            ctx.stop();
         }
+    }
+
+    /// Tells the idle sweeper when this actor is next worth asking: once its
+    /// window has passed since its last request, or, while it is busy, a
+    /// while from now (the end of a turn tells it again).
+    pub(super) fn schedule_idle_check(&self, ctx: &Context<Self>) {
+        let window = self.window(self.idle_after());
+        let due = if self.is_quiet(ctx) {
+            self.last_activity + window
+        } else {
+            Instant::now() + window.max(BUSY_RECHECK)
+        };
+        self.idle_check.set(due);
     }
 
     /// How long this session may stay idle before its actor stops: the
@@ -174,11 +200,15 @@ impl SessionActor {
     /// as soon as its turn ends; others at the sweeper's first look past
     /// their window.
     pub(super) fn hibernate_if_configured(&self, ctx: &mut Context<Self>) {
-        if self.idle_after().is_zero() {
-            self.stop_if_idle(ctx, Duration::ZERO);
+        if !self.idle_after().is_zero() || !self.stop_if_idle(ctx, Duration::ZERO) {
+            self.schedule_idle_check(ctx);
         }
     }
 }
+
+/// How soon a busy actor (a turn running, or a load) is asked again whether
+/// it is idle, in case nothing else tells the sweeper when it is done.
+const BUSY_RECHECK: Duration = Duration::from_secs(1);
 
 /// The messages of a session's first exchange (the user's and the reply).
 const FIRST_EXCHANGE: usize = 2;

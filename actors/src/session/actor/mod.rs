@@ -26,7 +26,7 @@ use super::deps::SessionDeps;
 use super::error::SessionError;
 use super::messages::*;
 use super::recovery::recover;
-use super::registry::SessionRegistry;
+use super::registry::{IdleCheck, SessionRegistry};
 use crate::contract::{ChatRequest, HostContext, OutputMode};
 use crate::conversation::{
     now_millis, Message as StoredMessage, MessageTree, PendingAction, SessionRecord, StoredContext,
@@ -88,6 +88,8 @@ pub struct SessionActor {
     /// Shared with each turn's plan rather than copied (it may be megabytes).
     screenshot: Option<Arc<str>>,
     last_activity: Instant,
+    /// When the idle sweeper should next ask this actor (`schedule_idle_check`).
+    idle_check: Arc<IdleCheck>,
     next_turn_id: u64,
 }
 
@@ -146,6 +148,7 @@ impl SessionActor {
         id: SessionId,
         deps: Arc<SessionDeps>,
         registry: Arc<SessionRegistry>,
+        idle_check: Arc<IdleCheck>,
     ) -> SessionActor {
         let record = SessionRecord::new(id.clone(), now_millis());
         SessionActor {
@@ -163,6 +166,7 @@ impl SessionActor {
             deferred: VecDeque::new(),
             screenshot: None,
             last_activity: Instant::now(),
+            idle_check,
             next_turn_id: 0,
         }
     }
