@@ -7,11 +7,13 @@
 mod cancel;
 mod deciding;
 mod limits;
+mod steering;
 mod streaming;
 mod tools;
 
 pub use cancel::{CancelHandle, CancelToken};
 pub use limits::{thinking_budget, Budget, TurnLimits};
+pub use steering::{steering_queue, NotQueued, SteeringReceiver, SteeringSender};
 
 use deciding::{decide, strip_prose};
 use streaming::stream_response;
@@ -19,8 +21,6 @@ use tools::{interrupted_record, run_calls};
 
 use std::collections::HashMap;
 use std::sync::Arc;
-
-use tokio::sync::mpsc;
 
 use crate::contract::{Attachment, OutputMode};
 use crate::conversation::{
@@ -69,7 +69,7 @@ pub struct TurnInput {
     pub assistant: Message,
     pub sink: EventSink,
     pub cancel: CancelToken,
-    pub steering: mpsc::Receiver<SteeringNote>,
+    pub steering: SteeringReceiver,
 }
 
 /// How the turn ended.
@@ -95,7 +95,7 @@ pub struct TurnOutput {
     pub end: TurnEnd,
     /// Handed back so the actor can collect steering that arrived after the
     /// turn's last look (it is promoted to a turn of its own).
-    pub steering: mpsc::Receiver<SteeringNote>,
+    pub steering: SteeringReceiver,
 }
 
 /// `run_turn` with a panic anywhere inside it caught: it becomes a failed
@@ -116,7 +116,7 @@ pub async fn run_turn_guarded(input: TurnInput) -> TurnOutput {
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic without a message".to_string());
             log::error!("turn of {} panicked: {message}", assistant.id);
-            let (_sender, steering) = mpsc::channel(1);
+            let (_sender, steering) = steering_queue(1);
             TurnOutput {
                 assistant,
                 end: TurnEnd::Panicked(message),
@@ -256,13 +256,13 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
 /// one arrived (its segment takes an index, so the stream announces it); true
 /// if there were any.
 fn take_steering(
-    steering: &mut mpsc::Receiver<SteeringNote>,
+    steering: &mut SteeringReceiver,
     assistant: &mut Message,
     sink: &EventSink,
     silent: bool,
 ) -> bool {
     let mut taken = false;
-    while let Ok(note) = steering.try_recv() {
+    while let Some(note) = steering.try_recv() {
         let index = assistant.segments.len();
         if !silent {
             sink.send(TurnEvent::Note(NoteEvent {

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use tokio::sync::mpsc;
 
 use super::screenshot::strip_screenshots;
 use super::turns::{pending_for, TurnEnding};
@@ -27,7 +26,7 @@ use crate::prompt::host_block::render_host_context;
 use crate::session::messages::{AcceptedAs, SendMessage, TurnAccepted};
 use crate::session::SessionError;
 use crate::store::Written;
-use crate::turn::SteeringNote;
+use crate::turn::{NotQueued, SteeringNote};
 
 impl SessionActor {
     fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
@@ -379,14 +378,14 @@ impl SessionActor {
                         }));
                         return;
                     }
-                    Err(mpsc::error::TrySendError::Full(_)) => {
+                    Err(NotQueued::Full(_)) => {
                         let _ = reply.send(Err(SessionError::Conflict(format!(
                             "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
                         ))));
                         return;
                     }
                     // The turn is ending: the message becomes a turn of its own.
-                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+                    Err(NotQueued::Closed(_)) => {}
                 }
             }
         }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::caller::Caller;
 use super::deps::SessionDeps;
@@ -34,7 +34,7 @@ use crate::conversation::{
 use crate::events::{Decision, EventSink, StatusEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, SessionId};
 use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
-use crate::turn::{CancelHandle, SteeringNote};
+use crate::turn::{CancelHandle, SteeringSender};
 
 /// How long an actor whose load failed keeps answering its queued requests.
 const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
@@ -113,7 +113,7 @@ struct LiveTurn {
     cancel: CancelHandle,
     /// Set once cancellation was requested, so a second cancel is a no-op.
     cancelling: bool,
-    steering: mpsc::Sender<SteeringNote>,
+    steering: SteeringSender,
     sink: EventSink,
     output_mode: OutputMode,
     model: String,

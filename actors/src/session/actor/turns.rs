@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::{
     status, Deferred, FinishedTurn, LiveTurn, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
@@ -26,7 +26,8 @@ use crate::session::messages::{AcceptedAs, TurnAccepted};
 use crate::session::SessionError;
 use crate::store::Written;
 use crate::turn::{
-    CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput, TurnPlan,
+    steering_queue, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput,
+    TurnPlan,
 };
 
 pub(super) fn pending_for(
@@ -226,7 +227,7 @@ impl SessionActor {
             tool_context: self.deps.tools.tool_context(self.id.as_str()),
         };
         let (cancel, token) = CancelHandle::new();
-        let (steering_tx, steering_rx) = mpsc::channel(MAX_QUEUED_STEERING);
+        let (steering_tx, steering_rx) = steering_queue(MAX_QUEUED_STEERING);
         self.next_turn_id += 1;
         let turn_id = self.next_turn_id;
         let message_id = assistant.id.clone();
@@ -305,7 +306,7 @@ impl SessionActor {
             steering: mut late_steering,
         } = output;
         let mut undelivered = Vec::new();
-        while let Ok(note) = late_steering.try_recv() {
+        while let Some(note) = late_steering.try_recv() {
             undelivered.push(note);
         }
         if !undelivered.is_empty() {
