@@ -4,7 +4,9 @@
 //! (is the new id free, where is its parent, where does each write go), and
 //! a scan of a long conversation for each of them made a turn's cost grow
 //! with its length. Only resident sessions hold a tree; the stored form has
-//! no index.
+//! no index. Each message is boxed: a `Message` is 312 bytes, most of them
+//! empty options, and in a vector grown by doubling every growth moved them
+//! all, and its spare room was that size too (BENCHMARKS.md, issue 17).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -19,7 +21,10 @@ const FIRST_CAPACITY: usize = 16;
 
 #[derive(Clone, Debug, Default)]
 pub struct MessageTree {
-    messages: Vec<Message>,
+    // Boxed on purpose (see the module's doc): a resident session's vector
+    // holds pointers, not 312-byte messages with room to double.
+    #[allow(clippy::vec_box)]
+    messages: Vec<Box<Message>>,
     /// Each message's transcript items, beside it: built the first time a
     /// request reads the message, then shared by every later request of the
     /// session (a turn's work does not grow with its history). Cleared when
@@ -44,25 +49,35 @@ impl PartialEq for MessageTree {
 impl MessageTree {
     pub fn from_messages(messages: Vec<Message>) -> MessageTree {
         let n_messages = messages.len();
-        // A stored id twice (never written so) resolves to its last copy.
-        let positions = messages
-            .iter()
-            .enumerate()
-            .map(|(index, message)| (message.id.clone(), index))
-            .collect();
-        let mut tree = MessageTree {
-            messages,
-            items: vec![OnceLock::new(); n_messages],
-            parents: vec![None; n_messages],
-            positions,
-        };
-        tree.parents = (0..n_messages)
-            .map(|index| tree.locate_parent(index))
-            .collect();
         // A reloaded conversation usually goes on: give it the room a new
         // one gets, rather than growing from its exact length (each growth
-        // moves every message and hashes every id again).
-        tree.reserve_first();
+        // moves every message and hashes every id again). Each part is
+        // allocated at that size at once: collected in place, the boxes
+        // would keep the decoded vector's buffer, and the index would be
+        // hashed twice.
+        let capacity = n_messages + FIRST_CAPACITY;
+        let mut boxed = Vec::with_capacity(capacity);
+        boxed.extend(messages.into_iter().map(Box::new));
+        let mut positions = HashMap::with_capacity(capacity);
+        // A stored id twice (never written so) resolves to its last copy.
+        positions.extend(
+            boxed
+                .iter()
+                .enumerate()
+                .map(|(index, message)| (message.id.clone(), index)),
+        );
+        let mut items = Vec::with_capacity(capacity);
+        items.resize(n_messages, OnceLock::new());
+        let mut tree = MessageTree {
+            messages: boxed,
+            items,
+            parents: Vec::with_capacity(capacity),
+            positions,
+        };
+        for index in 0..n_messages {
+            let parent = tree.locate_parent(index);
+            tree.parents.push(parent);
+        }
         tree
     }
 
@@ -79,18 +94,19 @@ impl MessageTree {
     }
 
     pub fn get(&self, id: &MessageId) -> Option<&Message> {
-        self.position(id).map(|index| &self.messages[index])
+        self.position(id).map(|index| &*self.messages[index])
     }
 
-    pub fn all(&self) -> &[Message] {
-        &self.messages
+    /// Every message, in the order they were stored.
+    pub fn all(&self) -> impl DoubleEndedIterator<Item = &Message> + ExactSizeIterator {
+        self.messages.iter().map(|message| &**message)
     }
 
     /// Inserts or replaces the message with the same id.
     pub fn upsert(&mut self, message: Message) {
         match self.position(&message.id) {
             Some(index) => {
-                self.messages[index] = message;
+                *self.messages[index] = message;
                 self.items[index] = OnceLock::new();
                 self.parents[index] = self.locate_parent(index);
             }
@@ -100,7 +116,7 @@ impl MessageTree {
                 }
                 let index = self.messages.len();
                 self.positions.insert(message.id.clone(), index);
-                self.messages.push(message);
+                self.messages.push(Box::new(message));
                 self.items.push(OnceLock::new());
                 self.parents.push(None);
                 self.parents[index] = self.locate_parent(index);
@@ -108,10 +124,10 @@ impl MessageTree {
         }
     }
 
-    /// Room for a short conversation at its first message (or beyond the
-    /// messages it was loaded with): a message is a few hundred bytes, and a
-    /// tree growing one doubling at a time moves them to a new allocation
-    /// three times in its first ten turns.
+    /// Room for a short conversation at its first message (`from_messages`
+    /// gives a loaded one as much beyond its length): a tree growing one
+    /// doubling at a time reallocates its index three times in its first
+    /// ten turns.
     #[cold]
     fn reserve_first(&mut self) {
         self.messages.reserve(FIRST_CAPACITY);
@@ -145,14 +161,23 @@ impl MessageTree {
     pub fn path_items(&self, leaf: Option<&MessageId>) -> Vec<(&Message, &Arc<TranscriptChunk>)> {
         self.path_indices(leaf)
             .into_iter()
-            .map(|index| {
-                let message = &self.messages[index];
-                let items = self.items[index].get_or_init(|| {
-                    TranscriptChunk::shared(build_transcript(&[message], &Default::default()))
-                });
-                (message, items)
-            })
+            .map(|index| (&*self.messages[index], self.items_at(index)))
             .collect()
+    }
+
+    /// The shared transcript items of the message `id`, if stored.
+    pub fn items_of(&self, id: &MessageId) -> Option<&Arc<TranscriptChunk>> {
+        self.position(id).map(|index| self.items_at(index))
+    }
+
+    /// The items of the message at `index`, built on first use.
+    fn items_at(&self, index: usize) -> &Arc<TranscriptChunk> {
+        self.items[index].get_or_init(|| {
+            TranscriptChunk::shared(build_transcript(
+                &[&*self.messages[index]],
+                &Default::default(),
+            ))
+        })
     }
 
     /// Root-to-`leaf` path; empty when `leaf` is `None` or unknown. A broken
@@ -165,7 +190,7 @@ impl MessageTree {
     pub fn path_to(&self, leaf: Option<&MessageId>) -> Vec<&Message> {
         self.path_indices(leaf)
             .into_iter()
-            .map(|index| &self.messages[index])
+            .map(|index| &*self.messages[index])
             .collect()
     }
 

@@ -24,7 +24,6 @@ pub fn summary_block(text: &str) -> String {
 pub fn summary_cut<'a>(tree: &'a MessageTree, path: &[&Message]) -> Option<(usize, &'a Message)> {
     let summaries: Vec<&Message> = tree
         .all()
-        .iter()
         .filter(|message| message.role == Role::Summary)
         .collect();
     if summaries.is_empty() {

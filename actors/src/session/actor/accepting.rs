@@ -32,7 +32,6 @@ impl SessionActor {
     fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
         self.tree
             .all()
-            .iter()
             .rev()
             .find_map(|message| message.find_tool(call_id))
     }

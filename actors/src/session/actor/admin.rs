@@ -282,7 +282,7 @@ impl Handler<GetTree> for SessionActor {
     fn handle(&mut self, get: GetTree, ctx: &mut Context<Self>) -> Self::Result {
         let found = self
             .authorize_read(&get.caller)
-            .map(|()| self.tree.all().to_vec());
+            .map(|()| self.tree.all().cloned().collect());
         self.stop_if_absent(ctx);
         found
     }
@@ -317,7 +317,7 @@ impl SessionActor {
         // Every message is written back, not only those it resolves: a
         // record an older version stored too deep was read with its deep
         // part replaced (`store::readback`), and this stores that readable form.
-        let mut changed: Vec<StoredMessage> = self.tree.all().to_vec();
+        let mut changed: Vec<StoredMessage> = self.tree.all().cloned().collect();
         for message in &mut changed {
             message.interrupt_unresolved(CallStatus::Unknown);
         }
