@@ -9,7 +9,7 @@ use super::HistoryConfig;
 use crate::contract::Attachment;
 use crate::conversation::{now_millis, Message, MessageTree, Role, Segment, Usage};
 use crate::ids::MessageId;
-use crate::model::estimate::{estimate_items, estimate_text};
+use crate::model::estimate::estimate_text;
 use crate::model::Transcript;
 
 /// The summarizer's system prompt. `builtin:echo` recognises it and answers
@@ -75,7 +75,7 @@ impl CompactionJob {
 /// of what follows, or the estimate alone. The estimate is also a floor: a
 /// provider that reports less than it (a fake, a proxy) must not let a path
 /// grow past what the real model accepts.
-fn replayed_tokens(view: &[&Message], items: &Transcript, system: &str) -> u64 {
+fn replayed_tokens(tree: &MessageTree, view: &[&Message], items: &Transcript, system: &str) -> u64 {
     let estimate = estimate_text(system) + items.estimated_tokens();
     let newest = view
         .iter()
@@ -83,9 +83,14 @@ fn replayed_tokens(view: &[&Message], items: &Transcript, system: &str) -> u64 {
     let reported = newest.and_then(|index| {
         let usage = view[index].usage.as_ref()?;
         (usage.requests == 1 && usage.input_tokens > 0).then(|| {
-            usage.input_tokens
-                + usage.output_tokens
-                + estimate_items(&render(None, &view[index + 1..]))
+            // What follows it, measured from the tree's shared items of
+            // each message rather than rendered again.
+            let following: u64 = view[index + 1..]
+                .iter()
+                .filter_map(|message| tree.items_of(&message.id))
+                .map(|chunk| chunk.estimated_tokens())
+                .sum();
+            usage.input_tokens + usage.output_tokens + following
         })
     });
     reported.map_or(estimate, |reported| reported.max(estimate))
@@ -112,7 +117,7 @@ pub fn plan_compaction(
         None => (0, None),
     };
     let view = &path[start..];
-    if replayed_tokens(view, replayed, system) <= config.token_budget {
+    if replayed_tokens(tree, view, replayed, system) <= config.token_budget {
         return None;
     }
     let keep_from = retained_start(config, view)?;
@@ -433,6 +438,33 @@ mod tests {
             echo
         )
         .is_some());
+    }
+
+    #[test]
+    fn the_replayed_tail_is_measured_as_a_fresh_render_of_it() {
+        let mut tree = long_tree(3, 100);
+        let mut reply = tree.get(&MessageId::new("a1")).unwrap().clone();
+        reply.usage = Some(Usage {
+            input_tokens: 9_000,
+            output_tokens: 10,
+            requests: 1,
+            ..Usage::default()
+        });
+        tree.upsert(reply);
+        let path = tree.path_to(Some(&MessageId::new("now")));
+        // A view whose newest reply is a1, followed by one user message.
+        let cut = path
+            .iter()
+            .position(|message| message.id.as_str() == "a1")
+            .unwrap();
+        let view = &path[..=cut + 1];
+        assert_eq!(view[cut + 1].role, Role::User);
+        let tail = crate::model::estimate::estimate_items(&render(None, &view[cut + 1..]));
+        assert!(tail > 0);
+        assert_eq!(
+            replayed_tokens(&tree, view, &replayed(&tree), "sys"),
+            9_000 + 10 + tail
+        );
     }
 
     #[test]
