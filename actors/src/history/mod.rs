@@ -90,8 +90,10 @@ pub async fn run_turn_with_history(
 ) -> (TurnOutput, HistoryOutcome) {
     let mut outcome = HistoryOutcome::default();
     let mut auxiliary: Vec<(&'static str, Usage)> = Vec::new();
+    // The auxiliary calls are boxed: held inline, their futures made this
+    // one 9 KiB, copied into place on every turn that makes neither call.
     if let Some(job) = jobs.compaction {
-        match job.run().await {
+        match Box::pin(job.run()).await {
             Ok(compacted) => {
                 input.history = compacted.history;
                 auxiliary.push(("summarization", compacted.usage));
@@ -104,7 +106,7 @@ pub async fn run_turn_with_history(
     }
     let mut output = run_turn_guarded(input).await;
     if let (Some(job), TurnEnd::Completed) = (jobs.memory, &output.end) {
-        match job.run(&output.assistant).await {
+        match Box::pin(job.run(&output.assistant)).await {
             Ok((entries, usage)) => {
                 output.assistant.working_memory = Some(entries);
                 auxiliary.push(("working_memory", usage));

@@ -264,9 +264,13 @@ impl SessionActor {
         // delete, say) on stale state. Should a write be held all the same,
         // the turn reports through the mailbox, which waits for it. This
         // saves a mailbox trip per turn.
+        //
+        // Boxed where it is made: the turn's future is kilobytes, and the
+        // adapters below would each move it once more on its way into the
+        // context's own box.
+        let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
         ctx.spawn(
-            crate::history::run_turn_with_history(jobs, input)
-                .into_actor(self)
+            turn.into_actor(self)
                 .map(move |(output, history), actor, ctx| {
                     if ctx.waiting() {
                         ctx.address().do_send(TurnFinished {
