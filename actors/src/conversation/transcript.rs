@@ -30,14 +30,22 @@ pub fn build_transcript(path: &[&Message], overlay: &ScreenshotOverlay) -> Vec<C
 /// A user message opens with its working-memory block (history's), then its
 /// host context block, both as first sent: the bytes replay unchanged.
 fn user_parts(message: &Message) -> Vec<ContentPart> {
-    let mut parts = Vec::with_capacity(3 + message.attachments.len());
+    // Exactly as many as pushed: the parts stay in the session's transcript
+    // cache for as long as it is resident.
+    let with_content = !message.content.is_empty() || message.host_block.is_none();
+    let mut parts = Vec::with_capacity(
+        usize::from(message.memory_block.is_some())
+            + usize::from(message.host_block.is_some())
+            + usize::from(with_content)
+            + message.attachments.len(),
+    );
     if let Some(block) = &message.memory_block {
         parts.push(ContentPart::Text(block.clone()));
     }
     if let Some(block) = &message.host_block {
         parts.push(ContentPart::Text(block.clone()));
     }
-    if !message.content.is_empty() || message.host_block.is_none() {
+    if with_content {
         parts.push(ContentPart::Text(message.content.clone()));
     }
     parts.extend(message.attachments.iter().map(attachment_part));
@@ -74,7 +82,18 @@ fn media_source(source: &AttachmentSource) -> MediaSource {
 }
 
 fn push_assistant(items: &mut Vec<ChatItem>, segments: &[Segment], overlay: &ScreenshotOverlay) {
-    let mut response: Vec<AssistantPart> = Vec::new();
+    // Room for every part at once: grown from empty, a reply of one text
+    // part held four, in the transcript cache of every resident message
+    // (BENCHMARKS.md, issue 17).
+    let n_parts = segments
+        .iter()
+        .map(|segment| match segment {
+            Segment::Thinking { .. } | Segment::Text { .. } => 1,
+            Segment::ToolGroup { tools } => tools.len(),
+            Segment::Note { .. } => 0,
+        })
+        .sum();
+    let mut response: Vec<AssistantPart> = Vec::with_capacity(n_parts);
     for segment in segments {
         match segment {
             Segment::Thinking { text, signature } => response.push(AssistantPart::Thinking {

@@ -190,6 +190,11 @@ impl Deltas {
         }
         self.delta_index = 0;
         let text = text.to_string();
+        // Most replies are one segment: room for one, not the four a first
+        // push gives, as the message stays resident after its turn.
+        if assistant.segments.capacity() == 0 {
+            assistant.segments.reserve_exact(1);
+        }
         assistant.segments.push(if thinking {
             Segment::Thinking {
                 text,
