@@ -458,7 +458,7 @@ async fn drive(options: Options) -> std::io::Result<()> {
             if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
                 let requests = if load == Load::RoundTrip { 2 } else { 1 };
                 println!(
-                    "server CPU: {:.2} s, {:.3} ms per turn ({:.3} ms per request)",
+                    "server CPU: {:.2} s, {:.4} ms per turn ({:.4} ms per request)",
                     after - before,
                     (after - before) * 1e3 / n_done.max(1) as f64,
                     (after - before) * 1e3 / (n_done * requests).max(1) as f64,
