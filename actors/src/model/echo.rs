@@ -94,13 +94,13 @@ impl Step {
 }
 
 fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
-    if let Some(reply) = auxiliary_reply(request) {
+    let text = latest_user_text(&request.messages);
+    if let Some(reply) = auxiliary_reply(request, &text) {
         return (text_deltas(&reply), Duration::ZERO);
     }
     if let Some(summary) = tool_results_summary(&request.messages) {
         return (text_deltas(&summary), Duration::ZERO);
     }
-    let text = latest_user_text(&request.messages);
     let mut steps = Vec::new();
     let mut delay = Duration::ZERO;
     let mut echoed = Vec::new();
@@ -148,13 +148,13 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
     (steps, delay)
 }
 
-/// The summary or memory update `request` asks for, when it is one.
-fn auxiliary_reply(request: &ModelRequest) -> Option<String> {
-    let input = latest_user_text(&request.messages);
+/// The summary or memory update `request` asks for, when it is one;
+/// `input` is its latest user text.
+fn auxiliary_reply(request: &ModelRequest, input: &str) -> Option<String> {
     if *request.system == *crate::history::SUMMARIZER_INSTRUCTIONS {
-        Some(echo_summary(&input))
+        Some(echo_summary(input))
     } else if *request.system == *crate::history::MEMORY_INSTRUCTIONS {
-        Some(echo_memory(&input))
+        Some(echo_memory(input))
     } else {
         None
     }
@@ -295,10 +295,10 @@ fn latest_user_text(messages: &Transcript) -> String {
         .join("\n")
 }
 
+/// `text` as text deltas, split as [`split_deltas`] splits it.
 fn text_deltas(text: &str) -> Vec<Step> {
-    split_deltas(text)
-        .into_iter()
-        .map(|delta| Step::Event(ModelEvent::TextDelta(delta)))
+    text.split_inclusive(' ')
+        .map(|delta| Step::Event(ModelEvent::TextDelta(delta.to_owned())))
         .collect()
 }
 
