@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use super::message::Message;
+use super::message::{Message, Role};
 use super::transcript::build_transcript;
 use crate::ids::MessageId;
 use crate::model::{Transcript, TranscriptChunk};
@@ -37,6 +37,9 @@ pub struct MessageTree {
     parents: Vec<Option<usize>>,
     /// Where each message is, by id (ids are unique within a session).
     positions: HashMap<MessageId, usize>,
+    /// Where the summaries are, in stored order: every turn looks for the
+    /// newest one on its path, and most sessions have none.
+    summaries: Vec<usize>,
 }
 
 /// Trees are equal when their messages are; the item cache is derived.
@@ -68,11 +71,18 @@ impl MessageTree {
         );
         let mut items = Vec::with_capacity(capacity);
         items.resize(n_messages, OnceLock::new());
+        let summaries = boxed
+            .iter()
+            .enumerate()
+            .filter(|(_, message)| message.role == Role::Summary)
+            .map(|(index, _)| index)
+            .collect();
         let mut tree = MessageTree {
             messages: boxed,
             items,
             parents: Vec::with_capacity(capacity),
             positions,
+            summaries,
         };
         for index in 0..n_messages {
             let parent = tree.locate_parent(index);
@@ -102,10 +112,28 @@ impl MessageTree {
         self.messages.iter().map(|message| &**message)
     }
 
+    /// The summaries, in the order they were stored.
+    pub fn summaries(&self) -> impl DoubleEndedIterator<Item = &Message> {
+        self.summaries.iter().map(|&index| &*self.messages[index])
+    }
+
+    pub fn has_summaries(&self) -> bool {
+        !self.summaries.is_empty()
+    }
+
     /// Inserts or replaces the message with the same id.
     pub fn upsert(&mut self, message: Message) {
         match self.position(&message.id) {
             Some(index) => {
+                let was_summary = self.messages[index].role == Role::Summary;
+                if was_summary != (message.role == Role::Summary) {
+                    if was_summary {
+                        self.summaries.retain(|&at| at != index);
+                    } else {
+                        let at = self.summaries.partition_point(|&at| at < index);
+                        self.summaries.insert(at, index);
+                    }
+                }
                 *self.messages[index] = message;
                 self.items[index] = OnceLock::new();
                 self.parents[index] = self.locate_parent(index);
@@ -115,6 +143,9 @@ impl MessageTree {
                     self.reserve_first();
                 }
                 let index = self.messages.len();
+                if message.role == Role::Summary {
+                    self.summaries.push(index);
+                }
                 self.positions.insert(message.id.clone(), index);
                 self.messages.push(Box::new(message));
                 self.items.push(OnceLock::new());
@@ -221,7 +252,6 @@ impl MessageTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::message::Role;
 
     fn message(id: &str, parent: Option<&str>) -> Message {
         Message::empty(
@@ -230,6 +260,41 @@ mod tests {
             Role::User,
             0,
         )
+    }
+
+    fn summary(id: &str, parent: &str) -> Message {
+        Message::empty(
+            MessageId::new(id),
+            Some(MessageId::new(parent)),
+            Role::Summary,
+            0,
+        )
+    }
+
+    fn summary_ids(tree: &MessageTree) -> Vec<&str> {
+        tree.summaries()
+            .map(|message| message.id.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn the_summaries_are_tracked_through_inserts_replacements_and_loads() {
+        let mut tree = MessageTree::default();
+        tree.upsert(message("a", None));
+        assert!(summary_ids(&tree).is_empty());
+        tree.upsert(summary("s1", "a"));
+        tree.upsert(message("b", Some("a")));
+        tree.upsert(summary("s2", "b"));
+        assert_eq!(summary_ids(&tree), ["s1", "s2"]);
+        // Replaced by a message of another role, then back.
+        tree.upsert(message("s1", Some("a")));
+        assert_eq!(summary_ids(&tree), ["s2"]);
+        tree.upsert(summary("s1", "a"));
+        assert_eq!(summary_ids(&tree), ["s1", "s2"]);
+        tree.upsert(summary("s2", "b"));
+        assert_eq!(summary_ids(&tree), ["s1", "s2"]);
+        let loaded = MessageTree::from_messages(tree.all().cloned().collect());
+        assert_eq!(summary_ids(&loaded), ["s1", "s2"]);
     }
 
     fn ids(path: &[&Message]) -> Vec<String> {

@@ -22,19 +22,14 @@ pub fn summary_block(text: &str) -> String {
 /// The newest summary that applies to `path`: the index of the path message
 /// it hangs from (the last one it covers) and the summary itself.
 pub fn summary_cut<'a>(tree: &'a MessageTree, path: &[&Message]) -> Option<(usize, &'a Message)> {
-    let summaries: Vec<&Message> = tree
-        .all()
-        .filter(|message| message.role == Role::Summary)
-        .collect();
-    if summaries.is_empty() {
+    if !tree.has_summaries() {
         return None;
     }
     path.iter().enumerate().rev().find_map(|(index, message)| {
-        summaries
-            .iter()
+        tree.summaries()
             .rev()
             .find(|summary| summary.parent_id.as_ref() == Some(&message.id))
-            .map(|summary| (index, *summary))
+            .map(|summary| (index, summary))
     })
 }
 
