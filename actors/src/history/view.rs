@@ -35,12 +35,22 @@ pub fn summary_cut<'a>(tree: &'a MessageTree, path: &[&Message]) -> Option<(usiz
 
 /// The transcript of the root-to-`leaf` path as the model reads it.
 pub fn transcript(tree: &MessageTree, leaf: Option<&MessageId>) -> Transcript {
+    path_and_transcript(tree, leaf).1
+}
+
+/// The root-to-`leaf` path and its [`transcript`], from one walk of the
+/// tree: a turn needs both, and each walk is as long as the conversation.
+pub fn path_and_transcript<'t>(
+    tree: &'t MessageTree,
+    leaf: Option<&MessageId>,
+) -> (Vec<&'t Message>, Transcript) {
     let steps = tree.path_items(leaf);
     let path: Vec<&Message> = steps.iter().map(|(message, _)| *message).collect();
-    match summary_cut(tree, &path) {
+    let transcript = match summary_cut(tree, &path) {
         Some((cut, summary)) => shared(Some(&summary.content), &steps[cut + 1..]),
         None => shared(None, &steps),
-    }
+    };
+    (path, transcript)
 }
 
 /// [`render`] over the tree's shared items: the same items, chunked, as

@@ -184,8 +184,7 @@ impl SessionActor {
             .tools
             .tool_set(context, self.screenshot.is_some(), output_mode);
         let leaf = assistant.parent_id.clone();
-        let path = self.tree.path_to(leaf.as_ref());
-        let history = crate::history::transcript(&self.tree, leaf.as_ref());
+        let (path, history) = crate::history::path_and_transcript(&self.tree, leaf.as_ref());
         let config = &self.deps.config;
         let jobs = crate::history::plan_jobs(
             &config.history,
