@@ -417,10 +417,11 @@ mod tests {
         assert_eq!(job.cut.as_str(), "a4");
     }
 
-    #[test]
-    fn reported_usage_counts_when_it_is_larger_than_the_estimate() {
+    /// `long_tree(3, 100)` with the provider's count of 9,000 input and 10
+    /// output tokens on the reply `reply_id`, made in one request.
+    fn tree_with_reported_usage(reply_id: &str) -> MessageTree {
         let mut tree = long_tree(3, 100);
-        let mut reply = tree.get(&MessageId::new("a2")).unwrap().clone();
+        let mut reply = tree.get(&MessageId::new(reply_id)).unwrap().clone();
         reply.usage = Some(Usage {
             input_tokens: 9_000,
             output_tokens: 10,
@@ -428,6 +429,12 @@ mod tests {
             ..Usage::default()
         });
         tree.upsert(reply);
+        tree
+    }
+
+    #[test]
+    fn reported_usage_counts_when_it_is_larger_than_the_estimate() {
+        let tree = tree_with_reported_usage("a2");
         let path = tree.path_to(Some(&MessageId::new("now")));
         assert!(plan_compaction(
             &config(5_000, 1),
@@ -442,15 +449,7 @@ mod tests {
 
     #[test]
     fn the_replayed_tail_is_measured_as_a_fresh_render_of_it() {
-        let mut tree = long_tree(3, 100);
-        let mut reply = tree.get(&MessageId::new("a1")).unwrap().clone();
-        reply.usage = Some(Usage {
-            input_tokens: 9_000,
-            output_tokens: 10,
-            requests: 1,
-            ..Usage::default()
-        });
-        tree.upsert(reply);
+        let tree = tree_with_reported_usage("a1");
         let path = tree.path_to(Some(&MessageId::new("now")));
         // A view whose newest reply is a1, followed by one user message.
         let cut = path
