@@ -110,9 +110,7 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
         match command {
             "say" => steps.extend(text_deltas(rest)),
             "think" => steps.extend(
-                split_deltas(rest)
-                    .into_iter()
-                    .map(|delta| Step::Event(ModelEvent::ThinkingDelta(delta))),
+                split_deltas(rest).map(|delta| Step::Event(ModelEvent::ThinkingDelta(delta))),
             ),
             "call" => {
                 let (name, arguments) = rest.trim().split_once(' ').unwrap_or((rest.trim(), "{}"));
@@ -295,17 +293,16 @@ fn latest_user_text(messages: &Transcript) -> String {
         .join("\n")
 }
 
-/// `text` as text deltas, split as [`split_deltas`] splits it.
 fn text_deltas(text: &str) -> Vec<Step> {
-    text.split_inclusive(' ')
-        .map(|delta| Step::Event(ModelEvent::TextDelta(delta.to_owned())))
+    split_deltas(text)
+        .map(|delta| Step::Event(ModelEvent::TextDelta(delta)))
         .collect()
 }
 
 /// Splits after each space so a reply streams in several deltas that join back
 /// to exactly the original text.
-fn split_deltas(text: &str) -> Vec<String> {
-    text.split_inclusive(' ').map(str::to_owned).collect()
+fn split_deltas(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split_inclusive(' ').map(str::to_owned)
 }
 
 #[cfg(test)]
