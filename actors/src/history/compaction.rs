@@ -99,7 +99,7 @@ fn replayed_tokens(tree: &MessageTree, view: &[&Message], items: &Transcript, sy
 /// Decides whether this turn compacts, and what. `None` when the path fits
 /// the budget, when nothing lies beyond the retained exchanges, or when no
 /// summarizer model is available (`model` is asked only when needed).
-/// `replayed` is the path's view (`view::transcript`), as the turn sends it:
+/// `replayed` is the path's view (`view::path_and_transcript`), as the turn sends it:
 /// measured from the shared items, not rendered again.
 pub fn plan_compaction(
     config: &HistoryConfig,
@@ -316,7 +316,7 @@ mod tests {
 
     /// The view of the path to `now`, as the session actor passes it.
     fn replayed(tree: &MessageTree) -> Transcript {
-        super::super::transcript(tree, Some(&MessageId::new("now")))
+        super::super::path_and_transcript(tree, Some(&MessageId::new("now"))).1
     }
 
     fn config(budget: u64, retain: usize) -> HistoryConfig {

@@ -20,7 +20,7 @@ pub use memory::{
     current_memory, memory_block_for, parse_memory, MemoryJob, MEMORY_BLOCK_OPEN,
     MEMORY_INSTRUCTIONS,
 };
-pub use view::{path_and_transcript, summary_cut, transcript, SUMMARY_BLOCK_OPEN};
+pub use view::{path_and_transcript, summary_cut, SUMMARY_BLOCK_OPEN};
 
 use crate::conversation::{Message, Usage};
 use crate::model::ModelId;

@@ -33,13 +33,9 @@ pub fn summary_cut<'a>(tree: &'a MessageTree, path: &[&Message]) -> Option<(usiz
     })
 }
 
-/// The transcript of the root-to-`leaf` path as the model reads it.
-pub fn transcript(tree: &MessageTree, leaf: Option<&MessageId>) -> Transcript {
-    path_and_transcript(tree, leaf).1
-}
-
-/// The root-to-`leaf` path and its [`transcript`], from one walk of the
-/// tree: a turn needs both, and each walk is as long as the conversation.
+/// The root-to-`leaf` path, and its transcript as the model reads it, from
+/// one walk of the tree: a turn needs both, and each walk is as long as the
+/// conversation.
 pub fn path_and_transcript<'t>(
     tree: &'t MessageTree,
     leaf: Option<&MessageId>,
