@@ -12,6 +12,16 @@ use serde::{Deserialize, Serialize};
 /// The longest id a client may choose (runtime.md, "The message body").
 pub const MAX_ID_CHARS: usize = 64;
 
+/// FNV-1a, unkeyed: ids are short, and this costs a fraction of SipHash.
+/// For spreading ids over shards or comparing before the bytes, where ids a
+/// client chose to collide cost only contention or a string comparison;
+/// never a map's hasher, where they would cost a scan per look-up.
+pub fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -27,6 +37,12 @@ macro_rules! string_id {
 
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+
+            /// A fast, unkeyed hash of the id ([`fnv1a`]), for choosing a
+            /// shard; a map keyed by ids keeps std's keyed hasher.
+            pub fn shard_hash(&self) -> u64 {
+                fnv1a(&self.0)
             }
         }
 

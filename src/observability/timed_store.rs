@@ -29,8 +29,8 @@ impl TimedStore {
         operation: &'static str,
         future: BoxFuture<'static, StoreResult<T>>,
     ) -> BoxFuture<'static, StoreResult<T>> {
-        let metrics = self.metrics.clone();
         let started = Instant::now();
+        let metrics = self.metrics.clone();
         async move {
             let result = future.await;
             metrics.observe_store(operation, started.elapsed(), result.is_ok());
@@ -57,12 +57,16 @@ impl Store for TimedStore {
         &self,
         expected: Version,
         record: &SessionRecord,
-        messages: &[Message],
+        messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>> {
         self.timed(
             "save_messages",
             self.inner.save_messages(expected, record, messages),
         )
+    }
+
+    fn settle(&self, id: &SessionId) {
+        self.inner.settle(id);
     }
 
     fn list(

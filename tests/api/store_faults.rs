@@ -74,12 +74,16 @@ impl Store for FlakyStore {
         &self,
         expected: Version,
         record: &SessionRecord,
-        messages: &[Message],
+        messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>> {
         if !self.allow_write() {
             return refused();
         }
         self.inner.save_messages(expected, record, messages)
+    }
+
+    fn settle(&self, id: &SessionId) {
+        self.inner.settle(id);
     }
 
     fn list(

@@ -4,10 +4,13 @@
 //! (is the new id free, where is its parent, where does each write go), and
 //! a scan of a long conversation for each of them made a turn's cost grow
 //! with its length. Only resident sessions hold a tree; the stored form has
-//! no index. Each message is boxed: a `Message` is 312 bytes, most of them
-//! empty options, and in a vector grown by doubling every growth moved them
-//! all, and its spare room was that size too (BENCHMARKS.md, issue 17).
+//! no index. Each message is behind an `Arc`: a `Message` is 312 bytes, most
+//! of them empty options, and in a vector grown by doubling every growth
+//! moved them all, and its spare room was that size too (BENCHMARKS.md,
+//! issue 17); shared, the memory store keeps the very message the tree
+//! holds instead of encoding a copy at every write.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -19,12 +22,14 @@ use crate::model::{Transcript, TranscriptChunk};
 /// Messages a new session's tree has room for before it first grows.
 const FIRST_CAPACITY: usize = 16;
 
+/// How many of the newest messages `position` compares before hashing.
+const NEWEST: usize = 2;
+
 #[derive(Clone, Debug, Default)]
 pub struct MessageTree {
-    // Boxed on purpose (see the module's doc): a resident session's vector
-    // holds pointers, not 312-byte messages with room to double.
-    #[allow(clippy::vec_box)]
-    messages: Vec<Box<Message>>,
+    /// Shared with the store that holds them (see the module's doc);
+    /// replaced, never changed in place.
+    messages: Vec<Arc<Message>>,
     /// Each message's transcript items, beside it: built the first time a
     /// request reads the message, then shared by every later request of the
     /// session (a turn's work does not grow with its history). Cleared when
@@ -50,17 +55,17 @@ impl PartialEq for MessageTree {
 }
 
 impl MessageTree {
-    pub fn from_messages(messages: Vec<Message>) -> MessageTree {
+    pub fn from_messages<M: Into<Arc<Message>>>(messages: Vec<M>) -> MessageTree {
         let n_messages = messages.len();
         // A reloaded conversation usually goes on: give it the room a new
         // one gets, rather than growing from its exact length (each growth
         // moves every message and hashes every id again). Each part is
-        // allocated at that size at once: collected in place, the boxes
-        // would keep the decoded vector's buffer, and the index would be
-        // hashed twice.
+        // allocated at that size at once: collected in place, the vector
+        // would keep the loaded one's buffer, and the index would be hashed
+        // twice.
         let capacity = n_messages + FIRST_CAPACITY;
         let mut boxed = Vec::with_capacity(capacity);
-        boxed.extend(messages.into_iter().map(Box::new));
+        boxed.extend(messages.into_iter().map(Into::into));
         let mut positions = HashMap::with_capacity(capacity);
         // A stored id twice (never written so) resolves to its last copy.
         positions.extend(
@@ -122,37 +127,44 @@ impl MessageTree {
     }
 
     /// Inserts or replaces the message with the same id.
-    pub fn upsert(&mut self, message: Message) {
-        match self.position(&message.id) {
-            Some(index) => {
-                let was_summary = self.messages[index].role == Role::Summary;
-                if was_summary != (message.role == Role::Summary) {
-                    if was_summary {
-                        self.summaries.retain(|&at| at != index);
-                    } else {
-                        let at = self.summaries.partition_point(|&at| at < index);
-                        self.summaries.insert(at, index);
-                    }
-                }
-                *self.messages[index] = message;
-                self.items[index] = OnceLock::new();
-                self.parents[index] = self.locate_parent(index);
+    pub fn upsert(&mut self, message: impl Into<Arc<Message>>) {
+        let message = message.into();
+        if self.messages.capacity() == 0 {
+            self.reserve_first();
+        }
+        // One hash of the id for the look-up and the insert.
+        let next = self.messages.len();
+        match self.positions.entry(message.id.clone()) {
+            Entry::Occupied(found) => {
+                let index = *found.get();
+                self.replace(index, message);
             }
-            None => {
-                if self.messages.capacity() == 0 {
-                    self.reserve_first();
-                }
-                let index = self.messages.len();
+            Entry::Vacant(free) => {
+                free.insert(next);
                 if message.role == Role::Summary {
-                    self.summaries.push(index);
+                    self.summaries.push(next);
                 }
-                self.positions.insert(message.id.clone(), index);
-                self.messages.push(Box::new(message));
+                self.messages.push(message);
                 self.items.push(OnceLock::new());
                 self.parents.push(None);
-                self.parents[index] = self.locate_parent(index);
+                self.parents[next] = self.locate_parent(next);
             }
         }
+    }
+
+    fn replace(&mut self, index: usize, message: Arc<Message>) {
+        let was_summary = self.messages[index].role == Role::Summary;
+        if was_summary != (message.role == Role::Summary) {
+            if was_summary {
+                self.summaries.retain(|&at| at != index);
+            } else {
+                let at = self.summaries.partition_point(|&at| at < index);
+                self.summaries.insert(at, index);
+            }
+        }
+        self.messages[index] = message;
+        self.items[index] = OnceLock::new();
+        self.parents[index] = self.locate_parent(index);
     }
 
     /// Room for a short conversation at its first message (`from_messages`
@@ -243,9 +255,16 @@ impl MessageTree {
         path
     }
 
-    /// Where `id` is.
+    /// Where `id` is. The newest two messages are compared first: nearly
+    /// every look-up of a turn is for one of them (the leaf, the parent of
+    /// a new message, the reply just stored), and comparing an id costs a
+    /// fraction of hashing it with the map's keyed hasher.
     fn position(&self, id: &MessageId) -> Option<usize> {
-        self.positions.get(id).copied()
+        let n_messages = self.messages.len();
+        (n_messages.saturating_sub(NEWEST)..n_messages)
+            .rev()
+            .find(|&index| self.messages[index].id == *id)
+            .or_else(|| self.positions.get(id).copied())
     }
 }
 
@@ -346,6 +365,46 @@ mod tests {
         let second = tree.transcript_to(Some(&leaf));
         assert_eq!(second, fresh(&tree));
         assert_ne!(second, first, "a replaced message is built again");
+    }
+
+    /// The newest messages are found without the index, the others through
+    /// it, and a loaded tree holding an id twice (never written so)
+    /// resolves it to its last copy either way.
+    #[test]
+    fn every_message_is_found_where_it_is() {
+        let mut tree = MessageTree::default();
+        let ids = ["a", "b", "c", "d", "e"];
+        for (index, id) in ids.iter().enumerate() {
+            tree.upsert(message(id, index.checked_sub(1).map(|parent| ids[parent])));
+        }
+        for (index, id) in ids.iter().enumerate() {
+            assert_eq!(tree.position(&MessageId::new(id)), Some(index));
+        }
+        assert_eq!(tree.position(&MessageId::new("z")), None);
+        let mut changed = message("c", Some("b"));
+        changed.content = "changed".into();
+        tree.upsert(changed);
+        assert_eq!(tree.len(), 5);
+        assert_eq!(
+            tree.get(&MessageId::new("c")).map(|m| m.content.as_str()),
+            Some("changed")
+        );
+
+        let twice = |ids: &[&str]| {
+            MessageTree::from_messages(ids.iter().map(|id| message(id, None)).collect())
+        };
+        assert_eq!(
+            twice(&["x", "a", "b", "a"]).position(&MessageId::new("a")),
+            Some(3)
+        );
+        assert_eq!(
+            twice(&["a", "b", "a", "c"]).position(&MessageId::new("a")),
+            Some(2)
+        );
+        assert_eq!(
+            twice(&["a", "a", "b", "c"]).position(&MessageId::new("a")),
+            Some(1)
+        );
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! action survives only if its assistant message exists and its call has no
 //! result; every other call without a result gets a synthetic `unknown`.
 
-use crate::conversation::{CallStatus, Message, PendingAction, Segment};
+use std::sync::Arc;
+
+use crate::conversation::{CallStatus, Message, PendingAction, Segment, ToolRecord};
 use crate::store::SessionSnapshot;
 
 pub struct Recovered {
-    pub pending: Option<std::sync::Arc<PendingAction>>,
-    pub messages: Vec<Message>,
+    pub pending: Option<Arc<PendingAction>>,
+    pub messages: Vec<Arc<Message>>,
     /// Messages whose calls were resolved as `unknown`; to be written back.
     pub changed: Vec<usize>,
 }
@@ -32,13 +34,23 @@ pub fn recover(snapshot: SessionSnapshot) -> Recovered {
     }
     let mut changed = Vec::new();
     for (index, message) in messages.iter_mut().enumerate() {
+        // Copied only when one of its calls changes: the loaded message may
+        // be shared with the store.
+        let interrupted =
+            |tool: &ToolRecord| !tool.has_result() && !awaited.contains(&tool.id.as_str());
+        if !message.segments.iter().any(|segment| {
+            matches!(segment, Segment::ToolGroup { tools } if tools.iter().any(interrupted))
+        }) {
+            continue;
+        }
+        let message = Arc::make_mut(message);
         let mut touched = false;
         for segment in &mut message.segments {
             let Segment::ToolGroup { tools } = segment else {
                 continue;
             };
             for tool in tools.iter_mut() {
-                if !tool.has_result() && !awaited.contains(&tool.id.as_str()) {
+                if interrupted(tool) {
                     tool.interrupt(CallStatus::Unknown);
                     touched = true;
                 }

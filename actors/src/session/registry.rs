@@ -13,7 +13,6 @@
 //! work does not hold the worker's other connections.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
@@ -36,7 +35,6 @@ type Shard = HashMap<SessionId, Entry>;
 
 pub struct SessionRegistry {
     shards: Vec<Mutex<Shard>>,
-    hasher: std::collections::hash_map::RandomState,
     /// Threads for actors asked for from outside any actix arbiter (a
     /// plain tokio thread); started on first such use, inside the actix system.
     arbiters: OnceLock<Vec<ArbiterHandle>>,
@@ -46,7 +44,6 @@ impl Default for SessionRegistry {
     fn default() -> Self {
         SessionRegistry {
             shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: Default::default(),
             arbiters: OnceLock::new(),
         }
     }
@@ -54,7 +51,8 @@ impl Default for SessionRegistry {
 
 impl SessionRegistry {
     fn shard(&self, id: &SessionId) -> MutexGuard<'_, Shard> {
-        let index = (self.hasher.hash_one(id) as usize) % N_SHARDS;
+        // The map under the lock hashes the id with its keyed hasher.
+        let index = (id.shard_hash() as usize) % N_SHARDS;
         // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
         self.shards[index]
             .lock()
@@ -94,7 +92,7 @@ impl SessionRegistry {
             let n = std::thread::available_parallelism().map_or(2, |n| n.get());
             (0..n).map(|_| Arbiter::new().handle()).collect()
         });
-        arbiters[(self.hasher.hash_one(id) as usize) % arbiters.len()].clone()
+        arbiters[(id.shard_hash() as usize) % arbiters.len()].clone()
     }
 
     /// The live actor, if any, without starting one.

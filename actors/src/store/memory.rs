@@ -1,13 +1,14 @@
-//! The in-memory store: the default, lasting for the process. Messages are
-//! kept serialised (compact JSON, one buffer per message) so that an idle
-//! session costs a few hundred bytes rather than its full object graph; the
-//! session row keeps its few small fields as they are and its host context
-//! as JSON (`StoredRecord`). Shards with a mutex each keep unrelated
-//! sessions from contending.
+//! The in-memory store: the default, lasting for the process. A message is
+//! kept as the actor's own shared copy while the session's actor is in
+//! memory (a write costs a reference count, not an encoding), and serialised
+//! (compact JSON, one buffer per message) when the actor hibernates
+//! (`Store::settle`), so that an idle session costs a few hundred bytes
+//! rather than its full object graph; the session row keeps its few small
+//! fields as they are and its host context as JSON (`StoredRecord`). Shards
+//! with a mutex each keep unrelated sessions from contending.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -33,7 +34,6 @@ type Evictable = Box<dyn Fn(&SessionId) -> bool + Send + Sync>;
 
 pub struct MemoryStore {
     shards: Vec<Mutex<HashMap<SessionId, StoredSession>>>,
-    hasher: std::collections::hash_map::RandomState,
     /// Sessions one shard holds at most (`None`: unbounded). The bound is per
     /// shard so that making room looks at one shard only, under its lock.
     shard_limit: Option<usize>,
@@ -56,9 +56,58 @@ struct StoredSession {
     updated_at: Instant,
 }
 
+/// One stored message, and a hash of its id: a write looks for each of its
+/// messages among the session's (most are new, so the search runs to the
+/// end), and comparing hashes held in line does not touch every message's id.
+#[derive(Clone)]
 struct StoredMessage {
-    id: Box<str>,
-    bytes: Box<[u8]>,
+    id_hash: u64,
+    body: Body,
+}
+
+/// Shared with the actor that wrote it while that actor is in memory (its
+/// next load, a reload after a stale write, takes the same copy back), its
+/// JSON once settled. A shared message is never changed: the actor replaces
+/// messages, it does not edit them in place.
+#[derive(Clone)]
+enum Body {
+    Shared(Arc<Message>),
+    Encoded { id: Box<str>, bytes: Box<[u8]> },
+}
+
+impl StoredMessage {
+    fn shared(message: &Arc<Message>) -> StoredMessage {
+        StoredMessage {
+            id_hash: message.id.shard_hash(),
+            body: Body::Shared(message.clone()),
+        }
+    }
+
+    fn id(&self) -> &str {
+        match &self.body {
+            Body::Shared(message) => message.id.as_str(),
+            Body::Encoded { id, .. } => id,
+        }
+    }
+
+    fn is(&self, id_hash: u64, id: &str) -> bool {
+        self.id_hash == id_hash && self.id() == id
+    }
+
+    /// The bytes a load must decode.
+    fn n_encoded_bytes(&self) -> usize {
+        match &self.body {
+            Body::Shared(_) => 0,
+            Body::Encoded { bytes, .. } => bytes.len(),
+        }
+    }
+
+    fn load(&self) -> StoreResult<Arc<Message>> {
+        match &self.body {
+            Body::Shared(message) => Ok(message.clone()),
+            Body::Encoded { bytes, .. } => decode(bytes).map(Arc::new),
+        }
+    }
 }
 
 /// A session row (`SessionRecord` less its id, the shard's key). A turn
@@ -180,7 +229,7 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
 struct RawSession {
     id: SessionId,
     record: StoredRecord,
-    messages: Vec<Box<[u8]>>,
+    messages: Vec<StoredMessage>,
     version: Version,
 }
 
@@ -195,24 +244,22 @@ enum Snapshot {
 
 impl RawSession {
     fn decode(&self) -> StoreResult<SessionSnapshot> {
-        decode_snapshot(
-            &self.id,
-            &self.record,
-            self.messages.iter().map(|m| &**m),
-            self.version,
-        )
+        decode_snapshot(&self.id, &self.record, &self.messages, self.version)
     }
 }
 
-fn decode_snapshot<'a>(
+fn decode_snapshot(
     id: &SessionId,
     record: &StoredRecord,
-    messages: impl Iterator<Item = &'a [u8]>,
+    messages: &[StoredMessage],
     version: Version,
 ) -> StoreResult<SessionSnapshot> {
     Ok(SessionSnapshot {
         record: record.decode(id)?,
-        messages: messages.map(decode).collect::<StoreResult<_>>()?,
+        messages: messages
+            .iter()
+            .map(StoredMessage::load)
+            .collect::<StoreResult<_>>()?,
         version,
     })
 }
@@ -221,7 +268,6 @@ impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore {
             shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: Default::default(),
             shard_limit: None,
             evictable: OnceLock::new(),
             n_evicted: AtomicU64::new(0),
@@ -280,7 +326,8 @@ impl MemoryStore {
     }
 
     fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, StoredSession>> {
-        let index = (self.hasher.hash_one(id) as usize) % N_SHARDS;
+        // The map under the lock hashes the id with its keyed hasher.
+        let index = (id.shard_hash() as usize) % N_SHARDS;
         // Only plain map operations run under the lock; a poisoned shard
         // still holds a consistent map.
         self.shards[index]
@@ -294,9 +341,9 @@ impl MemoryStore {
         &self,
         expected: Version,
         record: &SessionRecord,
-        messages: &[Message],
+        messages: &[Arc<Message>],
     ) -> StoreResult<Written> {
-        let encoded = Encoded::new(record, messages)?;
+        let change = Change::new(record, messages)?;
         let mut shard = self.shard(&record.id);
         self.make_room(&mut shard, &record.id);
         // One lookup for the check and the write: a vacant entry inserts
@@ -310,8 +357,58 @@ impl MemoryStore {
             return Ok(Written::Stale);
         }
         let version = self.last_version.fetch_add(1, Ordering::Relaxed) + 1;
-        encoded.apply(entry, record.created_at, version);
+        change.apply(entry, record.created_at, version);
         Ok(Written::Committed(version))
+    }
+
+    /// Serialises the messages of `id` still shared with an actor: outside
+    /// the lock, then swapped in where the shard still holds that same
+    /// message (one a later write replaced is left to that writer's settle).
+    fn settle_session(&self, id: &SessionId) {
+        let shared: Vec<Arc<Message>> = match self.shard(id).get(id) {
+            Some(stored) => stored
+                .messages
+                .iter()
+                .filter_map(|message| match &message.body {
+                    Body::Shared(message) => Some(message.clone()),
+                    Body::Encoded { .. } => None,
+                })
+                .collect(),
+            None => return,
+        };
+        if shared.is_empty() {
+            return;
+        }
+        // Keyed by address: `shared` keeps every message alive until the
+        // swap, so no address is reused meanwhile.
+        let mut encoded: HashMap<*const Message, Box<[u8]>> = HashMap::with_capacity(shared.len());
+        for message in &shared {
+            match encode(&**message) {
+                Ok(bytes) => {
+                    encoded.insert(Arc::as_ptr(message), bytes);
+                }
+                // Kept shared: still correct, only larger.
+                Err(error) => log::warn!(
+                    "session {id}: message {} kept unencoded: {error}",
+                    message.id
+                ),
+            }
+        }
+        let mut shard = self.shard(id);
+        let Some(stored) = shard.get_mut(id) else {
+            return;
+        };
+        for message in &mut stored.messages {
+            let Body::Shared(shared) = &message.body else {
+                continue;
+            };
+            if let Some(bytes) = encoded.remove(&Arc::as_ptr(shared)) {
+                message.body = Body::Encoded {
+                    id: shared.id.as_str().into(),
+                    bytes,
+                };
+            }
+        }
     }
 
     /// The session, decoded under its shard's lock when it is small; a
@@ -321,23 +418,21 @@ impl MemoryStore {
         let Some(stored) = shard.get(id) else {
             return Snapshot::Decoded(Ok(None));
         };
-        let n_bytes: usize = stored.messages.iter().map(|m| m.bytes.len()).sum();
+        let n_bytes: usize = stored
+            .messages
+            .iter()
+            .map(StoredMessage::n_encoded_bytes)
+            .sum();
         if n_bytes + stored.record.n_encoded_bytes() > offload::INLINE_BYTES {
             return Snapshot::Large(RawSession {
                 id: id.clone(),
                 record: stored.record.clone(),
-                messages: stored.messages.iter().map(|m| m.bytes.clone()).collect(),
+                messages: stored.messages.clone(),
                 version: stored.version,
             });
         }
         Snapshot::Decoded(
-            decode_snapshot(
-                id,
-                &stored.record,
-                stored.messages.iter().map(|m| &*m.bytes),
-                stored.version,
-            )
-            .map(Some),
+            decode_snapshot(id, &stored.record, &stored.messages, stored.version).map(Some),
         )
     }
 
@@ -383,47 +478,42 @@ impl MemoryStore {
     }
 }
 
-/// A session change, serialised and ready to swap in.
-struct Encoded {
+/// A session change, ready to swap in.
+struct Change<'a> {
     record: StoredRecord,
-    messages: Vec<StoredMessage>,
+    messages: &'a [Arc<Message>],
 }
 
-impl Encoded {
-    fn new(record: &SessionRecord, messages: &[Message]) -> StoreResult<Encoded> {
-        Ok(Encoded {
+impl<'a> Change<'a> {
+    fn new(record: &SessionRecord, messages: &'a [Arc<Message>]) -> StoreResult<Change<'a>> {
+        Ok(Change {
             record: StoredRecord::new(record)?,
-            messages: messages
-                .iter()
-                .map(|message| {
-                    Ok(StoredMessage {
-                        id: message.id.as_str().into(),
-                        bytes: encode(message)?,
-                    })
-                })
-                .collect::<StoreResult<_>>()?,
+            messages,
         })
     }
 
     /// Applies the change, giving the session `version`.
     fn apply(self, entry: Entry<'_, SessionId, StoredSession>, created_at: u64, version: Version) {
+        let now = Instant::now();
         let stored = entry.or_insert_with(|| StoredSession {
             record: StoredRecord::default(),
             created_at,
             version: 0,
             messages: Vec::new(),
-            updated_at: Instant::now(),
+            updated_at: now,
         });
         stored.record = self.record;
-        stored.updated_at = Instant::now();
+        stored.updated_at = now;
         stored.version = version;
         for message in self.messages {
+            let message = StoredMessage::shared(message);
+            let id = message.id();
             // A rewritten message is usually one of the newest.
             match stored
                 .messages
                 .iter_mut()
                 .rev()
-                .find(|existing| existing.id == message.id)
+                .find(|existing| existing.is(message.id_hash, id))
             {
                 Some(existing) => *existing = message,
                 None => stored.messages.push(message),
@@ -454,9 +544,13 @@ impl Store for MemoryStore {
         &self,
         expected: Version,
         record: &SessionRecord,
-        messages: &[Message],
+        messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>> {
         future::ready(self.upsert(expected, record, messages)).boxed()
+    }
+
+    fn settle(&self, id: &SessionId) {
+        self.settle_session(id);
     }
 
     fn list(
@@ -639,14 +733,20 @@ mod readback_tests {
         }))
         .expect("a message");
         let record = SessionRecord::new(id.clone(), 0);
-        let saved = store.save_messages(0, &record, &[message]).now_or_never();
+        let saved = store
+            .save_messages(0, &record, &[Arc::new(message)])
+            .now_or_never();
         assert_eq!(saved, Some(Ok(Written::Committed(1))));
+        store.settle(&id);
         {
             let mut shard = store.shard(&id);
             let stored = shard.get_mut(&id).expect("stored");
-            let text = String::from_utf8(stored.messages[0].bytes.to_vec()).expect("utf-8");
+            let Body::Encoded { bytes, .. } = &mut stored.messages[0].body else {
+                panic!("settled");
+            };
+            let text = String::from_utf8(bytes.to_vec()).expect("utf-8");
             let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
-            stored.messages[0].bytes = text.replace("\"PLANTED\"", &deep).into_bytes().into();
+            *bytes = text.replace("\"PLANTED\"", &deep).into_bytes().into();
         }
 
         let load = |store: &MemoryStore| {
@@ -671,9 +771,74 @@ mod readback_tests {
             .save_messages(loaded.version, &loaded.record, &loaded.messages)
             .now_or_never();
         assert_eq!(rewritten, Some(Ok(Written::Committed(2))));
+        store.settle(&id);
         let shard = store.shard(&id);
-        let bytes = &shard.get(&id).expect("stored").messages[0].bytes;
+        let Body::Encoded { bytes, .. } = &shard.get(&id).expect("stored").messages[0].body else {
+            panic!("settled");
+        };
         assert!(serde_json::from_slice::<Value>(bytes).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod settle_tests {
+    use super::*;
+    use crate::conversation::Role;
+
+    fn message(content: &str) -> Arc<Message> {
+        let mut message = Message::empty(MessageId::new("m1"), None, Role::User, 0);
+        message.content = content.into();
+        Arc::new(message)
+    }
+
+    fn load(store: &MemoryStore, id: &SessionId) -> SessionSnapshot {
+        store
+            .load(id)
+            .now_or_never()
+            .expect("the memory store answers at once")
+            .expect("readable")
+            .expect("stored")
+    }
+
+    fn is_encoded(store: &MemoryStore, id: &SessionId) -> bool {
+        let shard = store.shard(id);
+        matches!(
+            shard.get(id).expect("stored").messages[0].body,
+            Body::Encoded { .. }
+        )
+    }
+
+    /// While the writer is resident its message is kept as it is, not
+    /// encoded; `settle` encodes it, and it loads the same; a later write
+    /// is shared again until the next settle.
+    #[test]
+    fn messages_are_shared_until_settled_then_load_the_same() {
+        let store = MemoryStore::new();
+        let id = SessionId::new("s");
+        let record = SessionRecord::new(id.clone(), 0);
+        let first = message("first");
+        let written = store.save_messages(0, &record, std::slice::from_ref(&first));
+        assert_eq!(written.now_or_never(), Some(Ok(Written::Committed(1))));
+        assert!(Arc::ptr_eq(&load(&store, &id).messages[0], &first));
+        assert!(!is_encoded(&store, &id));
+
+        store.settle(&id);
+        assert!(is_encoded(&store, &id));
+        let loaded = load(&store, &id);
+        assert!(!Arc::ptr_eq(&loaded.messages[0], &first));
+        assert_eq!(loaded.messages, vec![first]);
+
+        let second = message("second");
+        let written = store.save_messages(1, &record, std::slice::from_ref(&second));
+        assert_eq!(written.now_or_never(), Some(Ok(Written::Committed(2))));
+        assert!(!is_encoded(&store, &id));
+        store.settle(&id);
+        assert!(is_encoded(&store, &id));
+        assert_eq!(load(&store, &id).messages, vec![second]);
+        // Settling what is settled, or what is not stored, changes nothing.
+        store.settle(&id);
+        store.settle(&SessionId::new("absent"));
+        assert_eq!(load(&store, &id).version, 2);
     }
 }
 
@@ -689,18 +854,22 @@ mod large_load_tests {
     async fn a_large_session_loads_whole_from_the_blocking_pool() {
         let store = MemoryStore::new();
         let id = SessionId::new("large");
-        let messages: Vec<Message> = (0..4)
+        let messages: Vec<Arc<Message>> = (0..4)
             .map(|n| {
                 serde_json::from_value(json!({
                     "id": format!("m{n}"), "role": "user", "created_at": n,
                     "content": "x".repeat(offload::INLINE_BYTES / 2)
                 }))
+                .map(Arc::new)
                 .expect("a message")
             })
             .collect();
         let record = SessionRecord::new(id.clone(), 0);
         let saved = store.save_messages(0, &record, &messages).await;
         assert_eq!(saved, Ok(Written::Committed(1)));
+        // Shared with the writer, nothing is left to decode.
+        assert!(matches!(store.snapshot(&id), Snapshot::Decoded(_)));
+        store.settle(&id);
         assert!(matches!(store.snapshot(&id), Snapshot::Large(_)));
         let loaded = store.load(&id).await.expect("readable").expect("stored");
         assert_eq!(loaded.messages, messages);

@@ -36,7 +36,7 @@ pub type Version = u64;
 #[derive(Clone, Debug, PartialEq)]
 pub struct SessionSnapshot {
     pub record: SessionRecord,
-    pub messages: Vec<Message>,
+    pub messages: Vec<Arc<Message>>,
     pub version: Version,
 }
 
@@ -190,13 +190,21 @@ pub trait Store: Send + Sync + 'static {
     /// inserts or replaces these messages, in one transaction, if the stored
     /// session is at version `expected` (0: not stored yet). Otherwise nothing
     /// changes and the answer is `Written::Stale`. Only the messages given are
-    /// written; the others stay as stored.
+    /// written; the others stay as stored. The messages are shared, not
+    /// lent: a store may keep them as they are (the memory store does, until
+    /// `settle`), since nothing changes a message once written: a new
+    /// version is a new message.
     fn save_messages(
         &self,
         expected: Version,
         record: &SessionRecord,
-        messages: &[Message],
+        messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>>;
+
+    /// The session's actor has left memory: what the store kept in the
+    /// actor's own shapes for its next turns can now be made compact. Only
+    /// a memory store has anything to do.
+    fn settle(&self, _id: &SessionId) {}
 
     /// A page of sessions, newest first; only `owner`'s when it is given.
     fn list(

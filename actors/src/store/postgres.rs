@@ -437,8 +437,8 @@ fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnaps
     };
     let messages = messages
         .iter()
-        .map(|row| from_json::<Message>("message", row.get(0)))
-        .collect::<StoreResult<Vec<Message>>>()?;
+        .map(|row| from_json::<Message>("message", row.get(0)).map(Arc::new))
+        .collect::<StoreResult<Vec<_>>>()?;
     Ok(Some(SessionSnapshot {
         record,
         messages,
@@ -472,14 +472,14 @@ impl Store for PgStore {
         &self,
         expected: Version,
         record: &SessionRecord,
-        messages: &[Message],
+        messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>> {
         // Serialized here, on the caller's thread, so the writer thread only
         // talks to the database.
         let write = SessionRow::from_record(record).and_then(|row| {
             let messages = messages
                 .iter()
-                .map(MessageRow::from_message)
+                .map(|message| MessageRow::from_message(message))
                 .collect::<StoreResult<Vec<_>>>()?;
             Ok(SessionWrite {
                 row,

@@ -254,7 +254,7 @@ impl SessionActor {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
                 let mut assistant = assistant.clone();
                 assistant.interrupt_unresolved(CallStatus::Superseded);
-                changed.push(assistant);
+                changed.push(Arc::new(assistant));
             }
         }
         self.reset_screenshot(&request);
@@ -304,7 +304,7 @@ impl SessionActor {
             );
         }
         record.pending_action = None;
-        changed.push(user);
+        changed.push(Arc::new(user));
         let write = self
             .deps
             .store
@@ -537,6 +537,7 @@ impl SessionActor {
         // Conditional on this copy's version, which is the version that made
         // `pending` the pending call: of two processes accepting one result,
         // exactly one commits; the other reloads and answers 409.
+        let assistant = Arc::new(assistant);
         let write =
             self.deps
                 .store
@@ -575,7 +576,14 @@ impl SessionActor {
             });
             if resumes_model {
                 actor.phase = Phase::Idle;
-                actor.start_turn(&request, assistant, Some(result_event), sink, reply, ctx);
+                actor.start_turn(
+                    &request,
+                    Arc::unwrap_or_clone(assistant),
+                    Some(result_event),
+                    sink,
+                    reply,
+                    ctx,
+                );
                 return;
             }
             let _ = reply.send(Ok(TurnAccepted {

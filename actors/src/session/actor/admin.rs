@@ -317,10 +317,15 @@ impl SessionActor {
         // Every message is written back, not only those it resolves: a
         // record an older version stored too deep was read with its deep
         // part replaced (`store::readback`), and this stores that readable form.
-        let mut changed: Vec<StoredMessage> = self.tree.all().cloned().collect();
-        for message in &mut changed {
-            message.interrupt_unresolved(CallStatus::Unknown);
-        }
+        let changed: Vec<Arc<StoredMessage>> = self
+            .tree
+            .all()
+            .map(|message| {
+                let mut message = message.clone();
+                message.interrupt_unresolved(CallStatus::Unknown);
+                Arc::new(message)
+            })
+            .collect();
         let mut record = self.record.clone();
         record.pending_action = None;
         let write = self

@@ -125,7 +125,8 @@ struct LiveTurn {
 /// A turn that ended, on its way to the store.
 struct FinishedTurn {
     live: LiveTurn,
-    assistant: StoredMessage,
+    /// Shared with the store once written.
+    assistant: Arc<StoredMessage>,
     next: Option<Arc<PendingAction>>,
     decision: Option<Decision>,
     /// Why the turn did not complete, if it did not.
@@ -186,6 +187,9 @@ impl Actor for SessionActor {
 
     fn stopped(&mut self, ctx: &mut Context<Self>) {
         self.registry.remove(&self.id, &ctx.address());
+        // The memory store kept this actor's messages as they are while it
+        // was resident (`Store::settle`); now it may compact them.
+        self.deps.store.settle(&self.id);
     }
 }
 
@@ -245,7 +249,7 @@ impl SessionActor {
                 None => Phase::Idle,
             };
         }
-        let changed: Vec<StoredMessage> = recovered
+        let changed: Vec<Arc<StoredMessage>> = recovered
             .changed
             .iter()
             .map(|&index| recovered.messages[index].clone())
@@ -348,7 +352,7 @@ impl SessionActor {
 /// Calls recovery resolved on load, with the row to write them with.
 struct Recovery {
     record: SessionRecord,
-    changed: Vec<StoredMessage>,
+    changed: Vec<Arc<StoredMessage>>,
 }
 
 // ---- small helpers ---------------------------------------------------------

@@ -379,7 +379,7 @@ impl SessionActor {
         self.store_turn(
             FinishedTurn {
                 live,
-                assistant,
+                assistant: Arc::new(assistant),
                 next,
                 decision,
                 failure,
@@ -407,7 +407,7 @@ impl SessionActor {
             Some(summary) => store.save_messages(
                 self.version,
                 &record,
-                &[summary.clone(), turn.assistant.clone()],
+                &[Arc::new(summary.clone()), turn.assistant.clone()],
             ),
         };
         self.persist(ctx, write, move |actor, ctx, written| {
@@ -526,10 +526,12 @@ impl SessionActor {
             leaf == Some(&turn.assistant.id) || leaf == turn.assistant.parent_id.as_ref();
         if !(ends_where_turn_began && matches!(self.phase, Phase::Idle)) {
             turn.on_path = false;
-            turn.assistant.interrupt_unresolved(CallStatus::Superseded);
+            // Not shared: the write that found the session stale kept nothing.
+            let assistant = Arc::make_mut(&mut turn.assistant);
+            assistant.interrupt_unresolved(CallStatus::Superseded);
+            assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
             turn.next = None;
             turn.decision = None;
-            turn.assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
             turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
         }
         self.store_turn(turn, ctx);
