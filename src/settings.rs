@@ -636,8 +636,9 @@ fn primary_model(text: &str) -> Result<ModelId, SettingsError> {
 
 /// How long an idle session actor stays in memory by default. In memory, a
 /// reload is a deserialisation of bytes the same process holds (microseconds),
-/// so a session hibernates after its turn ends (in a conversation, half a
-/// second later; past 16 messages five seconds: `SHORT_WINDOW`, `HOT_WINDOW`)
+/// so a session hibernates after its turn ends (a few sessions of one exchange
+/// 100 ms later, `session::grace`; in a conversation, half a second later;
+/// past 16 messages five seconds: `SHORT_WINDOW`, `HOT_WINDOW`)
 /// and then costs only its compact stored form; with Postgres a reload is a
 /// round trip, so actors stay five minutes.
 fn default_idle_seconds(database_url: Option<&str>) -> u64 {

@@ -7,6 +7,7 @@ mod budget;
 mod caller;
 mod deps;
 mod error;
+mod grace;
 mod messages;
 mod recovery;
 mod registry;

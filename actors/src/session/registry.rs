@@ -21,6 +21,7 @@ use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 
 use super::actor::SessionActor;
 use super::deps::SessionDeps;
+use super::grace::{GracePool, GRACE_SLOTS};
 use crate::ids::SessionId;
 
 const N_SHARDS: usize = 64;
@@ -35,6 +36,8 @@ type Shard = HashMap<SessionId, Entry>;
 
 pub struct SessionRegistry {
     shards: Vec<Mutex<Shard>>,
+    /// Slots for sessions of one exchange to stay a moment (`grace`).
+    pub(super) graces: Arc<GracePool>,
     /// Threads for actors asked for from outside any actix arbiter (a
     /// plain tokio thread); started on first such use, inside the actix system.
     arbiters: OnceLock<Vec<ArbiterHandle>>,
@@ -44,6 +47,7 @@ impl Default for SessionRegistry {
     fn default() -> Self {
         SessionRegistry {
             shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            graces: GracePool::new(GRACE_SLOTS),
             arbiters: OnceLock::new(),
         }
     }

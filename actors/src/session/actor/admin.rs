@@ -11,6 +11,7 @@ use crate::contract::{HostContext, OutputMode};
 use crate::conversation::{CallStatus, Message as StoredMessage, StoredContext};
 use crate::error_type::ErrorType;
 use crate::events::{FinalResponse, TurnErrorEvent, TurnEvent, TurnStatus};
+use crate::session::grace::FIRST_EXCHANGE_GRACE;
 use crate::session::messages::{
     CancelTurn, CheckIdle, DeleteSession, GetInfo, GetPath, GetTree, JoinSession, RepairSession,
     SessionInfo,
@@ -179,27 +180,36 @@ impl SessionActor {
 
     /// How long this session may stay idle before its actor stops: the
     /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session,
-    /// [`SHORT_WINDOW`] for one in conversation, and none for a session of
-    /// one exchange. That last one is most idle sessions (a burst of new
-    /// sessions would otherwise all be resident at once, and the allocator
-    /// keeps that peak), and it costs one reload if it continues.
+    /// [`SHORT_WINDOW`] for one in conversation, and for a session of one
+    /// exchange [`FIRST_EXCHANGE_GRACE`] while it holds one of the few grace
+    /// slots, none otherwise. That last kind is most idle sessions (a burst
+    /// of new sessions would otherwise all be resident at once, and the
+    /// allocator keeps that peak), and it costs one reload if it continues.
     fn idle_after(&self) -> Duration {
         match self.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
             _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
-            _ if self.tree.len() > FIRST_EXCHANGE
-                || matches!(self.phase, Phase::AwaitingHost(_)) =>
-            {
-                SHORT_WINDOW
-            }
+            _ if !self.is_first_exchange() => SHORT_WINDOW,
+            _ if self.grace.is_some() => FIRST_EXCHANGE_GRACE,
             _ => Duration::ZERO,
         }
     }
 
+    /// A session of at most one exchange, not waiting for a host result.
+    fn is_first_exchange(&self) -> bool {
+        self.tree.len() <= FIRST_EXCHANGE && !matches!(self.phase, Phase::AwaitingHost(_))
+    }
+
     /// With an idle timeout of zero, a session of one exchange hibernates
-    /// as soon as its turn ends; others at the sweeper's first look past
-    /// their window.
-    pub(super) fn hibernate_if_configured(&self, ctx: &mut Context<Self>) {
+    /// as soon as its turn ends, unless it gets a grace slot; others at the
+    /// sweeper's first look past their window.
+    pub(super) fn hibernate_if_configured(&mut self, ctx: &mut Context<Self>) {
+        let may_stay = self.deps.config.idle_timeout.is_zero() && self.is_first_exchange();
+        if !may_stay {
+            self.grace = None;
+        } else if self.grace.is_none() {
+            self.grace = self.registry.graces.try_take();
+        }
         if !self.idle_after().is_zero() || !self.stop_if_idle(ctx, Duration::ZERO) {
             self.schedule_idle_check(ctx);
         }

@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use super::caller::Caller;
 use super::deps::SessionDeps;
 use super::error::SessionError;
+use super::grace::Grace;
 use super::messages::*;
 use super::recovery::recover;
 use super::registry::{IdleCheck, SessionRegistry};
@@ -90,6 +91,8 @@ pub struct SessionActor {
     last_activity: Instant,
     /// When the idle sweeper should next ask this actor (`schedule_idle_check`).
     idle_check: Arc<IdleCheck>,
+    /// A slot to stay a moment after the first exchange (`session::grace`).
+    grace: Option<Grace>,
     next_turn_id: u64,
 }
 
@@ -168,6 +171,7 @@ impl SessionActor {
             screenshot: None,
             last_activity: Instant::now(),
             idle_check,
+            grace: None,
             next_turn_id: 0,
         }
     }
