@@ -15,6 +15,7 @@
 //! - `error_type`: the error words every transport sends.
 //! - `bounded_cache`: values made once from repeated host input (schemas, contexts).
 //! - `offload`: large parsing and decoding moved to the blocking pool.
+//! - `text`: joining strings without collecting them first.
 //! - `store`: the store trait with memory and Postgres implementations.
 
 mod bounded_cache;
@@ -29,5 +30,6 @@ pub mod offload;
 pub mod prompt;
 pub mod session;
 pub mod store;
+mod text;
 pub mod tools;
 pub mod turn;

@@ -263,13 +263,12 @@ pub fn require_json(req: &HttpRequest, also: Option<&str>) -> Result<(), ApiErro
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .unwrap_or("");
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    if essence == "application/json" || also == Some(essence.as_str()) {
+    // Media types are case-insensitive; compared as they are, not lowered
+    // into a new string for every request.
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/json")
+        || also.is_some_and(|also| essence.eq_ignore_ascii_case(also))
+    {
         return Ok(());
     }
     Err(ApiError::UnsupportedMediaType(format!(

@@ -195,15 +195,13 @@ impl Message {
     /// The reply's text: its text segments, a blank line between the answers
     /// of separate model requests (before and after a tool result or steering).
     pub fn text(&self) -> String {
-        let texts: Vec<&str> = self
-            .segments
-            .iter()
-            .filter_map(|segment| match segment {
+        crate::text::join(
+            self.segments.iter().filter_map(|segment| match segment {
                 Segment::Text { text } => Some(text.as_str()),
                 _ => None,
-            })
-            .collect();
-        texts.join("\n\n")
+            }),
+            "\n\n",
+        )
     }
 }
 

@@ -28,6 +28,7 @@ use super::{
     ModelStream, TokenUsage, Transcript,
 };
 use crate::error_type::ErrorType;
+use crate::text::{join, join_onto};
 
 /// The longest `slow` a request may ask for, so a typo cannot stall a turn for hours.
 const MAX_DELAY: Duration = Duration::from_secs(10);
@@ -138,7 +139,8 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
         }
     }
     if !echoed.is_empty() || steps.is_empty() {
-        let reply = format!("Echo: {}", echoed.join("\n"));
+        let mut reply = String::from("Echo: ");
+        join_onto(&mut reply, echoed.iter().copied(), "\n");
         let mut reply_steps = text_deltas(reply.trim_end());
         reply_steps.extend(steps);
         steps = reply_steps;
@@ -282,15 +284,16 @@ fn latest_user_text(messages: &Transcript) -> String {
     }) else {
         return String::new();
     };
-    parts
-        .iter()
-        .filter(|part| !is_host_context_part(part))
-        .filter_map(|part| match part {
-            ContentPart::Text(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    join(
+        parts
+            .iter()
+            .filter(|part| !is_host_context_part(part))
+            .filter_map(|part| match part {
+                ContentPart::Text(text) => Some(text.as_str()),
+                _ => None,
+            }),
+        "\n",
+    )
 }
 
 fn text_deltas(text: &str) -> Vec<Step> {
