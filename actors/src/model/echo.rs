@@ -28,7 +28,7 @@ use super::{
     ModelStream, TokenUsage, Transcript,
 };
 use crate::error_type::ErrorType;
-use crate::text::{join, join_onto};
+use crate::text::join;
 
 /// The longest `slow` a request may ask for, so a typo cannot stall a turn for hours.
 const MAX_DELAY: Duration = Duration::from_secs(10);
@@ -65,14 +65,12 @@ impl ModelClient for EchoModel {
             ..TokenUsage::default()
         }));
         let failed = steps.iter().any(|step| matches!(step, Step::Fail(_)));
-        let mut steps = steps;
-        if !failed {
-            steps.push(usage);
-        }
+        // Chained, not pushed: the steps were allocated at their size.
+        let steps = steps.into_iter().chain((!failed).then_some(usage));
         if delay.is_zero() {
             // Ready at once, as a provider's buffered events are: no
             // future per step.
-            return stream::iter(steps.into_iter().map(Step::into_event)).boxed();
+            return stream::iter(steps.map(Step::into_event)).boxed();
         }
         stream::iter(steps)
             .then(move |step| async move {
@@ -97,14 +95,15 @@ impl Step {
 fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
     let text = latest_user_text(&request.messages);
     if let Some(reply) = auxiliary_reply(request, &text) {
-        return (text_deltas(&reply), Duration::ZERO);
+        return (text_deltas(&reply).collect(), Duration::ZERO);
     }
     if let Some(summary) = tool_results_summary(&request.messages) {
-        return (text_deltas(&summary), Duration::ZERO);
+        return (text_deltas(&summary).collect(), Duration::ZERO);
     }
     let mut steps = Vec::new();
     let mut delay = Duration::ZERO;
-    let mut echoed = Vec::new();
+    // "Echo: " and the lines that are not commands, one per line.
+    let mut echoed: Option<String> = None;
     for line in text.lines() {
         let line = line.trim();
         let (command, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -134,15 +133,24 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
             }
             "fail" => steps.push(Step::Fail(provider_failure(rest.trim()))),
             "panic" => steps.push(Step::Panic),
-            _ if !line.is_empty() => echoed.push(line),
+            _ if !line.is_empty() => match &mut echoed {
+                Some(reply) => {
+                    reply.push('\n');
+                    reply.push_str(line);
+                }
+                None => echoed = Some(format!("Echo: {line}")),
+            },
             _ => {}
         }
     }
-    if !echoed.is_empty() || steps.is_empty() {
-        let mut reply = String::from("Echo: ");
-        join_onto(&mut reply, echoed.iter().copied(), "\n");
-        let mut reply_steps = text_deltas(reply.trim_end());
-        reply_steps.extend(steps);
+    if echoed.is_some() || steps.is_empty() {
+        let reply = echoed.unwrap_or_else(|| "Echo: ".to_string());
+        let reply = reply.trim_end();
+        // The reply's deltas, then the other steps: one vector at its size.
+        let n_deltas = split_deltas(reply).count();
+        let mut reply_steps = Vec::with_capacity(n_deltas + steps.len());
+        reply_steps.extend(text_deltas(reply));
+        reply_steps.append(&mut steps);
         steps = reply_steps;
     }
     (steps, delay)
@@ -296,10 +304,8 @@ fn latest_user_text(messages: &Transcript) -> String {
     )
 }
 
-fn text_deltas(text: &str) -> Vec<Step> {
-    split_deltas(text)
-        .map(|delta| Step::Event(ModelEvent::TextDelta(delta)))
-        .collect()
+fn text_deltas(text: &str) -> impl Iterator<Item = Step> + '_ {
+    split_deltas(text).map(|delta| Step::Event(ModelEvent::TextDelta(delta)))
 }
 
 /// Splits after each space so a reply streams in several deltas that join back
