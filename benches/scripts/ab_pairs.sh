@@ -13,12 +13,7 @@ source "$(dirname "$0")/common.sh"
 binary_a=${1:?usage: ab_pairs.sh BINARY_A BINARY_B [RUNS] [pinned]}
 binary_b=${2:?usage: ab_pairs.sh BINARY_A BINARY_B [RUNS] [pinned]}
 runs=${3:-10}
-server_cpu=()
-client_cpu=()
-if [ "${4:-}" = pinned ]; then
-  server_cpu=(taskset -c 0)
-  client_cpu=(taskset -c 1)
-fi
+pinning "${4:-}"
 port=7401
 
 # Serves BINARY, measures it, and prints "TURNS_PER_SECOND CPU_MS_PER_TURN".

@@ -15,12 +15,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 binary=${1:?usage: bare_ratio.sh SERVER_BINARY [RUNS] [pinned]}
 runs=${2:-5}
-server_cpu=()
-client_cpu=()
-if [ "${3:-}" = pinned ]; then
-  server_cpu=(taskset -c 0)
-  client_cpu=(taskset -c 1)
-fi
+pinning "${3:-}"
 bare_port=7398
 server_port=7400
 

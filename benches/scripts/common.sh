@@ -24,6 +24,18 @@ warm_up() {
     --prefix warm >/dev/null
 }
 
+# Sets `server_cpu` and `client_cpu`, command prefixes that put the server on
+# CPU 0 and the load generator on CPU 1 (taskset) when MODE is "pinned", and
+# nothing otherwise (on a machine of two cores they then share both).
+pinning() {
+  server_cpu=()
+  client_cpu=()
+  if [ "${1:-}" = pinned ]; then
+    server_cpu=(taskset -c 0)
+    client_cpu=(taskset -c 1)
+  fi
+}
+
 # The median of its arguments (numbers), to three decimals when it is the
 # mean of the middle two.
 median() {
