@@ -4,27 +4,17 @@
 
 /// `texts` joined by `separator`, in one allocation.
 pub fn join<'a>(texts: impl Iterator<Item = &'a str> + Clone, separator: &str) -> String {
-    let mut joined = String::new();
-    join_onto(&mut joined, texts, separator);
-    joined
-}
-
-/// [`join`] appended to `out`, which grows at most once.
-pub fn join_onto<'a>(
-    out: &mut String,
-    texts: impl Iterator<Item = &'a str> + Clone,
-    separator: &str,
-) {
     let (n_texts, n_bytes) = texts.clone().fold((0usize, 0usize), |(n, bytes), text| {
         (n + 1, bytes + text.len())
     });
-    out.reserve(n_bytes + separator.len() * n_texts.saturating_sub(1));
+    let mut joined = String::with_capacity(n_bytes + separator.len() * n_texts.saturating_sub(1));
     for (index, text) in texts.enumerate() {
         if index > 0 {
-            out.push_str(separator);
+            joined.push_str(separator);
         }
-        out.push_str(text);
+        joined.push_str(text);
     }
+    joined
 }
 
 #[cfg(test)]
@@ -42,8 +32,5 @@ mod tests {
         ] {
             assert_eq!(join(texts.iter().copied(), ", "), texts.join(", "));
         }
-        let mut out = String::from("Echo: ");
-        join_onto(&mut out, ["a", "b"].into_iter(), "\n");
-        assert_eq!(out, "Echo: a\nb");
     }
 }
