@@ -137,8 +137,9 @@ struct FinishedTurn {
     /// Whether the reply becomes the active leaf (false once another
     /// process's newer message superseded the turn).
     on_path: bool,
-    /// A summary node made for this turn (history compaction), stored with it.
-    summary: Option<StoredMessage>,
+    /// A summary node made for this turn (history compaction), stored with
+    /// it; shared with the store like the reply.
+    summary: Option<Arc<StoredMessage>>,
 }
 
 struct Deferred {

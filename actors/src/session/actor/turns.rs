@@ -384,7 +384,7 @@ impl SessionActor {
                 decision,
                 failure,
                 on_path: true,
-                summary: history.summary,
+                summary: history.summary.map(Arc::new),
             },
             ctx,
         );
@@ -399,15 +399,14 @@ impl SessionActor {
             record.pending_action = turn.next.clone();
         }
         // A new summary node is stored with the turn's result, parents first.
-        // The store encodes what it is given before it returns, so the usual
-        // turn (no summary) lends its reply instead of copying it.
+        // Both are shared with the store, and later with the tree, not copied.
         let store = &self.deps.store;
         let write = match &turn.summary {
             None => store.save_messages(self.version, &record, slice::from_ref(&turn.assistant)),
             Some(summary) => store.save_messages(
                 self.version,
                 &record,
-                &[Arc::new(summary.clone()), turn.assistant.clone()],
+                &[summary.clone(), turn.assistant.clone()],
             ),
         };
         self.persist(ctx, write, move |actor, ctx, written| {
