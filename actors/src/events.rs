@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::conversation::{NoteOrigin, ToolCategory, Usage};
+use crate::ids::{MessageId, SessionId};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -108,11 +109,16 @@ pub enum Decision {
 pub struct FinalResponse {
     /// Null in `host_tools` mode.
     pub content: Option<String>,
-    pub model: String,
+    // The ids and the model are the session's own, shared rather than
+    // copied into every turn's answer.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub model: Arc<str>,
     pub streamed: bool,
-    pub session_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub session_id: SessionId,
     pub turn_number: u32,
-    pub message_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub message_id: MessageId,
     pub usage: Usage,
     pub pending_tool_call: Option<PendingToolCall>,
     pub decision: Option<Decision>,
@@ -453,9 +459,9 @@ mod queue_tests {
             content: Some("hi".into()),
             model: "builtin:echo".into(),
             streamed: false,
-            session_id: "s".into(),
+            session_id: SessionId::new("s"),
             turn_number: 1,
-            message_id: "m".into(),
+            message_id: MessageId::new("m"),
             usage: Usage::default(),
             pending_tool_call: None,
             decision: None,

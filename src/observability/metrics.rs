@@ -291,7 +291,7 @@ impl Metrics {
             }
         });
         self.set_pending(
-            &final_response.session_id,
+            final_response.session_id.as_str(),
             final_response.pending_tool_call.is_some(),
         );
     }

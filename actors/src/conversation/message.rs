@@ -1,6 +1,8 @@
 //! Stored message shapes. These are what the store persists and what the
 //! session routes show, so every field is part of the wire form.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -30,16 +32,21 @@ pub struct Message {
     /// The rendered `<host_context>` block that opens this user message, kept
     /// byte for byte so later turns replay exactly what the model first saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_block: Option<String>,
+    /// Shared with the session's kept context, which renders it once for
+    /// every message that shows it.
+    pub host_block: Option<Arc<str>>,
     /// Reference attachments only; screenshots are never stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub segments: Vec<Segment>,
+    /// Boxed: only assistant messages have one, and inline it would take
+    /// every message past mimalloc's 256-byte class into the 384-byte one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
+    /// The `ModelId`'s own text, shared rather than copied for each reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     /// Set on assistant messages whose turn ended in error (`error_type`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
@@ -53,6 +60,12 @@ pub struct Message {
     /// Unix milliseconds.
     pub created_at: u64,
 }
+
+// A message lives in an `Arc` (16 bytes of counts) in the tree and the
+// memory store for as long as its session is resident: at most 240 bytes
+// keeps that in mimalloc's 256-byte class; at 312 it took 384, and the
+// run's fresh memory and page faults followed (BENCHMARKS.md, issue 17).
+const _: () = assert!(std::mem::size_of::<Message>() <= 240);
 
 /// A piece of an assistant message, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 //! rendering it again was a round trip's largest piece of prompt work.
 
 use std::ops::Deref;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
@@ -22,8 +22,9 @@ pub struct StoredContext {
     context: HostContext,
     /// The context's compact JSON, made by the first write that needs it.
     encoded: OnceLock<Box<RawValue>>,
-    /// The context's `<host_context>` block, made by the first turn that shows it.
-    rendered: OnceLock<String>,
+    /// The context's `<host_context>` block, made by the first turn that
+    /// shows it, and shared by every user message that opens with it.
+    rendered: OnceLock<Arc<str>>,
 }
 
 impl StoredContext {
@@ -49,9 +50,9 @@ impl StoredContext {
     }
 
     /// `render_host_context` of this context, rendered once.
-    pub fn rendered(&self) -> &str {
+    pub fn rendered(&self) -> &Arc<str> {
         self.rendered
-            .get_or_init(|| render_host_context(&self.context))
+            .get_or_init(|| render_host_context(&self.context).into())
     }
 }
 
@@ -113,7 +114,7 @@ mod tests {
         let direct = render_host_context(&context);
         let stored = StoredContext::new(context);
         for _ in 0..2 {
-            assert_eq!(stored.rendered(), direct);
+            assert_eq!(**stored.rendered(), *direct);
         }
     }
 }

@@ -15,7 +15,9 @@ pub type ScreenshotOverlay = HashMap<String, Vec<ContentPart>>;
 
 /// The transcript of a root-to-leaf path.
 pub fn build_transcript(path: &[&Message], overlay: &ScreenshotOverlay) -> Vec<ChatItem> {
-    let mut items = Vec::with_capacity(path.len() * 2);
+    // Exact for a message without tool calls: most calls build one message
+    // into a chunk kept as a boxed slice, which a spare slot would reallocate.
+    let mut items = Vec::with_capacity(path.iter().map(|message| items_hint(message)).sum());
     for message in path {
         match message.role {
             Role::User => items.push(ChatItem::User(user_parts(message))),
@@ -25,6 +27,15 @@ pub fn build_transcript(path: &[&Message], overlay: &ScreenshotOverlay) -> Vec<C
         }
     }
     items
+}
+
+/// The items a message gives when it made no tool calls (more when it did).
+fn items_hint(message: &Message) -> usize {
+    match message.role {
+        Role::User => 1,
+        Role::Assistant => usize::from(!message.segments.is_empty()),
+        Role::Summary => 0,
+    }
 }
 
 /// A user message opens with its working-memory block (history's), then its
@@ -43,7 +54,7 @@ fn user_parts(message: &Message) -> Vec<ContentPart> {
         parts.push(ContentPart::Text(block.clone()));
     }
     if let Some(block) = &message.host_block {
-        parts.push(ContentPart::Text(block.clone()));
+        parts.push(ContentPart::Text(block.to_string()));
     }
     if with_content {
         parts.push(ContentPart::Text(message.content.clone()));

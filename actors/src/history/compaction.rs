@@ -52,8 +52,8 @@ impl CompactionJob {
             host_block: None,
             attachments: Vec::new(),
             segments: Vec::new(),
-            usage: Some(usage.clone()),
-            model: Some(self.model.id.to_string()),
+            usage: Some(Box::new(usage.clone())),
+            model: Some(self.model.id.shared_text()),
             error_type: None,
             memory_block: None,
             working_memory: None,
@@ -422,12 +422,12 @@ mod tests {
     fn tree_with_reported_usage(reply_id: &str) -> MessageTree {
         let mut tree = long_tree(3, 100);
         let mut reply = tree.get(&MessageId::new(reply_id)).unwrap().clone();
-        reply.usage = Some(Usage {
+        reply.usage = Some(Box::new(Usage {
             input_tokens: 9_000,
             output_tokens: 10,
             requests: 1,
             ..Usage::default()
-        });
+        }));
         tree.upsert(reply);
         tree
     }

@@ -117,7 +117,7 @@ pub async fn run_turn_with_history(
         }
     }
     if !auxiliary.is_empty() {
-        let usage = output.assistant.usage.get_or_insert_with(Usage::default);
+        let usage = output.assistant.usage.get_or_insert_with(Box::default);
         for (name, part) in auxiliary {
             usage.auxiliary.insert(name.to_string(), part);
         }

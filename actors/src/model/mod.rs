@@ -73,6 +73,11 @@ impl ModelId {
     pub fn as_str(&self) -> &str {
         &self.full
     }
+
+    /// `provider:name`, shared: what a stored message keeps of its model.
+    pub fn shared_text(&self) -> Arc<str> {
+        self.full.clone()
+    }
 }
 
 impl fmt::Display for ModelId {

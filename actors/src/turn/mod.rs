@@ -138,7 +138,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
     } = input;
     let silent = plan.output_mode == OutputMode::HostTools;
     let mut overlay = ScreenshotOverlay::new();
-    let mut usage = assistant.usage.take().unwrap_or_default();
+    let mut usage = assistant.usage.take().map(|usage| *usage).unwrap_or_default();
     let price = price_for(&plan.model_id);
     // A resumed message carries the usage of its earlier runs; the message
     // keeps the sum, but limits bound this run only, or a continuation after
@@ -157,10 +157,13 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         }
         // The history's chunks are shared; only the live message is built anew.
         let mut messages = history.clone();
-        messages.push(TranscriptChunk::shared(build_transcript(
-            &[&assistant],
-            &overlay,
-        )));
+        // Before its first step the live message has no items to add.
+        if !assistant.segments.is_empty() {
+            messages.push(TranscriptChunk::shared(build_transcript(
+                &[&assistant],
+                &overlay,
+            )));
+        }
         let request = ModelRequest {
             model: plan.model_id.clone(),
             system: plan.system.clone(),
@@ -243,7 +246,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
     if silent {
         strip_prose(&mut assistant);
     }
-    assistant.usage = Some(usage);
+    assistant.usage = Some(Box::new(usage));
     TurnOutput {
         assistant,
         end,

@@ -106,13 +106,13 @@ impl SessionActor {
     /// request's, as it will be kept) renders once for all the turns that
     /// show it; only a request's context with attachments, whose block
     /// counts them, is rendered on its own.
-    fn host_block(&self, request: &ChatRequest, fresh: Option<&StoredContext>) -> Option<String> {
+    fn host_block(&self, request: &ChatRequest, fresh: Option<&StoredContext>) -> Option<Arc<str>> {
         let kept = match (&request.host_context, fresh) {
             (Some(context), Some(fresh)) if context.attachments.is_empty() => fresh,
-            (Some(context), _) => return Some(render_host_context(context)),
+            (Some(context), _) => return Some(render_host_context(context).into()),
             (None, _) => self.record.host_context.as_deref()?,
         };
-        Some(kept.rendered().to_owned())
+        Some(kept.rendered().clone())
     }
 }
 
@@ -524,7 +524,7 @@ impl SessionActor {
             if let Some(text) = self.host_block(&request, fresh_context.as_deref()) {
                 assistant.segments.push(Segment::Note {
                     origin: NoteOrigin::HostContext,
-                    text,
+                    text: text.to_string(),
                     attachments: reference_attachments(&request),
                 });
             }

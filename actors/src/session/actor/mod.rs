@@ -119,7 +119,7 @@ struct LiveTurn {
     steering: SteeringSender,
     sink: EventSink,
     output_mode: OutputMode,
-    model: String,
+    model: Arc<str>,
     /// The assistant message the turn extends, for a final response sent
     /// without `finish_turn` (the session was deleted mid-turn).
     message_id: MessageId,

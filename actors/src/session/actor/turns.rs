@@ -147,7 +147,7 @@ impl TurnFailure {
 /// What a turn's final response reports: the reply, and how the turn ended.
 pub(super) struct TurnEnding<'a> {
     pub(super) assistant: &'a StoredMessage,
-    pub(super) model: String,
+    pub(super) model: Arc<str>,
     /// The call now pending, if the turn (or a result) left one.
     pub(super) pending: Option<&'a PendingAction>,
     /// A silent decision's verdict.
@@ -205,7 +205,7 @@ impl SessionActor {
             .map_or(config.max_turns, |asked| asked.min(config.max_turns));
         let thinking_budget =
             crate::turn::thinking_budget(request.config.thinking_budget, config.thinking_budget);
-        assistant.model = Some(model_id.as_str().to_owned());
+        assistant.model = Some(model_id.shared_text());
         let plan = TurnPlan {
             model_id: model_id.clone(),
             model,
@@ -237,7 +237,7 @@ impl SessionActor {
             steering: steering_tx,
             sink: sink.clone(),
             output_mode,
-            model: model_id.as_str().to_owned(),
+            model: model_id.shared_text(),
             message_id: message_id.clone(),
         });
         let _ = reply.send(Ok(TurnAccepted {
@@ -581,10 +581,10 @@ impl SessionActor {
             content: if silent { None } else { Some(assistant.text()) },
             model,
             streamed: sink.streamed,
-            session_id: self.id.to_string(),
+            session_id: self.id.clone(),
             turn_number: self.record.turn_number,
-            message_id: assistant.id.to_string(),
-            usage: assistant.usage.clone().unwrap_or_default(),
+            message_id: assistant.id.clone(),
+            usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
             pending_tool_call: pending.map(pending_event),
             decision,
             error: failure.map(|_| true),
