@@ -331,9 +331,9 @@ async fn anthropic_request_over_three_turns_marks_cache_breakpoints() {
             user("turn three"),
         ],
     );
-    let tool = |name: &str| ToolSpec {
+    let tool = |name: &'static str| ToolSpec {
         name: name.into(),
-        description: format!("{name} tool"),
+        description: format!("{name} tool").into(),
         parameters: json!({"type": "object"}).into(),
     };
     model_request.tools = vec![tool("look"), tool("search")];

@@ -710,7 +710,7 @@ mod tests {
     #[test]
     fn system_and_last_tool_carry_cache_breakpoints() {
         let mut request = request(vec![user("q")], ModelSettings::default());
-        let tool = |name: &str| ToolSpec {
+        let tool = |name: &'static str| ToolSpec {
             name: name.into(),
             description: "d".into(),
             parameters: std::sync::Arc::new(json!({"type": "object"})),

@@ -117,8 +117,9 @@ pub struct ModelSettings {
 /// A tool offered to the model: name, description and a JSON schema (type object).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
+    /// As the turn's `OfferedTool`: borrowed for the built-in tools.
+    pub name: std::borrow::Cow<'static, str>,
+    pub description: std::borrow::Cow<'static, str>,
     pub parameters: Arc<Value>,
 }
 

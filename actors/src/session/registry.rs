@@ -69,10 +69,41 @@ impl SessionRegistry {
         id: &SessionId,
         deps: &Arc<SessionDeps>,
     ) -> Addr<SessionActor> {
+        self.with_actor(id, deps, Addr::clone)
+    }
+
+    /// Sends `message` to the live actor, started on this thread when there
+    /// is none. The address is not cloned: a clone of an actix address
+    /// allocates twice (its sender's parking state), and this is every
+    /// request's way in. A mailbox error means that actor stopped; the
+    /// next call finds it disconnected and starts another.
+    pub fn send<M>(
+        self: &Arc<Self>,
+        id: &SessionId,
+        deps: &Arc<SessionDeps>,
+        message: M,
+    ) -> actix::dev::Request<SessionActor, M>
+    where
+        M: actix::Message + Send + 'static,
+        M::Result: Send,
+        SessionActor: actix::Handler<M>,
+    {
+        // Sending only queues the message (and wakes the actor's task), so
+        // the shard's lock is held no longer than for a lookup.
+        self.with_actor(id, deps, |addr| addr.send(message))
+    }
+
+    /// `f` of the live actor's address, starting one when there is none.
+    fn with_actor<R>(
+        self: &Arc<Self>,
+        id: &SessionId,
+        deps: &Arc<SessionDeps>,
+        f: impl FnOnce(&Addr<SessionActor>) -> R,
+    ) -> R {
         let mut shard = self.shard(id);
         if let Some(entry) = shard.get(id) {
             if entry.addr.connected() {
-                return entry.addr.clone();
+                return f(&entry.addr);
             }
         }
         let idle_check = Arc::new(IdleCheck::default());
@@ -82,12 +113,9 @@ impl SessionRegistry {
         } else {
             SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor)
         };
-        let entry = Entry {
-            addr: addr.clone(),
-            idle_check,
-        };
-        shard.insert(id.clone(), entry);
-        addr
+        let result = f(&addr);
+        shard.insert(id.clone(), Entry { addr, idle_check });
+        result
     }
 
     /// The arbiter for an actor asked for off any arbiter: one per core, chosen by the id.

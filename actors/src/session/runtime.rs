@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::{Addr, Handler, MailboxError};
+use actix::{Addr, Handler};
 use serde::Serialize;
 
 use super::actor::SessionActor;
@@ -104,12 +104,10 @@ impl Runtime {
         SessionActor: Handler<M>,
     {
         for _attempt in 0..MAX_SEND_ATTEMPTS {
-            let addr = self.registry.get_or_start(id, &self.deps);
-            match addr.send(make()).await {
-                Ok(result) => return Ok(result),
-                Err(MailboxError::Closed) | Err(MailboxError::Timeout) => {
-                    self.registry.remove(id, &addr)
-                }
+            // A mailbox error (the actor stopped) leaves a disconnected
+            // entry, which the next attempt replaces.
+            if let Ok(result) = self.registry.send(id, &self.deps, make()).await {
+                return Ok(result);
             }
         }
         Err(self.why_unavailable("session actor unavailable").await)
@@ -181,15 +179,13 @@ impl Runtime {
         };
         let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
         for _attempt in 0..MAX_SEND_ATTEMPTS {
-            let addr = self.registry.get_or_start(&id, &self.deps);
             let message = SendMessage {
                 slot: slot.clone(),
                 caller: caller.clone(),
             };
-            match addr.send(message).await {
+            match self.registry.send(&id, &self.deps, message).await {
                 Ok(result) => return result,
                 Err(_) => {
-                    self.registry.remove(&id, &addr);
                     let unhandled = slot.lock().map(|slot| slot.is_some()).unwrap_or(false);
                     if !unhandled {
                         break;

@@ -2,6 +2,7 @@
 //! (what the model is offered, given the host context, the screenshot and the
 //! output mode).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -66,8 +67,10 @@ pub enum ToolKind {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct OfferedTool {
-    pub name: String,
-    pub description: String,
+    /// Borrowed for the built-in tools: a turn's tool set and each of its
+    /// provider requests then copy no text for them.
+    pub name: Cow<'static, str>,
+    pub description: Cow<'static, str>,
     /// Shared with the host context or registry it came from: a turn's tool
     /// set and its provider requests copy no schema.
     pub parameters: Arc<Value>,
@@ -122,7 +125,7 @@ impl ToolRegistry {
     ) -> ToolSet {
         let mut tools = Vec::new();
         if output_mode == OutputMode::HostTools {
-            push_context_actions(&mut tools, context, &[HOLD_TOOL]);
+            push_context_actions(&mut tools, context, |name| name == HOLD_TOOL);
             tools.push(hold_tool());
             return ToolSet { tools };
         }
@@ -140,8 +143,8 @@ impl ToolRegistry {
                 }
             }
             tools.push(OfferedTool {
-                name: backend.name().to_string(),
-                description: backend.description().to_string(),
+                name: Cow::Borrowed(backend.name()),
+                description: Cow::Borrowed(backend.description()),
                 parameters: backend.parameters(),
                 kind: ToolKind::Backend(backend),
             });
@@ -153,16 +156,16 @@ impl ToolRegistry {
                 }
             }
             tools.push(OfferedTool {
-                name: tool.name().to_string(),
-                description: tool.description().to_string(),
+                name: Cow::Owned(tool.name().to_string()),
+                description: Cow::Owned(tool.description().to_string()),
                 parameters: Arc::new(tool.parameters()),
                 kind: ToolKind::Custom(tool.clone()),
             });
         }
         for host_tool in &self.host_tools {
             tools.push(OfferedTool {
-                name: host_tool.name.clone(),
-                description: host_tool.description.clone(),
+                name: Cow::Owned(host_tool.name.clone()),
+                description: Cow::Owned(host_tool.description.clone()),
                 parameters: host_tool.parameters.clone(),
                 kind: ToolKind::Host,
             });
@@ -170,18 +173,12 @@ impl ToolRegistry {
         if context.is_none_or(|context| context.actions.is_empty()) {
             return ToolSet { tools };
         }
-        let reserved: Vec<&str> = BackendTool::ALL
-            .iter()
-            .map(|tool| tool.name())
-            .chain(self.custom_tools.iter().map(|tool| tool.name()))
-            .collect();
-        let configured: Vec<&str> = self
-            .host_tools
-            .iter()
-            .map(|tool| tool.name.as_str())
-            .collect();
-        let taken: Vec<&str> = reserved.into_iter().chain(configured).collect();
-        push_context_actions(&mut tools, context, &taken);
+        let taken = |name: &str| {
+            BackendTool::from_name(name).is_some()
+                || self.custom_tools.iter().any(|tool| tool.name() == name)
+                || self.host_tools.iter().any(|tool| tool.name == name)
+        };
+        push_context_actions(&mut tools, context, taken);
         ToolSet { tools }
     }
 
@@ -223,11 +220,11 @@ impl ToolRegistry {
 fn push_context_actions(
     tools: &mut Vec<OfferedTool>,
     context: Option<&HostContext>,
-    taken: &[&str],
+    taken: impl Fn(&str) -> bool,
 ) {
     let Some(context) = context else { return };
     for action in &context.actions {
-        if taken.contains(&action.name.as_str()) {
+        if taken(&action.name) {
             log::warn!(
                 "host action {:?} collides with a registered tool and is ignored",
                 action.name
@@ -235,8 +232,8 @@ fn push_context_actions(
             continue;
         }
         tools.push(OfferedTool {
-            name: action.name.clone(),
-            description: action.description.clone(),
+            name: Cow::Owned(action.name.clone()),
+            description: Cow::Owned(action.description.clone()),
             parameters: action.parameters.clone(),
             kind: ToolKind::Host,
         });
@@ -245,8 +242,8 @@ fn push_context_actions(
 
 fn hold_tool() -> OfferedTool {
     OfferedTool {
-        name: HOLD_TOOL.to_string(),
-        description: "Decide that no host action is needed now.".to_string(),
+        name: Cow::Borrowed(HOLD_TOOL),
+        description: Cow::Borrowed("Decide that no host action is needed now."),
         parameters: Arc::new(
             json!({"type": "object", "properties": {"reason": {"type": "string"}}, "additionalProperties": false}),
         ),

@@ -2,7 +2,9 @@
 //! thinking deltas (forwarded to the sink unless silent), tool calls as sent,
 //! and the provider's token counts.
 
-use futures_util::StreamExt;
+use std::borrow::Cow;
+
+use futures_util::{FutureExt, StreamExt};
 
 use super::tools::RawCall;
 use super::{CancelToken, TurnPlan};
@@ -46,9 +48,12 @@ pub(super) async fn stream_response(
     loop {
         // A cancel is seen before each event: by the flag while the model's
         // events are ready (polling the wait for each of them cost more than
-        // the event), by the wait while the model is pending.
+        // the event), by the wait while the model is pending. A ready event
+        // is taken without the select, whose setup cost more than the event.
         let next = if flag.is_cancelled() {
             None
+        } else if let Some(ready) = stream.next().now_or_never() {
+            Some(ready)
         } else {
             tokio::select! {
                 biased;
@@ -141,15 +146,17 @@ impl Deltas {
             return;
         }
         self.streamed_chars += text.len();
-        let (index, started) = self.append(assistant, thinking, &text);
-        if !self.send_next {
+        if !(self.send_next && sink.reads_deltas()) {
+            // No event carries this delta: the message may keep its text.
+            self.append(assistant, thinking, Cow::Owned(text));
+            if self.send_next {
+                self.send_next = sink.streamed;
+                sink.note_delta();
+            }
             return;
         }
+        let (index, started) = self.append(assistant, thinking, Cow::Borrowed(&text));
         self.send_next = sink.streamed;
-        if !sink.reads_deltas() {
-            sink.note_delta();
-            return;
-        }
         let delta = DeltaEvent {
             content: text,
             segment_id: format!("{}:{index}", assistant.id),
@@ -167,7 +174,12 @@ impl Deltas {
 
     /// Appends `text` to the response's current segment of that kind, or
     /// opens one: its index, and whether it was opened.
-    fn append(&mut self, assistant: &mut Message, thinking: bool, text: &str) -> (usize, bool) {
+    fn append(
+        &mut self,
+        assistant: &mut Message,
+        thinking: bool,
+        text: Cow<'_, str>,
+    ) -> (usize, bool) {
         let n_segments = assistant.segments.len();
         let continued = n_segments > self.first_segment
             && match assistant.segments.last_mut() {
@@ -175,11 +187,11 @@ impl Deltas {
                     text: current,
                     signature: None,
                 }) if thinking => {
-                    current.push_str(text);
+                    current.push_str(&text);
                     true
                 }
                 Some(Segment::Text { text: current }) if !thinking => {
-                    current.push_str(text);
+                    current.push_str(&text);
                     true
                 }
                 _ => false,
@@ -189,7 +201,7 @@ impl Deltas {
             return (n_segments - 1, false);
         }
         self.delta_index = 0;
-        let text = text.to_string();
+        let text = text.into_owned();
         // Most replies are one segment: room for one, not the four a first
         // push gives, as the message stays resident after its turn.
         if assistant.segments.capacity() == 0 {
