@@ -13,6 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::conversation::{NoteOrigin, ToolCategory, Usage};
 use crate::ids::{MessageId, SessionId};
 
+mod final_json;
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {

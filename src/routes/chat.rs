@@ -139,7 +139,7 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
         // The common answer, written straight from the struct into a
         // buffer its usual size (a few hundred bytes) needs no growing.
         let mut body = Vec::with_capacity(REPLY_CAPACITY);
-        return match serde_json::to_writer(&mut body, &final_response) {
+        return match final_response.write_json(&mut body) {
             Ok(()) => HttpResponse::Ok()
                 .content_type(actix_web::http::header::ContentType::json())
                 .body(body),
