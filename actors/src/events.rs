@@ -385,10 +385,10 @@ impl EventSink {
         }
     }
 
-    /// Whether a text or thinking delta sent here is read at all: a
-    /// final-only sink keeps only the time of the first, which
-    /// [`Self::note_delta`] records without the event being built.
-    pub fn reads_deltas(&self) -> bool {
+    /// Whether events other than the final response sent here are read at
+    /// all: a final-only sink drops them (keeping only the time of the first
+    /// delta, which [`Self::note_delta`] records), so they need not be built.
+    pub fn reads_events(&self) -> bool {
         matches!(self.route, Route::Stream { .. })
     }
 

@@ -146,7 +146,7 @@ impl Deltas {
             return;
         }
         self.streamed_chars += text.len();
-        if !(self.send_next && sink.reads_deltas()) {
+        if !(self.send_next && sink.reads_events()) {
             // No event carries this delta: the message may keep its text.
             self.append(assistant, thinking, Cow::Owned(text));
             if self.send_next {

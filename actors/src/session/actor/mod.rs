@@ -476,6 +476,10 @@ fn redo_request(request: ChatRequest, sink: EventSink, reply: Reply) -> Redo {
 }
 
 fn status(sink: &EventSink, session_id: &SessionId, status: TurnStatus) {
+    // Two a turn: not built for an HTTP reply, which drops them.
+    if !sink.reads_events() {
+        return;
+    }
     sink.send(TurnEvent::Status(StatusEvent {
         status,
         session_id: session_id.to_string(),
