@@ -5,7 +5,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use actix_web::http::header::{HeaderMap, HeaderName};
 
@@ -16,8 +16,9 @@ const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 /// Longest client id kept.
 const MAX_LEN: usize = 128;
 
+/// Shared: the request's extensions and its access log line each hold it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestId(String);
+pub struct RequestId(Arc<str>);
 
 impl RequestId {
     /// The request's own id if it is acceptable, else a new one.
@@ -36,7 +37,7 @@ impl RequestId {
             && text
                 .bytes()
                 .all(|byte| byte.is_ascii_alphanumeric() || b"._:-".contains(&byte));
-        plain.then(|| RequestId(text.to_string()))
+        plain.then(|| RequestId(text.into()))
     }
 
     /// 32 hex digits: a per-process random key hashing a counter, so ids are
@@ -52,17 +53,15 @@ impl RequestId {
             hasher.write_u64(salt);
             hasher.finish()
         };
-        // Written digit by digit: this runs for nearly every request, and
-        // `format!` costs several times as much.
-        let mut id = String::with_capacity(32);
-        for half in [half(1), half(2)] {
-            for shift in (0..16).rev() {
-                id.push(char::from(
-                    HEX_DIGITS[((half >> (shift * 4)) & 0xf) as usize],
-                ));
+        // Written digit by digit into place: this runs for nearly every
+        // request, and `format!` costs several times as much.
+        let mut id = [0u8; 32];
+        for (digits, half) in id.chunks_exact_mut(16).zip([half(1), half(2)]) {
+            for (shift, digit) in (0..16).rev().zip(digits) {
+                *digit = HEX_DIGITS[((half >> (shift * 4)) & 0xf) as usize];
             }
         }
-        RequestId(id)
+        RequestId(std::str::from_utf8(&id).unwrap_or_default().into())
     }
 
     pub fn as_str(&self) -> &str {
