@@ -39,26 +39,24 @@ pub fn request_id(request: &HttpRequest) -> Option<RequestId> {
 /// with the reply ([`AccessLine::finish`]). `edge::Edge` runs both, outermost,
 /// so the line sees the final status of every reply, error pages included.
 pub struct AccessLine {
-    started: Instant,
     request_id: RequestId,
     /// A standard method is cloned without allocating.
     method: Method,
-    /// Only when the line is written at all.
-    path: Option<String>,
+    /// The path and the start, only when the line is written at all.
+    written: Option<(String, Instant)>,
     metrics: Option<web::Data<Metrics>>,
 }
 
 impl AccessLine {
     /// Gives the request its id (kept in its extensions for the handlers).
     pub fn begin(request: &ServiceRequest) -> AccessLine {
-        let started = Instant::now();
         let request_id = RequestId::from_headers(request.headers());
         request.extensions_mut().insert(request_id.clone());
         AccessLine {
-            started,
             request_id,
             method: request.method().clone(),
-            path: log::log_enabled!(log::Level::Info).then(|| request.path().to_string()),
+            written: log::log_enabled!(log::Level::Info)
+                .then(|| (request.path().to_string(), Instant::now())),
             metrics: request.app_data::<web::Data<Metrics>>().cloned(),
         }
     }
@@ -72,7 +70,7 @@ impl AccessLine {
             Ok(response) => response.status(),
             Err(error) => error.as_response_error().status_code(),
         };
-        if let Some(path) = self.path {
+        if let Some((path, started)) = self.written {
             let session = match &result {
                 Ok(response) => session_of(response.request()),
                 Err(_) => None,
@@ -81,7 +79,7 @@ impl AccessLine {
                 "{} {path} {} {:.1}ms session={} request_id={}",
                 self.method,
                 status.as_u16(),
-                self.started.elapsed().as_secs_f64() * 1000.0,
+                started.elapsed().as_secs_f64() * 1000.0,
                 session.as_deref().unwrap_or("-"),
                 self.request_id,
             );

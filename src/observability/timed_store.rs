@@ -29,16 +29,19 @@ impl TimedStore {
         operation: &'static str,
         mut future: BoxFuture<'static, StoreResult<T>>,
     ) -> BoxFuture<'static, StoreResult<T>> {
-        let started = Instant::now();
-        // The memory store answers at once (two writes a turn): timed here,
-        // without a second future wrapped around the first and a count on
-        // the metrics handle every worker shares. Polling a future early is
-        // allowed; one that is not done is polled again when awaited.
+        // The memory store answers at once (two writes a turn): counted
+        // here, without a second future wrapped around the first and a count
+        // on the metrics handle every worker shares, and as taking no time,
+        // in the lowest bucket where its microseconds belong: reading the
+        // clock twice cost more than the write. Polling a future early is
+        // allowed; one that is not done is polled again when awaited, and
+        // timed from here.
         if let Some(result) = (&mut future).now_or_never() {
             self.metrics
-                .observe_store(operation, started.elapsed(), result.is_ok());
+                .observe_store(operation, Duration::ZERO, result.is_ok());
             return future::ready(result).boxed();
         }
+        let started = Instant::now();
         let metrics = self.metrics.clone();
         async move {
             let result = future.await;
