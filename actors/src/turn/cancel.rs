@@ -83,7 +83,10 @@ mod tests {
             .expect("woken by the cancel")
             .unwrap();
         assert!(token.is_cancelled());
-        assert!(token.cancelled().now_or_never().is_some(), "already cancelled");
+        assert!(
+            token.cancelled().now_or_never().is_some(),
+            "already cancelled"
+        );
     }
 
     #[tokio::test]

@@ -138,7 +138,11 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
     } = input;
     let silent = plan.output_mode == OutputMode::HostTools;
     let mut overlay = ScreenshotOverlay::new();
-    let mut usage = assistant.usage.take().map(|usage| *usage).unwrap_or_default();
+    let mut usage = assistant
+        .usage
+        .take()
+        .map(|usage| *usage)
+        .unwrap_or_default();
     let price = price_for(&plan.model_id);
     // A resumed message carries the usage of its earlier runs; the message
     // keeps the sum, but limits bound this run only, or a continuation after
