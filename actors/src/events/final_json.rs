@@ -28,36 +28,25 @@ impl FinalResponse {
             error_type,
             error_message,
         } = self;
-        out.extend_from_slice(b"{\"content\":");
-        value(out, content)?;
-        out.extend_from_slice(b",\"model\":");
-        value(out, &**model)?;
-        out.extend_from_slice(b",\"streamed\":");
-        value(out, streamed)?;
-        out.extend_from_slice(b",\"session_id\":");
-        value(out, session_id)?;
-        out.extend_from_slice(b",\"turn_number\":");
-        value(out, turn_number)?;
-        out.extend_from_slice(b",\"message_id\":");
-        value(out, message_id)?;
+        field(out, b"{\"content\":", content)?;
+        field(out, b",\"model\":", &**model)?;
+        field(out, b",\"streamed\":", streamed)?;
+        field(out, b",\"session_id\":", session_id)?;
+        field(out, b",\"turn_number\":", turn_number)?;
+        field(out, b",\"message_id\":", message_id)?;
         out.extend_from_slice(b",\"usage\":");
         write_usage(usage, out)?;
-        out.extend_from_slice(b",\"pending_tool_call\":");
-        value(out, pending_tool_call)?;
-        out.extend_from_slice(b",\"decision\":");
-        value(out, decision)?;
+        field(out, b",\"pending_tool_call\":", pending_tool_call)?;
+        field(out, b",\"decision\":", decision)?;
         // Left out when unset, as the derive's `skip_serializing_if` does.
         if let Some(error) = error {
-            out.extend_from_slice(b",\"error\":");
-            value(out, error)?;
+            field(out, b",\"error\":", error)?;
         }
         if let Some(error_type) = error_type {
-            out.extend_from_slice(b",\"error_type\":");
-            value(out, error_type)?;
+            field(out, b",\"error_type\":", error_type)?;
         }
         if let Some(error_message) = error_message {
-            out.extend_from_slice(b",\"error_message\":");
-            value(out, error_message)?;
+            field(out, b",\"error_message\":", error_message)?;
         }
         out.push(b'}');
         Ok(())
@@ -76,26 +65,26 @@ fn write_usage(usage: &Usage, out: &mut Vec<u8>) -> serde_json::Result<()> {
     } = usage;
     if !auxiliary.is_empty() {
         // Nested usages: rare (a turn that compacted or kept memory).
-        return value(out, usage);
+        return serde_json::to_writer(&mut *out, usage);
     }
-    out.extend_from_slice(b"{\"input_tokens\":");
-    value(out, input_tokens)?;
-    out.extend_from_slice(b",\"output_tokens\":");
-    value(out, output_tokens)?;
-    out.extend_from_slice(b",\"total_tokens\":");
-    value(out, total_tokens)?;
-    out.extend_from_slice(b",\"requests\":");
-    value(out, requests)?;
-    out.extend_from_slice(b",\"tool_calls\":");
-    value(out, tool_calls)?;
-    out.extend_from_slice(b",\"cost_usd\":");
-    value(out, cost_usd)?;
+    field(out, b"{\"input_tokens\":", input_tokens)?;
+    field(out, b",\"output_tokens\":", output_tokens)?;
+    field(out, b",\"total_tokens\":", total_tokens)?;
+    field(out, b",\"requests\":", requests)?;
+    field(out, b",\"tool_calls\":", tool_calls)?;
+    field(out, b",\"cost_usd\":", cost_usd)?;
     out.push(b'}');
     Ok(())
 }
 
-/// One value, as serde_json writes it inside a struct.
-fn value<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+/// `key` (its quotes, colon and any comma, as literal bytes), then `value`
+/// as serde_json writes it inside a struct.
+fn field<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: &T,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(key);
     serde_json::to_writer(&mut *out, value)
 }
 
