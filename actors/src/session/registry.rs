@@ -1,8 +1,8 @@
 //! The session registry: finds the live `SessionActor` for a `SessionId`,
 //! starting one (which loads itself from the store) on first use. It hands out
 //! addresses, or queues a message on one, and nothing else: no turn work
-//! passes through it. Sharded maps
-//! instead of an actor, so lookups never queue behind one mailbox.
+//! passes through it. Sharded maps instead of an actor, so lookups never
+//! queue behind one mailbox.
 //!
 //! A new actor runs on the thread that asked for it: the HTTP worker that
 //! serves the session's connection. Its messages, its turn and the turn's
