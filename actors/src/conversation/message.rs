@@ -31,9 +31,9 @@ pub struct Message {
     pub content: String,
     /// The rendered `<host_context>` block that opens this user message, kept
     /// byte for byte so later turns replay exactly what the model first saw.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Shared with the session's kept context, which renders it once for
     /// every message that shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_block: Option<Arc<str>>,
     /// Reference attachments only; screenshots are never stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
