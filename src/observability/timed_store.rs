@@ -29,19 +29,21 @@ impl TimedStore {
         operation: &'static str,
         mut future: BoxFuture<'static, StoreResult<T>>,
     ) -> BoxFuture<'static, StoreResult<T>> {
+        // Read before the first poll, which may already do part of a
+        // waiting operation's work (the Postgres store's takes a connection
+        // and sends its query).
+        let started = Instant::now();
         // The memory store answers at once (two writes a turn): counted
         // here, without a second future wrapped around the first and a count
         // on the metrics handle every worker shares, and as taking no time,
-        // in the lowest bucket where its microseconds belong: reading the
-        // clock twice cost more than the write. Polling a future early is
-        // allowed; one that is not done is polled again when awaited, and
-        // timed from here.
+        // in the lowest bucket where its microseconds belong: a second clock
+        // read cost more than the write. Polling a future early is allowed;
+        // one that is not done is polled again when awaited.
         if let Some(result) = (&mut future).now_or_never() {
             self.metrics
                 .observe_store(operation, Duration::ZERO, result.is_ok());
             return future::ready(result).boxed();
         }
-        let started = Instant::now();
         let metrics = self.metrics.clone();
         async move {
             let result = future.await;
