@@ -27,6 +27,10 @@ use crate::ids::SessionId;
 
 const N_SHARDS: usize = 64;
 
+/// The actor a message went to, named by its entry's own idle check (each
+/// entry has one; holding it keeps the name from being reused).
+pub struct SentTo(Arc<IdleCheck>);
+
 /// A live actor and when it may next be asked whether it is idle.
 struct Entry {
     addr: Addr<SessionActor>,
@@ -70,20 +74,20 @@ impl SessionRegistry {
         id: &SessionId,
         deps: &Arc<SessionDeps>,
     ) -> Addr<SessionActor> {
-        self.with_actor(id, deps, Addr::clone)
+        self.with_actor(id, deps, |entry| entry.addr.clone())
     }
 
     /// Sends `message` to the live actor, started on this thread when there
-    /// is none. The address is not cloned: a clone of an actix address
-    /// allocates twice (its sender's parking state), and this is every
-    /// request's way in. A mailbox error means that actor stopped; the
-    /// next call finds it disconnected and starts another.
+    /// is none, and names the actor it went to (for [`Self::forget`] when
+    /// its mailbox fails). The address is not cloned: a clone of an actix
+    /// address allocates twice (its sender's parking state), and this is
+    /// every request's way in.
     pub fn send<M>(
         self: &Arc<Self>,
         id: &SessionId,
         deps: &Arc<SessionDeps>,
         message: M,
-    ) -> actix::dev::Request<SessionActor, M>
+    ) -> (actix::dev::Request<SessionActor, M>, SentTo)
     where
         M: actix::Message + Send + 'static,
         M::Result: Send,
@@ -91,20 +95,36 @@ impl SessionRegistry {
     {
         // Sending only queues the message (and wakes the actor's task), so
         // the shard's lock is held no longer than for a lookup.
-        self.with_actor(id, deps, |addr| addr.send(message))
+        self.with_actor(id, deps, |entry| {
+            (entry.addr.send(message), SentTo(entry.idle_check.clone()))
+        })
     }
 
-    /// `f` of the live actor's address, starting one when there is none.
+    /// Forgets the actor a message was sent to if it is still the entry for
+    /// `id` (a newer actor may have replaced it), as [`Self::remove`] does.
+    pub fn forget(&self, id: &SessionId, sent_to: &SentTo) {
+        self.remove_if(id, |entry| Arc::ptr_eq(&entry.idle_check, &sent_to.0));
+    }
+
+    /// Removes the entry for `id` when `is_it` says it is the one meant.
+    fn remove_if(&self, id: &SessionId, is_it: impl FnOnce(&Entry) -> bool) {
+        let mut shard = self.shard(id);
+        if shard.get(id).is_some_and(is_it) {
+            shard.remove(id);
+        }
+    }
+
+    /// `f` of the live actor's entry, starting one when there is none.
     fn with_actor<R>(
         self: &Arc<Self>,
         id: &SessionId,
         deps: &Arc<SessionDeps>,
-        f: impl FnOnce(&Addr<SessionActor>) -> R,
+        f: impl FnOnce(&Entry) -> R,
     ) -> R {
         let mut shard = self.shard(id);
         if let Some(entry) = shard.get(id) {
             if entry.addr.connected() {
-                return f(&entry.addr);
+                return f(entry);
             }
         }
         let idle_check = Arc::new(IdleCheck::default());
@@ -114,8 +134,9 @@ impl SessionRegistry {
         } else {
             SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor)
         };
-        let result = f(&addr);
-        shard.insert(id.clone(), Entry { addr, idle_check });
+        let entry = Entry { addr, idle_check };
+        let result = f(&entry);
+        shard.insert(id.clone(), entry);
         result
     }
 
@@ -139,10 +160,7 @@ impl SessionRegistry {
 
     /// Forgets `addr` if it is still the entry for `id` (a newer actor may have replaced it).
     pub fn remove(&self, id: &SessionId, addr: &Addr<SessionActor>) {
-        let mut shard = self.shard(id);
-        if shard.get(id).is_some_and(|entry| entry.addr == *addr) {
-            shard.remove(id);
-        }
+        self.remove_if(id, |entry| entry.addr == *addr);
     }
 
     /// The live actors due for an idle check at `now`, for the idle sweeper.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::{Addr, Handler};
+use actix::{Addr, Handler, MailboxError};
 use serde::Serialize;
 
 use super::actor::SessionActor;
@@ -104,10 +104,12 @@ impl Runtime {
         SessionActor: Handler<M>,
     {
         for _attempt in 0..MAX_SEND_ATTEMPTS {
-            // A mailbox error (the actor stopped) leaves a disconnected
-            // entry, which the next attempt replaces.
-            if let Ok(result) = self.registry.send(id, &self.deps, make()).await {
-                return Ok(result);
+            let (request, sent_to) = self.registry.send(id, &self.deps, make());
+            match request.await {
+                Ok(result) => return Ok(result),
+                Err(MailboxError::Closed) | Err(MailboxError::Timeout) => {
+                    self.registry.forget(id, &sent_to)
+                }
             }
         }
         Err(self.why_unavailable("session actor unavailable").await)
@@ -183,9 +185,11 @@ impl Runtime {
                 slot: slot.clone(),
                 caller: caller.clone(),
             };
-            match self.registry.send(&id, &self.deps, message).await {
+            let (request, sent_to) = self.registry.send(&id, &self.deps, message);
+            match request.await {
                 Ok(result) => return result,
                 Err(_) => {
+                    self.registry.forget(&id, &sent_to);
                     let unhandled = slot.lock().map(|slot| slot.is_some()).unwrap_or(false);
                     if !unhandled {
                         break;
