@@ -8,7 +8,8 @@
 //! - Only the tail after the last `assistant` message is read: its `tool`
 //!   messages answer pending host actions, its last `user` message is the new
 //!   message (its `id` the message id). Everything earlier is ignored: the
-//!   server's tree is the conversation.
+//!   server's tree is the conversation. A run with nothing in that tail
+//!   asks for the history instead (`history`).
 //! - `tools` become `host_context.actions` (after any actions `state` carries);
 //!   a tool without `parameters` gets an empty object schema.
 //! - `context[i]` becomes `host_context.background.<description>` with
@@ -104,12 +105,6 @@ impl RunInput {
                 _ => {}
             }
         }
-        if tool_messages.is_empty() && user_message.is_none() {
-            return Err(ValidationError::new(
-                "messages",
-                "nothing to run: expected a user message or tool results after the last assistant message",
-            ));
-        }
         let (host_context, context_renames) = build_host_context(input)?;
         let config = match input.get("forwardedProps") {
             None | Some(Value::Null) => None,
@@ -125,6 +120,13 @@ impl RunInput {
             context_renames,
             config,
         })
+    }
+
+    /// Nothing new after the last assistant message (a reloaded page's
+    /// empty list, or a list the server already has): the run asks for the
+    /// thread's history, answered with `MESSAGES_SNAPSHOT`.
+    pub fn wants_history(&self) -> bool {
+        self.tool_messages.is_empty() && self.user_message.is_none()
     }
 
     /// The message bodies of this run, in the order they go to the session:
