@@ -1,6 +1,7 @@
 //! The playground at `GET /`, end to end in headless Debian chromium driven by
 //! playwright-core (`tests/clients/browser/playground.mjs`): a 422 shown
-//! inline, streaming, host actions answered both ways, a silent decision,
+//! inline and the message marked refused, streaming, host actions answered
+//! both ways, a turn that opens with a host call in its own box, a silent decision,
 //! steering and cancel, the session tree. The screenshot is kept at
 //! `target/test-artifacts/playground.png`.
 
@@ -18,11 +19,11 @@ async fn the_playground_and_its_vendored_bundle_are_served_from_the_binary() {
     let (status, html) = app.get_text("/").await;
     assert_eq!(status, 200);
     assert!(html.contains("assistant-runtime playground"), "{html}");
-    assert!(html.contains("/playground/socket.io.min.js"));
+    assert!(html.contains("/playground/assistant-client.js"));
     for (path, expected) in [
-        ("/playground/app.js", "assistant_message"),
+        ("/playground/app.js", "AssistantClient"),
         ("/playground/style.css", "grid-template-columns"),
-        ("/playground/socket.io.min.js", "Socket.IO v4"),
+        ("/playground/assistant-client.js", "@assistant-runtime/client"),
     ] {
         let (status, body) = app.get_text(path).await;
         assert_eq!(status, 200, "{path}");
@@ -72,6 +73,7 @@ async fn a_developer_uses_the_playground_in_chromium() {
             "streams thinking and text",
             "answers a host action with success",
             "answers a host action with failure",
+            "draws a turn that opens with a host call in its own box",
             "runs a silent decision",
             "steers and cancels a live turn",
             "browses sessions and a tree",

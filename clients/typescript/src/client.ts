@@ -277,9 +277,17 @@ export class AssistantClient {
     this.exchanges.push(exchange);
     this.socket.emitWithAck("assistant_message", body).then(
       (ack: MessageAck) => {
+        exchange.handle.acknowledge(ack);
         if (!ack.ok) this.end(exchange, new AssistantError(ack.error.message, ack.error));
       },
-      (error: unknown) => this.end(exchange, new AssistantError(errorMessage(error))),
+      (error: unknown) => {
+        const failure = new AssistantError(errorMessage(error));
+        exchange.handle.acknowledge({
+          ok: false,
+          error: { type: "error", message: failure.message, error_type: "internal", terminal: true, retry_allowed: true },
+        });
+        this.end(exchange, failure);
+      },
     );
     return exchange.handle;
   }

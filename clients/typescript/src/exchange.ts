@@ -1,4 +1,4 @@
-import type { AssistantEvent, ErrorEvent, FinalResponse } from "./types.js";
+import type { AssistantEvent, ErrorEvent, FinalResponse, MessageAck } from "./types.js";
 
 /** A request the server refused (the ack's error), or a lost exchange. */
 export class AssistantError extends Error {
@@ -28,6 +28,13 @@ export class ExchangeHandle implements AsyncIterable<AssistantEvent> {
   readonly sessionId: string;
   /** Resolves to the last final response once no action is pending. */
   readonly final: Promise<FinalResponse>;
+  /**
+   * The server's ack of the opening message: `ok: true` once it is accepted
+   * (`accepted_as`, `message_id`), `ok: false` with the error when refused.
+   */
+  readonly accepted: Promise<MessageAck>;
+  /** @internal */
+  acknowledge!: (ack: MessageAck) => void;
 
   private readonly events: AssistantEvent[] = [];
   private wake: (() => void) | null = null;
@@ -46,6 +53,9 @@ export class ExchangeHandle implements AsyncIterable<AssistantEvent> {
     });
     // A caller that only iterates must not see an unhandled rejection.
     this.final.catch(() => undefined);
+    this.accepted = new Promise((resolve) => {
+      this.acknowledge = resolve;
+    });
   }
 
   /** Whether the exchange is over. */

@@ -9,11 +9,13 @@
 //   "tools": [...], "context": [...], "state": {...}, "forwardedProps": {...},
 //   "runs": [
 //     {"user": "say hi", "id": "u1"},                   // a user message
-//     {"answer": [{"result": "{\"ok\":1}"}, {"error": "no"}], "reverse": false}
-//   ]                                                    // results for the host calls
+//     {"answer": [{"result": "{\"ok\":1}"}, {"error": "no"}], "reverse": false},
+//                                                        // results for the host calls
+//     {"reload": true}                                   // a new agent with no messages (a reloaded page)
+//   ]
 // }                                                      // the previous run left open
 //
-// Prints {"runs": [{"events", "error", "result"}], "messages"} as JSON.
+// Prints {"runs": [{"events", "error", "result"}], "messages", "before_reload"} as JSON.
 
 import { HttpAgent } from "@ag-ui/client";
 
@@ -35,15 +37,21 @@ function openCalls(events) {
 }
 
 const scenario = await readScenario();
-const agent = new HttpAgent({
+const newAgent = () => new HttpAgent({
   url: scenario.url,
   threadId: scenario.threadId,
   initialState: scenario.state ?? {},
 });
+let agent = newAgent();
+let beforeReload = null;
 
 const runs = [];
 let previous = [];
 for (const [index, step] of scenario.runs.entries()) {
+  if (step.reload) {
+    beforeReload = agent.messages;
+    agent = newAgent();
+  }
   if (step.answer !== undefined) {
     let calls = openCalls(previous);
     if (step.reverse) calls = [...calls].reverse();
@@ -96,4 +104,4 @@ for (const [index, step] of scenario.runs.entries()) {
   previous = events;
 }
 
-process.stdout.write(JSON.stringify({ runs, messages: agent.messages }) + "\n");
+process.stdout.write(JSON.stringify({ runs, messages: agent.messages, before_reload: beforeReload }) + "\n");

@@ -64,6 +64,8 @@ try {
     await sendMessage("say hi");
     await page.waitForFunction(() => document.getElementById("context-error").textContent.includes("host_context.view.colour"));
     const shown = await text("#context-error");
+    // The message is marked refused, not sent.
+    await page.locator("#transcript .user.refused", { hasText: "say hi" }).waitFor();
     await page.fill("#host-context", original);
     return shown;
   });
@@ -95,6 +97,29 @@ try {
     await page.waitForFunction(() => document.querySelectorAll(".assistant .text").length >= 3 &&
       [...document.querySelectorAll(".assistant .text")].pop().textContent.includes("select_issue"));
     return await page.locator(".assistant .text").last().innerText();
+  });
+
+  await step("draws a turn that opens with a host call in its own box", async () => {
+    await sendMessage('call select_issue {"number": 44}');
+    await page.locator("#pending").waitFor({ state: "visible" });
+    const placed = await page.evaluate(() => {
+      const turn = [...document.querySelectorAll("#transcript .turn")].pop();
+      const call = turn.querySelector(".assistant .tool-call.host");
+      const earlier = [...document.querySelectorAll("#transcript .turn")].slice(0, -1)
+        .some((other) => other.textContent.includes('{"number":44}'));
+      return { user: turn.querySelector(".user").textContent, call: call ? call.textContent : null, earlier };
+    });
+    if (!placed.call || !placed.call.includes('"number":44') || placed.earlier) {
+      throw new Error(`the call is not in its own turn's box: ${JSON.stringify(placed)}`);
+    }
+    await page.fill("#result", '{"selected": 44}');
+    await page.click("#answer-success");
+    await page.locator("#pending").waitFor({ state: "hidden" });
+    await page.waitForFunction(() => {
+      const turn = [...document.querySelectorAll("#transcript .turn")].pop();
+      return [...turn.querySelectorAll(".assistant .text")].some((text) => text.textContent.includes("select_issue"));
+    });
+    return placed;
   });
 
   await step("runs a silent decision", async () => {
