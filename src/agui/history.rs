@@ -54,7 +54,12 @@ fn assistant_messages(message: &Message, out: &mut Vec<Value>) {
                     flush(&mut current, &mut results, out);
                 }
                 let open = current.get_or_insert_with(|| {
-                    let first_call = || tools.first().map(|tool| tool.id.to_string()).unwrap_or_default();
+                    let first_call = || {
+                        tools
+                            .first()
+                            .map(|tool| tool.id.to_string())
+                            .unwrap_or_default()
+                    };
                     let id = next_id(&mut started, message, first_call);
                     json!({"id": id, "role": "assistant", "content": ""})
                 });
@@ -128,9 +133,13 @@ mod tests {
                 Role::Assistant,
                 "",
                 vec![
-                    Segment::Text { text: "let me ".into() },
+                    Segment::Text {
+                        text: "let me ".into(),
+                    },
                     Segment::ToolGroup { tools: vec![tool] },
-                    Segment::Text { text: "done".into() },
+                    Segment::Text {
+                        text: "done".into(),
+                    },
                 ],
             ),
         ];
@@ -138,7 +147,10 @@ mod tests {
         let ids: Vec<&str> = messages.iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["u1", "u1:reply", "c1:result", "u1:reply:2"]);
         assert_eq!(messages[1]["content"], "let me ");
-        assert_eq!(messages[1]["toolCalls"][0]["function"]["arguments"], "{\"n\":1}");
+        assert_eq!(
+            messages[1]["toolCalls"][0]["function"]["arguments"],
+            "{\"n\":1}"
+        );
         assert_eq!(messages[2]["toolCallId"], "c1");
         assert_eq!(messages[2]["content"], "{\"ok\":true}");
         assert_eq!(messages[3]["content"], "done");

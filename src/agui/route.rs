@@ -147,7 +147,10 @@ async fn history_reply(
         serde_json::json!({"type": "MESSAGES_SNAPSHOT", "messages": snapshot_messages(&path)}),
         mapper.run_finished(),
     ];
-    let body: Vec<u8> = events.iter().flat_map(|event| sse_frame(event).to_vec()).collect();
+    let body: Vec<u8> = events
+        .iter()
+        .flat_map(|event| sse_frame(event).to_vec())
+        .collect();
     Ok(HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))

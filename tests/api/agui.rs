@@ -191,7 +191,10 @@ async fn a_run_with_nothing_new_on_an_unknown_thread_is_an_empty_snapshot() {
     )
     .await;
     assert_eq!(status, 200);
-    assert_eq!(events[1], json!({"type": "MESSAGES_SNAPSHOT", "messages": []}));
+    assert_eq!(
+        events[1],
+        json!({"type": "MESSAGES_SNAPSHOT", "messages": []})
+    );
     assert_eq!(events[2]["type"], "RUN_FINISHED");
     let (status, _) = app.get("/api/sessions/agui-nothing").await;
     assert_eq!(status, 404, "a history request stores nothing");
