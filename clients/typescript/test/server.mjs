@@ -4,6 +4,7 @@
 // In memory, `builtin:echo`, a local token, a free port.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { request } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -61,23 +62,32 @@ export async function startServer(env = {}) {
   return {
     url,
     token: TOKEN,
-    async get(path) {
-      const response = await fetch(url + path, { headers: { authorization: `Bearer ${TOKEN}` } });
-      return { status: response.status, body: await response.json() };
-    },
-    async post(path, body) {
-      const response = await fetch(url + path, {
-        method: "POST",
-        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      return { status: response.status, body: await response.json() };
-    },
+    get: (path) => call(url, "GET", path),
+    post: (path, body) => call(url, "POST", path, body),
     stop() {
       child.kill();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+// A connection per request: a kept-alive one the server closed while a test
+// was busy would fail the next request for no fault of the server's.
+function call(url, method, path, body) {
+  return new Promise((resolveCall, reject) => {
+    const headers = { authorization: `Bearer ${TOKEN}` };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const outgoing = request(url + path, { method, headers, agent: false }, (incoming) => {
+      const chunks = [];
+      incoming.on("data", (chunk) => chunks.push(chunk));
+      incoming.on("end", () => {
+        const text = Buffer.concat(chunks).toString("utf8");
+        resolveCall({ status: incoming.statusCode, body: text ? JSON.parse(text) : null });
+      });
+    });
+    outgoing.on("error", reject);
+    outgoing.end(body === undefined ? undefined : JSON.stringify(body));
+  });
 }
 
 let seq = 0;
