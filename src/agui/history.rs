@@ -63,14 +63,16 @@ fn assistant_messages(message: &Message, out: &mut Vec<Value>) {
                     let id = next_id(&mut started, message, first_call);
                     json!({"id": id, "role": "assistant", "content": ""})
                 });
-                let calls: Vec<Value> = tools
-                    .iter()
-                    .map(|tool| {
-                        json!({"id": tool.id, "type": "function",
-                               "function": {"name": tool.name, "arguments": tool.input.to_string()}})
-                    })
-                    .collect();
-                open["toolCalls"] = Value::Array(calls);
+                let calls = tools.iter().map(|tool| {
+                    json!({"id": tool.id, "type": "function",
+                           "function": {"name": tool.name, "arguments": tool.input.to_string()}})
+                });
+                // A group whose calls got no result (interrupted) leaves the
+                // message open: the next group's calls join it.
+                match open.get_mut("toolCalls").and_then(Value::as_array_mut) {
+                    Some(earlier) => earlier.extend(calls),
+                    None => open["toolCalls"] = Value::Array(calls.collect()),
+                }
                 results.extend(tools.iter().filter_map(|tool| {
                     let output = tool.output.as_ref()?;
                     let content = match output {

@@ -129,13 +129,13 @@ async fn history_reply(
     caller: &Caller,
     input: &RunInput,
 ) -> Result<HttpResponse, ApiError> {
-    let session_id = SessionId::new(&input.thread_id);
     if !is_valid_id(&input.thread_id) {
         return Err(ApiError::from(actors::contract::ValidationError::new(
             "threadId",
             "expected 1 to 64 characters",
         )));
     }
+    let session_id = SessionId::new(&input.thread_id);
     let path = match runtime.messages(caller, &session_id, None).await {
         Ok(path) => path,
         Err(SessionError::NotFound(_)) => Vec::new(),

@@ -130,7 +130,7 @@ async fn a_text_turn_streams_one_assistant_message() {
 }
 
 #[actix_web::test]
-async fn a_reloaded_agent_gets_the_threads_history_as_a_messages_snapshot() {
+async fn a_reloaded_agent_connecting_gets_the_threads_history_as_a_messages_snapshot() {
     let app = spawn_app().await;
     let out = run_client(
         &app,
@@ -139,15 +139,20 @@ async fn a_reloaded_agent_gets_the_threads_history_as_a_messages_snapshot() {
             {"answer": [{"result": "{\"picked\":1}"}]},
             {"user": "say second answer", "id": "u2"},
             {"reload": true},
+            {"reload": true, "connect": true},
         ]}),
     )
     .await;
-    let reload = &out["runs"][3];
-    assert!(reload["error"].is_null(), "{reload}");
-    assert_eq!(
-        types(&reload["events"]),
-        ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
-    );
+    // runAgent() with no new message, then AG-UI's connectAgent(): a page
+    // reloaded twice; the last holds what the page had before the first.
+    for reload in [&out["runs"][3], &out["runs"][4]] {
+        assert!(reload["error"].is_null(), "{reload}");
+        assert_eq!(
+            types(&reload["events"]),
+            ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+        );
+    }
+    assert_eq!(out["before_reload"].as_array().map(Vec::len), Some(6));
     // The new agent holds what the page had before the reload: same ids,
     // roles and text, the call and its result (a tool message's id was the
     // page's own, which the server does not keep: it names it by the call).

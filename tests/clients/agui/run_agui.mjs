@@ -11,7 +11,8 @@
 //     {"user": "say hi", "id": "u1"},                   // a user message
 //     {"answer": [{"result": "{\"ok\":1}"}, {"error": "no"}], "reverse": false},
 //                                                        // results for the host calls
-//     {"reload": true}                                   // a new agent with no messages (a reloaded page)
+//     {"reload": true, "connect": false}                 // a new agent with no messages (a reloaded page);
+//                                                        // connect: through connectAgent() instead of runAgent()
 //   ]
 // }                                                      // the previous run left open
 //
@@ -37,7 +38,17 @@ function openCalls(events) {
 }
 
 const scenario = await readScenario();
-const newAgent = () => new HttpAgent({
+// AG-UI's way back into a thread is `connectAgent()`, which calls
+// `connect(input)`; HttpAgent 1.0 leaves it unimplemented. Against this
+// server it is one POST of the run input with no new message, answered with
+// MESSAGES_SNAPSHOT.
+class ConnectingHttpAgent extends HttpAgent {
+  connect(input) {
+    return this.run(input);
+  }
+}
+
+const newAgent = () => new ConnectingHttpAgent({
   url: scenario.url,
   threadId: scenario.threadId,
   initialState: scenario.state ?? {},
@@ -49,7 +60,7 @@ const runs = [];
 let previous = [];
 for (const [index, step] of scenario.runs.entries()) {
   if (step.reload) {
-    beforeReload = agent.messages;
+    beforeReload ??= agent.messages;
     agent = newAgent();
   }
   if (step.answer !== undefined) {
@@ -76,7 +87,7 @@ for (const [index, step] of scenario.runs.entries()) {
   const events = [];
   const run = { events, error: null, result: null };
   try {
-    const outcome = await agent.runAgent(
+    const outcome = await (step.connect ? agent.connectAgent.bind(agent) : agent.runAgent.bind(agent))(
       {
         runId: `${scenario.threadId}-run-${index}`,
         tools: scenario.tools ?? [],
