@@ -376,6 +376,9 @@ mod tests {
         let done = mapper.run_end(&final_response(None, None));
         assert_eq!(done["type"], "RUN_FINISHED");
         assert!(done.get("outcome").is_none());
+        let usage = json!([{"provider": "builtin", "model": "echo",
+                            "inputTokens": 0, "outputTokens": 0, "totalTokens": 0}]);
+        assert_eq!(done["usage"], usage);
         let pending = PendingToolCall {
             tool_name: "pick".into(),
             call_id: "c1".into(),
@@ -392,7 +395,7 @@ mod tests {
         let failed = mapper.run_end(&final_response(None, Some("rate_limit")));
         assert_eq!(
             failed,
-            json!({"type": "RUN_ERROR", "message": "it was rate_limit", "code": "rate_limit"})
+            json!({"type": "RUN_ERROR", "message": "it was rate_limit", "code": "rate_limit", "usage": usage})
         );
     }
 

@@ -669,6 +669,20 @@ mod tests {
         );
     }
 
+    #[test]
+    fn nothing_after_the_last_assistant_message_asks_for_the_history() {
+        let stored = json!([{"id": "u1", "role": "user", "content": "hi"},
+                            {"id": "u1:reply", "role": "assistant", "content": "hello"}]);
+        for messages in [json!([]), stored] {
+            let input = run(json!({"threadId": "t", "runId": "r", "messages": messages}));
+            assert!(input.wants_history(), "{input:?}");
+        }
+        let new = run(
+            json!({"threadId": "t", "messages": [{"id": "u1", "role": "user", "content": "hi"}]}),
+        );
+        assert!(!new.wants_history());
+    }
+
     /// Asserts that `input` is refused with an error at `path`.
     fn check(input: Value, path: &str) {
         let error = RunInput::parse(&input)
@@ -682,7 +696,7 @@ mod tests {
         let user = json!([{"id": "u1", "role": "user", "content": "hi"}]);
         check(json!({"runId": "r", "messages": user}), "threadId");
         check(json!({"threadId": "t", "runId": "r"}), "messages");
-        check(json!({"threadId": "t", "messages": []}), "messages");
+        check(json!({"threadId": "t", "messages": "hi"}), "messages");
         check(
             json!({"threadId": "t", "messages": user, "tools": [{"name": "a", "description": "d", "parameters": {"type": "string"}}]}),
             "tools[0].parameters",
