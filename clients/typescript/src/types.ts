@@ -184,6 +184,8 @@ export interface FinalResponse {
 export interface StatusEvent {
   status: "started" | "completed";
   session_id: string;
+  /** The id the server logged the request under (quote it when reporting a problem). */
+  request_id?: string;
 }
 
 export interface DeltaEvent {

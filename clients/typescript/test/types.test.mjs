@@ -4,12 +4,16 @@
 // - a host context with every field of the TypeScript types (checked by the
 //   compiler against them) is accepted by the server, which refuses unknown
 //   fields at every level, and each limit named in the doc comments is the
-//   server's: one past it is refused naming the field.
+//   server's: one past it is refused naming the field;
+// - every server event a session produces has exactly the fields its
+//   interface declares (the required ones always, the optional ones may be
+//   absent).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import ts from "typescript";
 import { fileURLToPath } from "node:url";
 
+import { AssistantClient } from "../dist/index.js";
 import { sessionId, startServer } from "./server.mjs";
 
 const typesFile = fileURLToPath(new URL("../src/types.ts", import.meta.url));
@@ -20,8 +24,8 @@ before(async () => {
 });
 after(() => server?.stop());
 
-/** The member names of each interface in src/types.ts. */
-function interfaces() {
+/** The member names of each interface in src/types.ts (`required`: without `?`). */
+function interfaces({ required = false } = {}) {
   const program = ts.createProgram([typesFile], { strict: true });
   const source = program.getSourceFile(typesFile);
   const found = new Map();
@@ -29,7 +33,11 @@ function interfaces() {
     if (ts.isInterfaceDeclaration(node)) {
       found.set(
         node.name.text,
-        node.members.filter(ts.isPropertySignature).map((member) => member.name.getText(source)).sort(),
+        node.members
+          .filter(ts.isPropertySignature)
+          .filter((member) => !required || !member.questionToken)
+          .map((member) => member.name.getText(source))
+          .sort(),
       );
     }
   });
@@ -117,4 +125,59 @@ test("the limits in the doc comments are the server's", async () => {
     const prefix = path.startsWith(":") ? `host_context${path}` : `host_context.${path}`;
     assert.ok(body.error.startsWith(prefix), `${path}: ${body.error}`);
   }
+});
+
+const EVENT_TYPES = {
+  "assistant:status": "StatusEvent",
+  "assistant:thinking_delta": "DeltaEvent",
+  "assistant:text_delta": "DeltaEvent",
+  "assistant:tool_call": "ToolCallEvent",
+  "assistant:tool_result": "ToolResultEvent",
+  "assistant:tool_error": "ToolErrorEvent",
+  "assistant:steering_delivered": "SteeringDeliveredEvent",
+  "assistant:context_delivered": "ContextDeliveredEvent",
+  "assistant:final_response": "FinalResponse",
+  "assistant:error": "ErrorEvent",
+};
+
+test("every server event has the fields of its interface", async () => {
+  const client = new AssistantClient({
+    url: server.url,
+    token: server.token,
+    sessionId: sessionId("events"),
+    hostContext: { version: 1, view: { name: "tasks" } },
+  });
+  const seen = [];
+  client.socket.onAny((name, data) => seen.push([name, data]));
+  client.registerAction("pick", { description: "Pick one.", parameters: { type: "object", properties: { n: { type: "integer" } } } }, () => ({ ok: true }));
+  try {
+    // thinking, text, a refused call, a host call, its result and the context after it
+    await client.send('think hmm\nsay hi\ncall pick {"n": "x"}').final;
+    await client.send('call pick {"n": 1}').final;
+    // steering delivered; a cancel (final with error, then error)
+    const live = client.send("slow 150\nsay a b c d e f");
+    for await (const event of live) if (event.type === "assistant:text_delta") break;
+    await client.steer("say steered");
+    await live.final;
+    const cancelled = client.send("slow 200\nsay a b c d e f");
+    for await (const event of cancelled) if (event.type === "assistant:text_delta") break;
+    await client.cancel();
+    await cancelled.final;
+    // a refused message: assistant:error of type validation
+    await client.send("say hi", { hostContext: { version: 1, view: { name: "v", colour: "red" } } }).final.catch(() => null);
+  } finally {
+    client.close();
+  }
+  const all = interfaces();
+  const required = interfaces({ required: true });
+  const names = new Set();
+  for (const [name, data] of seen) {
+    const type = EVENT_TYPES[name];
+    assert.ok(type, `an event the types do not name: ${name}`);
+    names.add(name);
+    const keys = Object.keys(data);
+    for (const key of keys) assert.ok(all.get(type).includes(key), `${name}: ${key} is not in ${type}`);
+    for (const key of required.get(type)) assert.ok(keys.includes(key), `${name}: ${type}.${key} is missing`);
+  }
+  assert.deepEqual([...names].sort(), Object.keys(EVENT_TYPES).sort());
 });
