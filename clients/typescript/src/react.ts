@@ -23,7 +23,8 @@ export interface AssistantState {
 
 /**
  * Connects while mounted (again when `url`, `sessionId` or `token` change);
- * `options.hostContext` is applied whenever its object changes.
+ * `options.hostContext` is applied (and joined with) whenever its object
+ * changes, so keep it in state or `useMemo` rather than a literal.
  */
 export function useAssistant(options: AssistantClientOptions): AssistantState {
   const [client, setClient] = useState<AssistantClient | null>(null);
