@@ -96,11 +96,17 @@ function errorMessage(error: unknown): string {
  * handler runs at most once per client: a continuation not acknowledged
  * before the connection dropped is sent again (same message id) after the
  * reconnect, and a 409 saying the result is "already recorded" or the message
- * id "already exists" counts as delivered.
+ * id "already exists" counts as delivered; the session is then read over
+ * HTTP until that turn is over, to answer the next call it waits for.
  */
 export class AssistantClient {
   readonly socket: Socket;
   readonly sessionId: string;
+
+  /** The token the socket connects with (and a resync reads the session with). */
+  readonly token: string | undefined;
+
+  private readonly url: string;
 
   private context: HostContext | undefined;
   private readonly actions = new Map<string, { spec: HostAction; handler: ActionHandler }>();
@@ -113,10 +119,10 @@ export class AssistantClient {
 
   constructor(options: AssistantClientOptions) {
     this.sessionId = options.sessionId;
+    this.url = options.url ? options.url.replace(/\/+$/, "") : "";
+    this.token = options.token;
     this.context = options.hostContext;
-    const path = "/assistant";
-    const url = options.url ? options.url.replace(/\/+$/, "") + path : path;
-    this.socket = io(url, {
+    this.socket = io(this.url + "/assistant", {
       ...options.socketOptions,
       query: { ...(options.socketOptions?.query as object), session_id: options.sessionId },
       auth: options.token === undefined ? undefined : { token: options.token },
@@ -361,9 +367,7 @@ export class AssistantClient {
         if (ack.ok || alreadyRecorded(ack.error)) {
           answer.delivered = true;
           if (exchange.waiting === answer) exchange.waiting = null;
-          // Recorded through a connection that dropped: that turn's events
-          // went with it, so the exchange ends at its latest final response.
-          if (!ack.ok) this.end(exchange);
+          if (!ack.ok) this.resync(exchange);
           return;
         }
         this.end(exchange, new AssistantError(ack.error.message, ack.error));
@@ -372,12 +376,66 @@ export class AssistantClient {
     );
   }
 
+  /**
+   * A continuation was recorded through a connection that dropped, and its
+   * turn's events went with it. Reads the session (`GET /api/sessions/{id}`)
+   * until that turn is over: a host call it now waits for (the next queued
+   * one) is answered and the exchange goes on; otherwise the exchange ends
+   * at its latest final response.
+   */
+  private async resync(exchange: Exchange): Promise<void> {
+    const sessionId = exchange.handle.sessionId;
+    for (let attempt = 0; attempt < RESYNC_ATTEMPTS && !this.closed; attempt++) {
+      const info = await this.readSession(sessionId).catch(() => null);
+      if (!info) break;
+      if (info.turn_running) {
+        await new Promise((resolve) => setTimeout(resolve, RESYNC_INTERVAL_MS));
+        continue;
+      }
+      const next = info.pending_action;
+      if (next && !this.running.has(next.tool_call_id)) {
+        exchange.afterFinal = "handling";
+        this.answer(exchange, {
+          tool_name: next.tool_name,
+          call_id: next.tool_call_id,
+          arguments: next.arguments,
+          queued: next.queued,
+        });
+        return;
+      }
+      break;
+    }
+    this.end(exchange);
+  }
+
+  private async readSession(sessionId: string): Promise<SessionInfo | null> {
+    const headers: Record<string, string> = {};
+    if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
+    const response = await fetch(`${this.url}/api/sessions/${encodeURIComponent(sessionId)}`, { headers });
+    return response.ok ? ((await response.json()) as SessionInfo) : null;
+  }
+
   private end(exchange: Exchange, error?: AssistantError): void {
     const index = this.exchanges.indexOf(exchange);
     if (index >= 0) this.exchanges.splice(index, 1);
     if (error) exchange.handle.fail(error);
     else exchange.handle.finish();
   }
+}
+
+/** How often, and how many times, a resync reads a session whose turn still runs. */
+const RESYNC_INTERVAL_MS = 250;
+const RESYNC_ATTEMPTS = 480;
+
+/** The part of `GET /api/sessions/{id}` a resync reads. */
+interface SessionInfo {
+  turn_running: boolean;
+  pending_action: {
+    tool_call_id: string;
+    tool_name: string;
+    arguments: Json;
+    queued: string[];
+  } | null;
 }
 
 interface Exchange {

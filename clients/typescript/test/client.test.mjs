@@ -263,6 +263,34 @@ test("a continuation whose ack was lost is sent again and the 409 'already recor
   assert.equal(tools[0].outcome, "success");
 });
 
+test("a continuation recorded through a dropped connection: the next queued call is still answered, each handler once", async () => {
+  const assistant = client();
+  const log = [];
+  assistant.registerAction("first", { description: "First." }, () => (log.push("first"), { one: 1 }));
+  assistant.registerAction("second", { description: "Second." }, () => (log.push("second"), { two: 2 }));
+  // The first continuation reaches the server by another way (its turn's
+  // events go elsewhere) and the connection drops before its ack: after the
+  // reconnect the client sends it again and hears "already recorded".
+  const emit = assistant.socket.emit.bind(assistant.socket);
+  let diverted = false;
+  assistant.socket.emit = (name, body, ...rest) => {
+    if (name === "assistant_message" && body.tool_call_id && !diverted) {
+      diverted = true;
+      server.post("/api/chat", body).then(() => assistant.socket.io.engine.close());
+      return assistant.socket;
+    }
+    return emit(name, body, ...rest);
+  };
+  const exchange = assistant.send('call first {"n": 1}\ncall second {"n": 2}');
+  const final = await exchange.final;
+  assert.ok(diverted);
+  assert.deepEqual(log, ["first", "second"]);
+  assert.equal(final.pending_tool_call, null);
+  assert.match(final.content, /Tool results: first .*second/s);
+  const tools = await storedTools(exchange.sessionId);
+  assert.deepEqual(tools.map((tool) => [tool.name, tool.outcome]), [["first", "success"], ["second", "success"]]);
+});
+
 test("a refused message rejects final with the server's error, naming the field", async () => {
   const assistant = client({ hostContext: { ...CONTEXT, view: { name: "tasks", colour: "red" } } });
   const exchange = assistant.send("say hi");

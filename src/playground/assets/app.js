@@ -49,14 +49,13 @@ function authHeaders() {
 // One client per session and token: the session travels in the handshake.
 function connection() {
   const sessionId = $("session").value;
-  if (client && client.sessionId === sessionId && client.token === token()) return client;
+  if (client && client.sessionId === sessionId && client.token === (token() || undefined)) return client;
   if (client) client.close();
   client = new AssistantClient({
     sessionId,
     token: token() || undefined,
     socketOptions: { transports: ["polling", "websocket"] },
   });
-  client.token = token();
   client.on("connect", () => setStatus(true));
   client.on("disconnect", () => setStatus(false));
   client.on("connect_error", (error) => { setStatus(false); log("connect_error", { message: error.message }); });
