@@ -64,9 +64,12 @@ export type ActionHandler = (args: any, call: PendingToolCall) => unknown | Prom
 
 type Listener<Name extends ServerEventName> = (data: ServerEvents[Name]) => void;
 
-/** What became of one host call: the continuation that answers it. */
-interface Answer {
+/** A message on its way to the server: an exchange's opening message, or the continuation that answers a host call. */
+interface Outgoing {
   body: MessageBody;
+  opening: boolean;
+  /** How many times it was emitted (again after a reconnect). */
+  sent: number;
   /** The server took it (ack ok, or a 409 saying it already has it). */
   delivered: boolean;
 }
@@ -93,11 +96,11 @@ function errorMessage(error: unknown): string {
  * Reconnect: `socket.io-client` reconnects by itself; on every connect the
  * client joins the session again with its current context. A host call is
  * remembered by its `call_id` with the continuation that answers it, so its
- * handler runs at most once per client: a continuation not acknowledged
- * before the connection dropped is sent again (same message id) after the
- * reconnect, and a 409 saying the result is "already recorded" or the message
- * id "already exists" counts as delivered; the session is then read over
- * HTTP until that turn is over, to answer the next call it waits for.
+ * handler runs at most once per client. A message (opening or continuation)
+ * not acknowledged before the connection dropped is sent again (same message
+ * id) after the reconnect, and a 409 saying the result is "already recorded"
+ * or the message id "already exists" counts as delivered; the session is
+ * then read over HTTP until that turn is over, to answer the call it waits for.
  */
 export class AssistantClient {
   readonly socket: Socket;
@@ -110,8 +113,8 @@ export class AssistantClient {
 
   private context: HostContext | undefined;
   private readonly actions = new Map<string, { spec: HostAction; handler: ActionHandler }>();
-  private readonly answers = new Map<string, Answer>();
-  private readonly running = new Map<string, Promise<Answer>>();
+  private readonly answers = new Map<string, Outgoing>();
+  private readonly running = new Map<string, Promise<Outgoing>>();
   /** Exchanges in the order their events come; events go to the first. */
   private readonly exchanges: Exchange[] = [];
   private readonly listeners = new Map<string, Set<(data: any) => void>>();
@@ -249,7 +252,7 @@ export class AssistantClient {
 
   private onConnect(): void {
     this.join().catch(() => undefined);
-    // Continuations the old connection may have lost: send them again.
+    // Messages not sent yet, or that the old connection may have lost.
     for (const exchange of this.exchanges) {
       if (exchange.waiting && !exchange.waiting.delivered) {
         this.deliver(exchange, exchange.waiting);
@@ -270,10 +273,11 @@ export class AssistantClient {
     if (options.config) body.config = options.config;
     if (options.parentId) body.parent_id = options.parentId;
     if (mode === "host_tools") body.output_mode = "host_tools";
+    const opening: Outgoing = { body, opening: true, sent: 0, delivered: false };
     const exchange: Exchange = {
       handle: new ExchangeHandle(body.id, sessionId),
       afterFinal: "none",
-      waiting: null,
+      waiting: opening,
     };
     // A new message supersedes an exchange that waits on its own host
     // handler (the server resolves that call as superseded): it ends there.
@@ -281,26 +285,16 @@ export class AssistantClient {
       this.end(earlier);
     }
     this.exchanges.push(exchange);
-    this.socket.emitWithAck("assistant_message", body).then(
-      (ack: MessageAck) => {
-        exchange.handle.acknowledge(ack);
-        if (!ack.ok) this.end(exchange, new AssistantError(ack.error.message, ack.error));
-      },
-      (error: unknown) => {
-        const failure = new AssistantError(errorMessage(error));
-        exchange.handle.acknowledge({
-          ok: false,
-          error: { type: "error", message: failure.message, error_type: "internal", terminal: true, retry_allowed: true },
-        });
-        this.end(exchange, failure);
-      },
-    );
+    this.deliver(exchange, opening);
     return exchange.handle;
   }
 
   private dispatch(name: string, data: any): void {
     for (const listener of this.listeners.get(name) ?? []) listener(data);
     if (!name.startsWith("assistant:") || !data || typeof data !== "object") return;
+    // A refused request (validation, session_error, ...) is its ack's answer,
+    // not an event of the exchange that happens to be open.
+    if (name === "assistant:error" && data.type !== "error") return;
     const exchange = this.exchanges.find((e) => e.handle.sessionId === data.session_id);
     if (!exchange) return;
     exchange.handle.push({ type: name, data } as AssistantEvent);
@@ -330,7 +324,7 @@ export class AssistantClient {
     });
   }
 
-  private async perform(sessionId: string, call: PendingToolCall): Promise<Answer> {
+  private async perform(sessionId: string, call: PendingToolCall): Promise<Outgoing> {
     const known = this.answers.get(call.call_id);
     if (known) return known;
     const body: MessageBody = {
@@ -354,22 +348,34 @@ export class AssistantClient {
         body.tool_outcome = "failed";
       }
     }
-    const answer: Answer = { body, delivered: false };
+    const answer: Outgoing = { body, opening: false, sent: 0, delivered: false };
     this.answers.set(call.call_id, answer);
     return answer;
   }
 
-  /** Sends a continuation; while disconnected, `onConnect` sends it again. */
-  private deliver(exchange: Exchange, answer: Answer): void {
+  /**
+   * Sends a message; while disconnected, `onConnect` sends it (again). A
+   * 409 "already recorded" / "already exists" means the server has it: for a
+   * continuation always (another connection or tab answered the call), for
+   * an opening message only when it is sent again after a reconnect (the
+   * first time, a duplicate id is the caller's mistake).
+   */
+  private deliver(exchange: Exchange, outgoing: Outgoing): void {
     if (!this.socket.connected || this.closed) return;
-    this.socket.emitWithAck("assistant_message", answer.body).then(
+    outgoing.sent += 1;
+    this.socket.emitWithAck("assistant_message", outgoing.body).then(
       (ack: MessageAck) => {
-        if (ack.ok || alreadyRecorded(ack.error)) {
-          answer.delivered = true;
-          if (exchange.waiting === answer) exchange.waiting = null;
-          if (!ack.ok) this.resync(exchange);
+        if (outgoing.delivered || exchange.handle.done) return;
+        const recorded = !ack.ok && alreadyRecorded(ack.error) && (!outgoing.opening || outgoing.sent > 1);
+        if (ack.ok || recorded) {
+          outgoing.delivered = true;
+          if (exchange.waiting === outgoing) exchange.waiting = null;
+          // Accepted through a connection that dropped: the 409 is the server's word that it has it.
+          if (outgoing.opening) exchange.handle.acknowledge(ack.ok ? ack : { ok: true, accepted_as: "turn", message_id: null });
+          if (recorded) this.resync(exchange);
           return;
         }
+        if (outgoing.opening) exchange.handle.acknowledge(ack);
         this.end(exchange, new AssistantError(ack.error.message, ack.error));
       },
       () => undefined,
@@ -377,7 +383,7 @@ export class AssistantClient {
   }
 
   /**
-   * A continuation was recorded through a connection that dropped, and its
+   * A message was recorded through a connection that dropped, and its
    * turn's events went with it. Reads the session (`GET /api/sessions/{id}`)
    * until that turn is over: a host call it now waits for (the next queued
    * one) is answered and the exchange goes on; otherwise the exchange ends
@@ -445,6 +451,6 @@ interface Exchange {
    * next `status: completed`, or `none` (a turn is streaming).
    */
   afterFinal: "none" | "handling" | "ending";
-  /** The continuation being delivered, until the server has it. */
-  waiting: Answer | null;
+  /** The message being delivered (opening or continuation), until the server has it. */
+  waiting: Outgoing | null;
 }

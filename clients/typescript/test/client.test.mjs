@@ -291,6 +291,35 @@ test("a continuation recorded through a dropped connection: the next queued call
   assert.deepEqual(tools.map((tool) => [tool.name, tool.outcome]), [["first", "success"], ["second", "success"]]);
 });
 
+test("an opening message recorded through a dropped connection: the exchange picks up the call it led to", async () => {
+  const assistant = client();
+  let runs = 0;
+  assistant.registerAction("select_issue", { description: "Select an issue." }, () => (runs += 1, { ok: true }));
+  const emit = assistant.socket.emit.bind(assistant.socket);
+  let diverted = false;
+  assistant.socket.emit = (name, body, ...rest) => {
+    if (name === "assistant_message" && !body.tool_call_id && !diverted) {
+      diverted = true;
+      server.post("/api/chat", body).then(() => assistant.socket.io.engine.close());
+      return assistant.socket;
+    }
+    return emit(name, body, ...rest);
+  };
+  const exchange = assistant.send('call select_issue {"number": 3}');
+  assert.equal((await exchange.accepted).ok, true);
+  const final = await exchange.final;
+  assert.ok(diverted);
+  assert.equal(runs, 1);
+  assert.equal(final.pending_tool_call, null);
+  assert.match(final.content, /Tool results: select_issue/);
+});
+
+test("a duplicate message id on the first send is the caller's mistake, not a delivery", async () => {
+  const assistant = client();
+  await assistant.send("say one", { id: "same-id" }).final;
+  await assert.rejects(assistant.send("say two", { id: "same-id" }).final, /already exists/);
+});
+
 test("a refused message rejects final with the server's error, naming the field", async () => {
   const assistant = client({ hostContext: { ...CONTEXT, view: { name: "tasks", colour: "red" } } });
   const exchange = assistant.send("say hi");
