@@ -60,6 +60,9 @@ pub struct NoteEvent {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolCallEvent {
+    /// The assistant message the call belongs to, so a client can draw a
+    /// call that opens a turn (or a continuation) in that message's place.
+    pub message_id: MessageId,
     pub tool_name: String,
     pub arguments: Value,
     pub call_id: String,
@@ -70,6 +73,8 @@ pub struct ToolCallEvent {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolResultEvent {
+    /// The assistant message the call belongs to.
+    pub message_id: MessageId,
     pub tool_name: String,
     pub output: Value,
     pub call_id: String,
@@ -80,6 +85,8 @@ pub struct ToolResultEvent {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolErrorEvent {
+    /// The assistant message the rejected call is recorded in.
+    pub message_id: MessageId,
     pub tool_name: String,
     pub call_id: String,
     pub error: String,

@@ -138,11 +138,14 @@ impl EventMapper {
                 .error_message
                 .clone()
                 .unwrap_or_else(|| code.to_string());
-            return self.run_error(&message, code);
+            let mut event = self.run_error(&message, code);
+            event["usage"] = token_usage(final_response);
+            return event;
         }
         let result = serde_json::to_value(final_response).unwrap_or(Value::Null);
         let mut event = json!({"type": "RUN_FINISHED", "threadId": self.thread_id,
-                               "runId": self.run_id, "result": result});
+                               "runId": self.run_id, "result": result,
+                               "usage": token_usage(final_response)});
         if final_response.error_type.is_some() {
             event["outcome"] = json!({"type": "cancelled"});
         } else if let Some(pending) = &final_response.pending_tool_call {
@@ -151,6 +154,11 @@ impl EventMapper {
             event["outcome"] = json!({"type": "success", "pendingToolCallIds": ids});
         }
         event
+    }
+
+    /// A run that ran no turn (a history request).
+    pub fn run_finished(&self) -> Value {
+        json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id})
     }
 
     pub fn run_error(&self, message: &str, code: &str) -> Value {
@@ -228,10 +236,26 @@ pub fn sse_frame(event: &Value) -> Bytes {
     Bytes::from(format!("data: {event}\n\n"))
 }
 
+/// The turn's usage in AG-UI's own field (`RUN_FINISHED.usage`, a list of
+/// `TokenUsage` per provider and model). The model calls made for the turn
+/// but not by it (summarizing) are in `result.usage.auxiliary`, by name, not
+/// here: they carry no model of their own.
+fn token_usage(final_response: &FinalResponse) -> Value {
+    let usage = &final_response.usage;
+    let (provider, model) = final_response
+        .model
+        .split_once(':')
+        .unwrap_or(("", &final_response.model));
+    json!([{"provider": provider, "model": model,
+            "inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+            "totalTokens": usage.total_tokens}])
+}
+
 #[cfg(test)]
 mod tests {
     use actors::conversation::{ToolCategory, Usage};
     use actors::events::{PendingToolCall, ToolCallEvent, ToolResultEvent};
+    use actors::ids::MessageId;
 
     use super::*;
 
@@ -279,6 +303,7 @@ mod tests {
         events.extend(mapper.map(&TurnEvent::TextDelta(delta("text", 1, "Hi ", true))));
         events.extend(mapper.map(&TurnEvent::TextDelta(delta("text", 1, "there", false))));
         events.extend(mapper.map(&TurnEvent::ToolCall(ToolCallEvent {
+            message_id: MessageId::new("a1"),
             tool_name: "pick".into(),
             arguments: json!({"n": 1}),
             call_id: "c1".into(),
@@ -314,6 +339,7 @@ mod tests {
         let mut mapper = EventMapper::new("t", "r", answered);
         mapper.begin_turn("a1", true);
         let echoed = mapper.map(&TurnEvent::ToolResult(ToolResultEvent {
+            message_id: MessageId::new("a1"),
             tool_name: "pick".into(),
             output: json!({"ok": true}),
             call_id: "c1".into(),
@@ -330,6 +356,7 @@ mod tests {
         let mut mapper = EventMapper::new("t", "r", HashSet::new());
         mapper.begin_turn("a1", false);
         let events = mapper.map(&TurnEvent::ToolResult(ToolResultEvent {
+            message_id: MessageId::new("a1"),
             tool_name: "clock".into(),
             output: json!({"now": 1}),
             call_id: "b1".into(),
@@ -349,6 +376,9 @@ mod tests {
         let done = mapper.run_end(&final_response(None, None));
         assert_eq!(done["type"], "RUN_FINISHED");
         assert!(done.get("outcome").is_none());
+        let usage = json!([{"provider": "builtin", "model": "echo",
+                            "inputTokens": 0, "outputTokens": 0, "totalTokens": 0}]);
+        assert_eq!(done["usage"], usage);
         let pending = PendingToolCall {
             tool_name: "pick".into(),
             call_id: "c1".into(),
@@ -365,7 +395,7 @@ mod tests {
         let failed = mapper.run_end(&final_response(None, Some("rate_limit")));
         assert_eq!(
             failed,
-            json!({"type": "RUN_ERROR", "message": "it was rate_limit", "code": "rate_limit"})
+            json!({"type": "RUN_ERROR", "message": "it was rate_limit", "code": "rate_limit", "usage": usage})
         );
     }
 

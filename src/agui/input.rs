@@ -8,7 +8,8 @@
 //! - Only the tail after the last `assistant` message is read: its `tool`
 //!   messages answer pending host actions, its last `user` message is the new
 //!   message (its `id` the message id). Everything earlier is ignored: the
-//!   server's tree is the conversation.
+//!   server's tree is the conversation. A run with nothing in that tail
+//!   asks for the history instead (`history`).
 //! - `tools` become `host_context.actions` (after any actions `state` carries);
 //!   a tool without `parameters` gets an empty object schema.
 //! - `context[i]` becomes `host_context.background.<description>` with
@@ -104,12 +105,6 @@ impl RunInput {
                 _ => {}
             }
         }
-        if tool_messages.is_empty() && user_message.is_none() {
-            return Err(ValidationError::new(
-                "messages",
-                "nothing to run: expected a user message or tool results after the last assistant message",
-            ));
-        }
         let (host_context, context_renames) = build_host_context(input)?;
         let config = match input.get("forwardedProps") {
             None | Some(Value::Null) => None,
@@ -125,6 +120,13 @@ impl RunInput {
             context_renames,
             config,
         })
+    }
+
+    /// Nothing new after the last assistant message (a reloaded page's
+    /// empty list, or a list the server already has): the run asks for the
+    /// thread's history, answered with `MESSAGES_SNAPSHOT`.
+    pub fn wants_history(&self) -> bool {
+        self.tool_messages.is_empty() && self.user_message.is_none()
     }
 
     /// The message bodies of this run, in the order they go to the session:
@@ -667,6 +669,20 @@ mod tests {
         );
     }
 
+    #[test]
+    fn nothing_after_the_last_assistant_message_asks_for_the_history() {
+        let stored = json!([{"id": "u1", "role": "user", "content": "hi"},
+                            {"id": "u1:reply", "role": "assistant", "content": "hello"}]);
+        for messages in [json!([]), stored] {
+            let input = run(json!({"threadId": "t", "runId": "r", "messages": messages}));
+            assert!(input.wants_history(), "{input:?}");
+        }
+        let new = run(
+            json!({"threadId": "t", "messages": [{"id": "u1", "role": "user", "content": "hi"}]}),
+        );
+        assert!(!new.wants_history());
+    }
+
     /// Asserts that `input` is refused with an error at `path`.
     fn check(input: Value, path: &str) {
         let error = RunInput::parse(&input)
@@ -680,7 +696,7 @@ mod tests {
         let user = json!([{"id": "u1", "role": "user", "content": "hi"}]);
         check(json!({"runId": "r", "messages": user}), "threadId");
         check(json!({"threadId": "t", "runId": "r"}), "messages");
-        check(json!({"threadId": "t", "messages": []}), "messages");
+        check(json!({"threadId": "t", "messages": "hi"}), "messages");
         check(
             json!({"threadId": "t", "messages": user, "tools": [{"name": "a", "description": "d", "parameters": {"type": "string"}}]}),
             "tools[0].parameters",

@@ -5,9 +5,11 @@
 //!
 //! - `input`: `RunAgentInput` → `ChatRequest`s (the mapping decisions are there).
 //! - `events`: `TurnEvent` → AG-UI events and SSE frames.
+//! - `history`: the stored path → AG-UI messages for `MESSAGES_SNAPSHOT`.
 //! - `route`: the handler, the SSE body, cancel on disconnect.
 
 mod events;
+mod history;
 mod input;
 mod route;
 

@@ -16,6 +16,7 @@ use futures_util::stream;
 use serde_json::Value;
 
 use super::events::{sse_frame, EventMapper};
+use super::history::snapshot_messages;
 use super::input::RunInput;
 use crate::access::limits::{Limits, LiveGuard};
 use crate::access::{require_json, Authenticated, AGUI_CONTENT_TYPE};
@@ -45,6 +46,9 @@ pub async fn post_agui(
     let body = read_body(payload, &body_limits).await?;
     let input = parse_off_worker(body, |body| Ok(RunInput::parse(&parse_json(body)?)?)).await?;
     note_session(&req, &input.thread_id);
+    if input.wants_history() {
+        return history_reply(&runtime, &caller, &input).await;
+    }
     let (pending, has_context) = session_view(&runtime, &caller, &input.thread_id).await?;
     let mut requests: VecDeque<ChatRequest> = input.requests(&pending, has_context)?.into();
     let answered: HashSet<String> = requests
@@ -115,6 +119,42 @@ pub async fn post_agui(
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
         .streaming(body))
+}
+
+/// A run that asks for the thread's history: `RUN_STARTED`,
+/// `MESSAGES_SNAPSHOT` of the stored path (empty for a thread not stored
+/// yet), `RUN_FINISHED`. No turn runs and nothing is stored.
+async fn history_reply(
+    runtime: &Runtime,
+    caller: &Caller,
+    input: &RunInput,
+) -> Result<HttpResponse, ApiError> {
+    if !is_valid_id(&input.thread_id) {
+        return Err(ApiError::from(actors::contract::ValidationError::new(
+            "threadId",
+            "expected 1 to 64 characters",
+        )));
+    }
+    let session_id = SessionId::new(&input.thread_id);
+    let path = match runtime.messages(caller, &session_id, None).await {
+        Ok(path) => path,
+        Err(SessionError::NotFound(_)) => Vec::new(),
+        Err(error) => return Err(error.into()),
+    };
+    let mapper = EventMapper::new(&input.thread_id, &input.run_id, HashSet::new());
+    let events = [
+        mapper.run_started(),
+        serde_json::json!({"type": "MESSAGES_SNAPSHOT", "messages": snapshot_messages(&path)}),
+        mapper.run_finished(),
+    ];
+    let body: Vec<u8> = events
+        .iter()
+        .flat_map(|event| sse_frame(event).to_vec())
+        .collect();
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .body(body))
 }
 
 /// The session's pending call and its queue, in the order they must be

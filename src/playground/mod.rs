@@ -3,10 +3,10 @@
 //! the server like any host would: Socket.IO `/assistant` for turns, the
 //! session routes for browsing.
 //!
-//! `assets/socket.io.min.js` is the official browser bundle, copied verbatim
-//! from the npm package `socket.io-client` (`dist/socket.io.min.js`, version
-//! in its header; MIT). To update it: `npm install socket.io-client` in
-//! `tests/clients` and copy the file again.
+//! `assets/assistant-client.js` is the TypeScript client of
+//! `clients/typescript` bundled with `socket.io-client` (both MIT) by esbuild
+//! (`npm run build` there writes it; commit it when it changes). The page's
+//! own `app.js` only draws what the client reports.
 
 use actix_web::http::header::{CacheControl, CacheDirective, ContentType};
 use actix_web::{web, HttpResponse};
@@ -14,14 +14,14 @@ use actix_web::{web, HttpResponse};
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
-const SOCKET_IO_JS: &str = include_str!("assets/socket.io.min.js");
+const CLIENT_JS: &str = include_str!("assets/assistant-client.js");
 
 /// The playground's routes, part of the route table (`routes::configure`).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/").get(index))
         .service(web::resource("/playground/app.js").get(app_js))
         .service(web::resource("/playground/style.css").get(style_css))
-        .service(web::resource("/playground/socket.io.min.js").get(socket_io_js));
+        .service(web::resource("/playground/assistant-client.js").get(client_js));
 }
 
 #[utoipa::path(get, path = "/", tag = "docs",
@@ -44,8 +44,8 @@ async fn app_js() -> HttpResponse {
     javascript(APP_JS)
 }
 
-async fn socket_io_js() -> HttpResponse {
-    javascript(SOCKET_IO_JS)
+async fn client_js() -> HttpResponse {
+    javascript(CLIENT_JS)
 }
 
 async fn style_css() -> HttpResponse {

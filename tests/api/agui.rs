@@ -118,6 +118,91 @@ async fn a_text_turn_streams_one_assistant_message() {
     assert_eq!(messages[1]["role"], "assistant");
     assert_eq!(messages[1]["content"], "hello there");
     assert_eq!(run["result"]["content"], "hello there");
+    // The turn's usage in AG-UI's own field, accepted by the client's schema.
+    let finished = events_of_type(events, "RUN_FINISHED")[0];
+    assert_eq!(finished["usage"][0]["provider"], "builtin");
+    assert_eq!(finished["usage"][0]["model"], "echo");
+    assert!(finished["usage"][0]["inputTokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        finished["usage"][0]["totalTokens"],
+        run["result"]["usage"]["total_tokens"]
+    );
+}
+
+#[actix_web::test]
+async fn a_reloaded_agent_connecting_gets_the_threads_history_as_a_messages_snapshot() {
+    let app = spawn_app().await;
+    let out = run_client(
+        &app,
+        json!({"threadId": "agui-reload", "tools": [pick_tool()], "runs": [
+            {"user": "call pick {\"n\": 1}", "id": "u1"},
+            {"answer": [{"result": "{\"picked\":1}"}]},
+            {"user": "say second answer", "id": "u2"},
+            {"reload": true},
+            {"reload": true, "connect": true},
+        ]}),
+    )
+    .await;
+    // runAgent() with no new message, then AG-UI's connectAgent(): a page
+    // reloaded twice; the last holds what the page had before the first.
+    for reload in [&out["runs"][3], &out["runs"][4]] {
+        assert!(reload["error"].is_null(), "{reload}");
+        assert_eq!(
+            types(&reload["events"]),
+            ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+        );
+    }
+    assert_eq!(out["before_reload"].as_array().map(Vec::len), Some(6));
+    // The new agent holds what the page had before the reload: same ids,
+    // roles and text, the call and its result (a tool message's id was the
+    // page's own, which the server does not keep: it names it by the call).
+    let brief = |messages: &Value| -> Vec<(String, String, String)> {
+        messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|message| {
+                let id = match message["role"].as_str() {
+                    Some("tool") => message["toolCallId"].as_str(),
+                    _ => message["id"].as_str(),
+                };
+                (
+                    id.unwrap_or("").to_string(),
+                    message["role"].as_str().unwrap_or("").to_string(),
+                    message["content"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(brief(&out["messages"]), brief(&out["before_reload"]));
+    let messages = out["messages"].as_array().unwrap();
+    let call = messages
+        .iter()
+        .find(|message| message["toolCalls"].is_array())
+        .expect("the assistant message with its call");
+    assert_eq!(call["toolCalls"][0]["function"]["name"], "pick");
+    assert!(messages
+        .iter()
+        .any(|message| message["role"] == "tool" && message["content"] == "{\"picked\":1}"));
+    assert_eq!(messages.last().unwrap()["content"], "second answer");
+}
+
+#[actix_web::test]
+async fn a_run_with_nothing_new_on_an_unknown_thread_is_an_empty_snapshot() {
+    let app = spawn_app().await;
+    let (status, _, events) = post_run(
+        &app,
+        &json!({"threadId": "agui-nothing", "runId": "r1", "messages": [], "tools": [], "context": [], "state": {}, "forwardedProps": {}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        events[1],
+        json!({"type": "MESSAGES_SNAPSHOT", "messages": []})
+    );
+    assert_eq!(events[2]["type"], "RUN_FINISHED");
+    let (status, _) = app.get("/api/sessions/agui-nothing").await;
+    assert_eq!(status, 404, "a history request stores nothing");
 }
 
 #[actix_web::test]
@@ -455,7 +540,7 @@ async fn a_provider_failure_ends_the_stream_with_run_error() {
 async fn request_errors_are_json_before_any_stream() {
     let app = spawn_app().await;
     let (status, content_type, body) =
-        post_run(&app, &json!({"threadId": "agui-bad", "messages": []})).await;
+        post_run(&app, &json!({"threadId": "agui-bad", "messages": "hello"})).await;
     assert_eq!((status, content_type.as_str()), (422, "application/json"));
     assert_eq!(body[0]["type"], "validation");
     assert!(body[0]["error"].as_str().unwrap().starts_with("messages: "));

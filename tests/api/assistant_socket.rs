@@ -330,6 +330,9 @@ async fn host_action_round_trip_with_both_clients_and_transports() {
         let tool_result = only(label, &turns[1], "assistant:tool_result");
         assert_eq!(tool_result["call_id"], tool_call["call_id"], "{label}");
         assert_eq!(tool_result["output"], json!({"selected": 42}), "{label}");
+        // Both name the assistant message they belong to, before any text.
+        assert_eq!(tool_call["message_id"], asked["message_id"], "{label}");
+        assert_eq!(tool_result["message_id"], asked["message_id"], "{label}");
         let answered = only(label, &turns[1], "assistant:final_response");
         assert_eq!(answered["pending_tool_call"], Value::Null, "{label}");
         let content = answered["content"].as_str().unwrap_or_default();

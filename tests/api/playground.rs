@@ -1,6 +1,7 @@
 //! The playground at `GET /`, end to end in headless Debian chromium driven by
 //! playwright-core (`tests/clients/browser/playground.mjs`): a 422 shown
-//! inline, streaming, host actions answered both ways, a silent decision,
+//! inline and the message marked refused, streaming, host actions answered
+//! both ways, a turn that opens with a host call in its own box, a silent decision,
 //! steering and cancel, the session tree. The screenshot is kept at
 //! `target/test-artifacts/playground.png`.
 
@@ -9,7 +10,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{spawn_app, spawn_app_with};
 use crate::socketio_helpers::ensure_clients_installed;
 
 #[actix_web::test]
@@ -18,11 +19,14 @@ async fn the_playground_and_its_vendored_bundle_are_served_from_the_binary() {
     let (status, html) = app.get_text("/").await;
     assert_eq!(status, 200);
     assert!(html.contains("assistant-runtime playground"), "{html}");
-    assert!(html.contains("/playground/socket.io.min.js"));
+    assert!(html.contains("/playground/assistant-client.js"));
     for (path, expected) in [
-        ("/playground/app.js", "assistant_message"),
+        ("/playground/app.js", "AssistantClient"),
         ("/playground/style.css", "grid-template-columns"),
-        ("/playground/socket.io.min.js", "Socket.IO v4"),
+        (
+            "/playground/assistant-client.js",
+            "@assistant-runtime/client",
+        ),
     ] {
         let (status, body) = app.get_text(path).await;
         assert_eq!(status, 200, "{path}");
@@ -30,15 +34,15 @@ async fn the_playground_and_its_vendored_bundle_are_served_from_the_binary() {
     }
 }
 
-#[actix_web::test]
-async fn a_developer_uses_the_playground_in_chromium() {
-    let app = spawn_app().await;
+/// Runs `tests/clients/browser/playground.mjs` against the app and returns
+/// the names of its steps (each checked ok) and its JSON result.
+async fn run_in_chromium(url: String, name: &str, token: Option<&str>) -> (Vec<String>, Value) {
     let artifacts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
     std::fs::create_dir_all(&artifacts).expect("artifact folder");
-    let screenshot = artifacts.join("playground.png");
+    let screenshot = artifacts.join(name);
     let _ = std::fs::remove_file(&screenshot);
-    let url = format!("{}/", app.address);
     let shot = screenshot.clone();
+    let token = token.map(str::to_string);
     let output = actix_web::rt::task::spawn_blocking(move || {
         ensure_clients_installed();
         let script =
@@ -47,6 +51,7 @@ async fn a_developer_uses_the_playground_in_chromium() {
             .arg(script)
             .arg(url)
             .arg(shot)
+            .args(token)
             .output()
             .expect("run node")
     })
@@ -57,13 +62,23 @@ async fn a_developer_uses_the_playground_in_chromium() {
     let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
         .unwrap_or_else(|error| panic!("no JSON ({error}):\n{stdout}\n{stderr}"));
     assert_eq!(result["error"], Value::Null, "{result:#}");
-    let names: Vec<&str> = result["steps"]
+    let names = result["steps"]
         .as_array()
         .expect("steps")
         .iter()
         .inspect(|step| assert_eq!(step["ok"], true, "{step}"))
-        .filter_map(|step| step["name"].as_str())
+        .filter_map(|step| step["name"].as_str().map(str::to_string))
         .collect();
+    let png = std::fs::read(&screenshot).expect("the screenshot was saved");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    (names, result)
+}
+
+#[actix_web::test]
+async fn a_developer_uses_the_playground_in_chromium() {
+    let app = spawn_app().await;
+    let (names, result) =
+        run_in_chromium(format!("{}/", app.address), "playground.png", None).await;
     assert_eq!(
         names,
         [
@@ -72,12 +87,33 @@ async fn a_developer_uses_the_playground_in_chromium() {
             "streams thinking and text",
             "answers a host action with success",
             "answers a host action with failure",
+            "draws a turn that opens with a host call in its own box",
             "runs a silent decision",
             "steers and cancels a live turn",
             "browses sessions and a tree",
         ]
     );
     assert_eq!(result["console_errors"], serde_json::json!([]), "{result}");
-    let png = std::fs::read(&screenshot).expect("the screenshot was saved");
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+}
+
+/// With `ACCESS__LOCAL_TOKEN` set, the page connects once the token is
+/// typed, and keeps it in the tab (sessionStorage) across a reload.
+#[actix_web::test]
+async fn the_playground_takes_the_local_token() {
+    let app = spawn_app_with(&[("ACCESS__LOCAL_TOKEN", "playground-secret")]).await;
+    let (names, _) = run_in_chromium(
+        format!("{}/", app.address),
+        "playground-token.png",
+        Some("playground-secret"),
+    )
+    .await;
+    assert_eq!(
+        names,
+        [
+            "is refused without the token",
+            "connects with the token",
+            "keeps the token in the tab across a reload",
+            "streams a turn and lists sessions with the token",
+        ]
+    );
 }

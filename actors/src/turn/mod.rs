@@ -225,6 +225,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         let group_index = assistant.segments.len();
         let ran = run_calls(
             &plan,
+            &assistant.id,
             response.calls,
             group_index,
             &sink,

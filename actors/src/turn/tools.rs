@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::{CancelToken, TurnPlan};
 use crate::conversation::{CallOutcome, CallStatus, ScreenshotOverlay, ToolCategory, ToolRecord};
 use crate::events::{EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, TurnEvent};
-use crate::ids::ToolCallId;
+use crate::ids::{MessageId, ToolCallId};
 use crate::offload;
 use crate::tools::{check_arguments, check_arguments_inline, success_output, ToolKind};
 
@@ -169,6 +169,7 @@ pub(super) fn retry_record(
 /// process) interrupts it and every call after it; the flag says so.
 pub(super) async fn run_calls(
     plan: &TurnPlan,
+    message_id: &MessageId,
     calls: Vec<RawCall>,
     group_index: usize,
     sink: &EventSink,
@@ -183,6 +184,7 @@ pub(super) async fn run_calls(
             Ok(checked) => checked,
             Err((arguments, reason)) => {
                 sink.send(TurnEvent::ToolError(ToolErrorEvent {
+                    message_id: message_id.clone(),
                     tool_name: call.name.clone(),
                     call_id: call.id.clone(),
                     error: reason.clone(),
@@ -198,6 +200,7 @@ pub(super) async fn run_calls(
             ToolKind::Host | ToolKind::Hold => ToolCategory::Host,
         };
         sink.send(TurnEvent::ToolCall(ToolCallEvent {
+            message_id: message_id.clone(),
             tool_name: call.name.clone(),
             arguments: arguments.clone(),
             call_id: call.id.clone(),
@@ -222,6 +225,7 @@ pub(super) async fn run_calls(
                 }
                 record.output = Some(result.output.clone());
                 sink.send(TurnEvent::ToolResult(ToolResultEvent {
+                    message_id: message_id.clone(),
                     tool_name: record.name.clone(),
                     output: result.output,
                     call_id: record.id.to_string(),
@@ -261,6 +265,7 @@ pub(super) async fn run_calls(
                     (!own.is_empty()).then_some(own)
                 });
                 sink.send(TurnEvent::ToolResult(ToolResultEvent {
+                    message_id: message_id.clone(),
                     tool_name: record.name.clone(),
                     output,
                     call_id: record.id.to_string(),

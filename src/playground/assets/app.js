@@ -1,9 +1,12 @@
-// The playground: a Socket.IO client of the /assistant namespace (the stock
-// browser bundle, served beside this file) plus the session routes over
-// fetch. Plain script, no build step.
+// The playground: a page over the TypeScript client (clients/typescript,
+// bundled as /playground/assistant-client.js: `AssistantRuntime`) plus the
+// session routes over fetch. The client speaks the protocol; this file only
+// draws it. Host actions of the edited context are answered by hand.
 "use strict";
 
+const { AssistantClient } = window.AssistantRuntime;
 const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "assistant-runtime.playground.token";
 
 const EXAMPLE_CONTEXT = {
   version: 1,
@@ -24,20 +27,42 @@ const EXAMPLE_CONTEXT = {
 let counter = 0;
 const newId = (prefix) => `${prefix}-${Date.now().toString(36)}-${(counter++).toString(36)}`;
 
-// The assistant message being streamed, by message_id.
+// The assistant messages drawn so far, by message_id.
 const turns = new Map();
+// The host call waiting for the buttons: {call, messageId, resolve, reject}.
 let pending = null;
+// The message id of the latest final response (where a pending call lives).
+let latestMessageId = null;
+let client = null;
+let unregister = [];
 
-const socket = io("/assistant", { transports: ["polling", "websocket"] });
+// ---- the connection --------------------------------------------------------
 
-socket.on("connect", () => setStatus(true));
-socket.on("disconnect", () => setStatus(false));
-socket.on("connect_error", (error) => { setStatus(false); log("connect_error", { message: error.message }); });
-socket.onAny((event, data) => {
-  log(event, data);
-  const handler = HANDLERS[event];
-  if (handler) handler(data || {});
-});
+function token() {
+  return $("token").value.trim();
+}
+
+function authHeaders() {
+  return token() ? { authorization: `Bearer ${token()}` } : {};
+}
+
+// One client per session and token: the session travels in the handshake.
+function connection() {
+  const sessionId = $("session").value;
+  if (client && client.sessionId === sessionId && client.token === (token() || undefined)) return client;
+  if (client) client.close();
+  client = new AssistantClient({
+    sessionId,
+    token: token() || undefined,
+    socketOptions: { transports: ["polling", "websocket"] },
+  });
+  client.on("connect", () => setStatus(true));
+  client.on("disconnect", () => setStatus(false));
+  client.on("connect_error", (error) => { setStatus(false); log("connect_error", { message: error.message }); });
+  client.socket.onAny((event, data) => log(event, data));
+  for (const [event, handler] of Object.entries(HANDLERS)) client.on(event, handler);
+  return client;
+}
 
 function setStatus(on) {
   const status = $("status");
@@ -57,6 +82,8 @@ function log(event, data) {
 
 // ---- the conversation ------------------------------------------------------
 
+// The box of one assistant message, made in the latest turn the first time
+// any of its events arrives (a delta, a tool call or its final response).
 function turnBox(messageId) {
   let turn = turns.get(messageId);
   if (!turn) {
@@ -74,11 +101,21 @@ function userLine(text, note) {
   const turn = document.createElement("div");
   turn.className = "turn";
   const user = document.createElement("div");
-  user.className = "user";
+  user.className = "user sending";
   user.textContent = (note ? `[${note}] ` : "") + (text || "(empty)");
   turn.append(user);
   $("transcript").append(turn);
   turn.scrollIntoView({ block: "end" });
+  return user;
+}
+
+// Marks the user's line once the server answered the message's ack.
+function markSent(line, exchange) {
+  exchange.accepted.then((ack) => {
+    line.classList.remove("sending");
+    line.classList.add(ack.ok ? "sent" : "refused");
+    if (!ack.ok) line.title = ack.error.message;
+  });
 }
 
 // Deltas carry segment_id "<message_id>:<index>"; the message id is the rest.
@@ -100,43 +137,30 @@ function delta(kind) {
   };
 }
 
-function lastBox() {
-  const boxes = $("transcript").querySelectorAll(".assistant");
-  return boxes[boxes.length - 1] || $("transcript");
+function note(messageId, className, text) {
+  const line = document.createElement("div");
+  line.className = className;
+  line.textContent = text;
+  turnBox(messageId).box.append(line);
+  return line;
 }
 
 const HANDLERS = {
   "assistant:thinking_delta": delta("thinking"),
   "assistant:text_delta": delta("text"),
   "assistant:tool_call": (data) => {
-    const call = document.createElement("div");
-    call.className = "tool-call " + data.category;
+    const call = note(data.message_id, "tool-call " + data.category,
+      `${data.category} ${data.tool_name}(${JSON.stringify(data.arguments)})`);
     call.dataset.callId = data.call_id;
-    call.textContent = `${data.category} ${data.tool_name}(${JSON.stringify(data.arguments)})`;
-    lastBox().append(call);
   },
-  "assistant:tool_result": (data) => {
-    const result = document.createElement("div");
-    result.className = "tool-result";
-    result.textContent = `→ ${data.tool_name}: ${JSON.stringify(data.output)}`;
-    lastBox().append(result);
-  },
-  "assistant:tool_error": (data) => {
-    const result = document.createElement("div");
-    result.className = "tool-result";
-    result.textContent = `✗ ${data.tool_name}: ${data.error}`;
-    lastBox().append(result);
-  },
+  "assistant:tool_result": (data) => note(data.message_id, "tool-result", `→ ${data.tool_name}: ${JSON.stringify(data.output)}`),
+  "assistant:tool_error": (data) => note(data.message_id, "tool-result", `✗ ${data.tool_name}: ${data.error}`),
   "assistant:final_response": (data) => {
-    const box = turnBox(data.message_id).box;
-    const ending = document.createElement("div");
-    ending.className = "ending" + (data.error ? " failed" : "");
+    latestMessageId = data.message_id;
     const parts = [`turn ${data.turn_number}`, data.model, `${data.usage?.total_tokens ?? 0} tokens`];
     if (data.decision) parts.push(`decision: ${data.decision}`);
     if (data.error_type) parts.push(`error: ${data.error_type}`);
-    ending.textContent = parts.join(" · ");
-    box.append(ending);
-    showPending(data.pending_tool_call);
+    note(data.message_id, "ending" + (data.error ? " failed" : ""), parts.join(" · "));
   },
   "assistant:error": (data) => {
     if (data.type !== "validation") return;
@@ -145,65 +169,28 @@ const HANDLERS = {
   },
 };
 
-function showPending(call) {
-  pending = call || null;
+// ---- host actions, answered by hand ----------------------------------------
+
+// Every action of the edited context is registered with a handler that waits
+// for the answer buttons; the client sends the continuation.
+function registerActions(context) {
+  for (const off of unregister) off();
+  unregister = [];
+  for (const action of (context && context.actions) || []) {
+    unregister.push(connection().registerAction(action.name, action, (args, call) =>
+      new Promise((resolve, reject) => showPending({ call, messageId: latestMessageId, resolve, reject }))));
+  }
+}
+
+function showPending(waiting) {
+  pending = waiting;
   $("pending").hidden = !pending;
   if (pending) {
-    $("pending-call").textContent = `${pending.tool_name}(${JSON.stringify(pending.arguments)}) · ${pending.call_id}` +
-      (pending.queued.length ? ` · then ${pending.queued.join(", ")}` : "");
+    const { call } = pending;
+    $("pending-call").textContent = `${call.tool_name}(${JSON.stringify(call.arguments)}) · ${call.call_id}` +
+      (call.queued.length ? ` · then ${call.queued.join(", ")}` : "");
   }
 }
-
-// ---- sending ---------------------------------------------------------------
-
-function clearErrors() {
-  $("context-error").textContent = "";
-  $("message-error").textContent = "";
-}
-
-// The editor's JSON, or undefined (and the error shown) when it does not parse.
-function hostContext() {
-  if (!$("with-context").checked) return null;
-  try {
-    return JSON.parse($("host-context").value);
-  } catch (error) {
-    $("context-error").textContent = `host_context: invalid JSON: ${error.message}`;
-    return undefined;
-  }
-}
-
-function send(extra, note) {
-  clearErrors();
-  const context = hostContext();
-  if (context === undefined) return;
-  const body = { id: newId("m"), session_id: $("session").value, content: $("message").value, ...extra };
-  if (context) body.host_context = context;
-  if ($("silent").checked && !extra.tool_call_id) body.output_mode = "host_tools";
-  if (extra.tool_call_id) {
-    // A continuation resumes the same assistant message: note it in place.
-    const answered = document.createElement("div");
-    answered.className = "tool-result";
-    answered.textContent = `[${note}] ${JSON.stringify(extra.tool_result)}`;
-    lastBox().append(answered);
-  } else {
-    userLine(body.content, note);
-  }
-  socket.emit("assistant_message", body, (ack) => log("ack assistant_message", ack));
-}
-
-$("send").onclick = () => send({}, null);
-$("steer").onclick = () => send({ message_type: "steering" }, "steering");
-$("cancel").onclick = () => {
-  socket.emit("assistant_cancel", { session_id: $("session").value }, (ack) => log("ack assistant_cancel", ack));
-};
-$("join").onclick = () => {
-  clearErrors();
-  const context = hostContext();
-  if (context === undefined) return;
-  const body = { session_id: $("session").value };
-  if (context) body.host_context = context;
-  socket.emit("assistant_join_session", body, (ack) => log("ack assistant_join_session", ack));
-};
 
 function answer(outcome) {
   if (!pending) return;
@@ -214,25 +201,93 @@ function answer(outcome) {
     $("message-error").textContent = `tool_result: invalid JSON: ${error.message}`;
     return;
   }
-  const extra = { content: "", tool_call_id: pending.call_id, tool_result: result };
-  if (outcome === "failed") extra.tool_outcome = "failed";
-  send(extra, `result ${outcome} for ${pending.tool_name}`);
+  const { call, messageId, resolve, reject } = pending;
+  // A continuation resumes the same assistant message: note it in place.
+  note(messageId || call.call_id, "tool-result", `[result ${outcome} for ${call.tool_name}] ${JSON.stringify(result)}`);
   showPending(null);
+  if (outcome === "failed") {
+    reject(new Error(typeof result?.error === "string" ? result.error : JSON.stringify(result)));
+  } else {
+    resolve(result);
+  }
 }
 $("answer-success").onclick = () => answer("success");
 $("answer-failed").onclick = () => answer("failed");
+
+// ---- sending ---------------------------------------------------------------
+
+function clearErrors() {
+  $("context-error").textContent = "";
+  $("message-error").textContent = "";
+}
+
+// The editor's JSON, null when not sent, or undefined (and the error shown)
+// when it does not parse.
+function hostContext() {
+  if (!$("with-context").checked) return null;
+  try {
+    return JSON.parse($("host-context").value);
+  } catch (error) {
+    $("context-error").textContent = `host_context: invalid JSON: ${error.message}`;
+    return undefined;
+  }
+}
+
+function send() {
+  clearErrors();
+  const context = hostContext();
+  if (context === undefined) return;
+  const assistant = connection();
+  registerActions(context);
+  const content = $("message").value;
+  const line = userLine(content, $("silent").checked ? "silent" : null);
+  const options = context ? { hostContext: context, id: newId("m") } : { id: newId("m") };
+  const exchange = $("silent").checked ? assistant.decide(content, options) : assistant.send(content, options);
+  exchange.accepted.then((ack) => log("ack assistant_message", ack));
+  markSent(line, exchange);
+  exchange.final.catch(() => showPending(null));
+}
+
+$("send").onclick = send;
+$("steer").onclick = async () => {
+  clearErrors();
+  const content = $("message").value;
+  const line = userLine(content, "steering");
+  const ack = await connection().steer(content);
+  log("ack assistant_message", ack);
+  line.classList.remove("sending");
+  line.classList.add(ack.ok ? "sent" : "refused");
+};
+$("cancel").onclick = async () => {
+  log("ack assistant_cancel", await connection().cancel());
+};
+$("join").onclick = async () => {
+  clearErrors();
+  const context = hostContext();
+  if (context === undefined) return;
+  registerActions(context);
+  log("ack assistant_join_session", await connection().setHostContext(context || undefined));
+};
 
 $("new-session").onclick = () => {
   $("session").value = newId("playground");
   $("transcript").replaceChildren();
   turns.clear();
   showPending(null);
+  connection();
+};
+
+$("token").value = sessionStorage.getItem(TOKEN_KEY) || "";
+$("token").onchange = () => {
+  sessionStorage.setItem(TOKEN_KEY, token());
+  connection();
+  refreshSessions();
 };
 
 // ---- sessions --------------------------------------------------------------
 
 async function refreshSessions() {
-  const response = await fetch("/api/sessions?limit=50");
+  const response = await fetch("/api/sessions?limit=50", { headers: authHeaders() });
   const sessions = await response.json();
   const list = $("sessions");
   list.replaceChildren();
@@ -248,7 +303,7 @@ async function refreshSessions() {
 }
 
 async function showTree(sessionId) {
-  const response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}/tree`);
+  const response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}/tree`, { headers: authHeaders() });
   const messages = await response.json();
   if (!Array.isArray(messages)) {
     $("tree").textContent = JSON.stringify(messages, null, 2);
@@ -276,4 +331,5 @@ $("clear-log").onclick = () => $("log").replaceChildren();
 
 $("host-context").value = JSON.stringify(EXAMPLE_CONTEXT, null, 2);
 $("session").value = newId("playground");
+connection();
 refreshSessions();

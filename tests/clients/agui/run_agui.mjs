@@ -9,11 +9,14 @@
 //   "tools": [...], "context": [...], "state": {...}, "forwardedProps": {...},
 //   "runs": [
 //     {"user": "say hi", "id": "u1"},                   // a user message
-//     {"answer": [{"result": "{\"ok\":1}"}, {"error": "no"}], "reverse": false}
-//   ]                                                    // results for the host calls
+//     {"answer": [{"result": "{\"ok\":1}"}, {"error": "no"}], "reverse": false},
+//                                                        // results for the host calls
+//     {"reload": true, "connect": false}                 // a new agent with no messages (a reloaded page);
+//                                                        // connect: through connectAgent() instead of runAgent()
+//   ]
 // }                                                      // the previous run left open
 //
-// Prints {"runs": [{"events", "error", "result"}], "messages"} as JSON.
+// Prints {"runs": [{"events", "error", "result"}], "messages", "before_reload"} as JSON.
 
 import { HttpAgent } from "@ag-ui/client";
 
@@ -35,15 +38,31 @@ function openCalls(events) {
 }
 
 const scenario = await readScenario();
-const agent = new HttpAgent({
+// AG-UI's way back into a thread is `connectAgent()`, which calls
+// `connect(input)`; HttpAgent 1.0 leaves it unimplemented. Against this
+// server it is one POST of the run input with no new message, answered with
+// MESSAGES_SNAPSHOT.
+class ConnectingHttpAgent extends HttpAgent {
+  connect(input) {
+    return this.run(input);
+  }
+}
+
+const newAgent = () => new ConnectingHttpAgent({
   url: scenario.url,
   threadId: scenario.threadId,
   initialState: scenario.state ?? {},
 });
+let agent = newAgent();
+let beforeReload = null;
 
 const runs = [];
 let previous = [];
 for (const [index, step] of scenario.runs.entries()) {
+  if (step.reload) {
+    beforeReload ??= agent.messages;
+    agent = newAgent();
+  }
   if (step.answer !== undefined) {
     let calls = openCalls(previous);
     if (step.reverse) calls = [...calls].reverse();
@@ -68,7 +87,7 @@ for (const [index, step] of scenario.runs.entries()) {
   const events = [];
   const run = { events, error: null, result: null };
   try {
-    const outcome = await agent.runAgent(
+    const outcome = await (step.connect ? agent.connectAgent.bind(agent) : agent.runAgent.bind(agent))(
       {
         runId: `${scenario.threadId}-run-${index}`,
         tools: scenario.tools ?? [],
@@ -96,4 +115,4 @@ for (const [index, step] of scenario.runs.entries()) {
   previous = events;
 }
 
-process.stdout.write(JSON.stringify({ runs, messages: agent.messages }) + "\n");
+process.stdout.write(JSON.stringify({ runs, messages: agent.messages, before_reload: beforeReload }) + "\n");

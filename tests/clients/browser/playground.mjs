@@ -4,7 +4,9 @@
 // decision, steering and cancel, and the session tree. Saves a screenshot and
 // prints one JSON document: {"steps": [{"name", "ok", "detail"}], "error"}.
 //
-// usage: node playground.mjs URL SCREENSHOT_PATH
+// usage: node playground.mjs URL SCREENSHOT_PATH [TOKEN]
+// With TOKEN (the server's ACCESS__LOCAL_TOKEN) it runs the token steps
+// instead: refused without it, connected with it, kept across a reload.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,7 +14,7 @@ import { join } from "node:path";
 
 // Generous bounds: the test asserts "eventually", never a timing.
 const WAIT_MS = 20000;
-const [url, screenshotPath] = process.argv.slice(2);
+const [url, screenshotPath, token] = process.argv.slice(2);
 const result = { steps: [], error: null, console_errors: [] };
 
 const userDataDir = mkdtempSync(join(tmpdir(), "ar-chromium-"));
@@ -50,7 +52,36 @@ async function sendMessage(message) {
   await page.click("#send");
 }
 
-try {
+async function tokenSteps() {
+  await step("is refused without the token", async () => {
+    await page.goto(url);
+    await page.locator('#log .event[data-event="connect_error"]').first().waitFor();
+    return await text("#status");
+  });
+
+  await step("connects with the token", async () => {
+    await page.fill("#token", token);
+    await page.locator("#token").dispatchEvent("change");
+    await page.waitForFunction(() => document.getElementById("status").textContent === "connected");
+  });
+
+  await step("keeps the token in the tab across a reload", async () => {
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById("status").textContent === "connected");
+    const kept = await page.inputValue("#token");
+    if (kept !== token) throw new Error(`token field holds ${JSON.stringify(kept)}`);
+  });
+
+  await step("streams a turn and lists sessions with the token", async () => {
+    await sendMessage("say with a token");
+    await page.locator(".assistant .text", { hasText: "with a token" }).waitFor();
+    const session = await page.inputValue("#session");
+    await page.click("#refresh-sessions");
+    await page.locator(`#sessions a[data-session-id="${session}"]`).waitFor();
+  });
+}
+
+async function mainSteps() {
   await step("connects", async () => {
     await page.goto(url);
     await page.waitForFunction(() => document.getElementById("status").textContent === "connected");
@@ -64,6 +95,8 @@ try {
     await sendMessage("say hi");
     await page.waitForFunction(() => document.getElementById("context-error").textContent.includes("host_context.view.colour"));
     const shown = await text("#context-error");
+    // The message is marked refused, not sent.
+    await page.locator("#transcript .user.refused", { hasText: "say hi" }).waitFor();
     await page.fill("#host-context", original);
     return shown;
   });
@@ -97,6 +130,29 @@ try {
     return await page.locator(".assistant .text").last().innerText();
   });
 
+  await step("draws a turn that opens with a host call in its own box", async () => {
+    await sendMessage('call select_issue {"number": 44}');
+    await page.locator("#pending").waitFor({ state: "visible" });
+    const placed = await page.evaluate(() => {
+      const turn = [...document.querySelectorAll("#transcript .turn")].pop();
+      const call = turn.querySelector(".assistant .tool-call.host");
+      const earlier = [...document.querySelectorAll("#transcript .turn")].slice(0, -1)
+        .some((other) => other.textContent.includes('{"number":44}'));
+      return { user: turn.querySelector(".user").textContent, call: call ? call.textContent : null, earlier };
+    });
+    if (!placed.call || !placed.call.includes('"number":44') || placed.earlier) {
+      throw new Error(`the call is not in its own turn's box: ${JSON.stringify(placed)}`);
+    }
+    await page.fill("#result", '{"selected": 44}');
+    await page.click("#answer-success");
+    await page.locator("#pending").waitFor({ state: "hidden" });
+    await page.waitForFunction(() => {
+      const turn = [...document.querySelectorAll("#transcript .turn")].pop();
+      return [...turn.querySelectorAll(".assistant .text")].some((text) => text.textContent.includes("select_issue"));
+    });
+    return placed;
+  });
+
   await step("runs a silent decision", async () => {
     // A decision gets a fresh session of its own; the conversation stays on screen.
     const conversation = await page.inputValue("#session");
@@ -128,7 +184,10 @@ try {
     await page.waitForFunction(() => document.getElementById("tree").textContent.includes("assistant"));
     return (await text("#tree")).split("\n").length;
   });
+}
 
+try {
+  await (token ? tokenSteps() : mainSteps());
   await page.screenshot({ path: screenshotPath, fullPage: true });
 } catch (error) {
   result.error = String(error.message || error);

@@ -563,6 +563,7 @@ impl SessionActor {
             actor.record = record;
             actor.tree.upsert(assistant.clone());
             let result_event = TurnEvent::ToolResult(ToolResultEvent {
+                message_id: assistant.id.clone(),
                 tool_name,
                 output,
                 call_id: pending.tool_call_id.to_string(),
