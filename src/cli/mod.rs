@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod doctor;
+mod terminal;
 
 use clap::{Args, Parser, Subcommand};
 
