@@ -127,7 +127,7 @@ fn unknown_flags_commands_and_bad_ports_are_named() {
         (&["serve", "--colour", "red"], "--colour"),
         (&["frobnicate"], "frobnicate"),
         (&["--port=70000"], "--port"),
-        (&["serve", "--port", "0"], "--port"),
+        (&["serve", "--port=-1"], "--port"),
         (&["--port", "seven"], "--port"),
     ] {
         let (code, _, stderr) = run(args, &[]);
