@@ -413,3 +413,32 @@ async fn chat_streams_turns_and_asks_for_each_host_actions_result() {
         .collect();
     assert_eq!(outcomes, [json!("success"), json!("failed")], "{tree}");
 }
+
+/// Point 8: `doctor` fetches the provider's model list and fails a default
+/// model it does not list, naming the closest; a listed one passes.
+#[actix_web::test]
+async fn point_8_doctor_fails_a_misspelt_model_missing_from_the_fetched_list() {
+    let fake = crate::fake_provider::FakeProvider::start();
+    let base_url = fake.base_url_openai();
+    let doctor = |model: &'static str| {
+        let base_url = base_url.clone();
+        actix_web::rt::task::spawn_blocking(move || {
+            run(
+                &["doctor"],
+                &[
+                    ("LLM__PRIMARY_MODEL", model),
+                    ("OPENAI_API_KEY", "sk-test"),
+                    ("OPENAI_BASE_URL", &base_url),
+                ],
+            )
+        })
+    };
+    let (code, stdout, _) = doctor("openai:fake-modle").await.expect("doctor");
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("FAIL openai"), "{stdout}");
+    assert!(stdout.contains("\"fake-modle\""), "{stdout}");
+    assert!(stdout.contains("closest: \"fake-model\""), "{stdout}");
+    let (code, stdout, _) = doctor("openai:fake-model").await.expect("doctor");
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("lists fake-model"), "{stdout}");
+}
