@@ -222,8 +222,14 @@ impl AssistantDefinition {
     pub async fn build(self, mut settings: Settings) -> Result<Application, StartupError> {
         self.check_tools().map_err(StartupError)?;
         if self.authenticate.is_some() {
+            if let AccessMode::TrustedLocal { token: Some(_) } = &settings.access.mode {
+                if !settings.access.mode_chosen {
+                    log::warn!("ACCESS__LOCAL_TOKEN is ignored: this host's authenticate hook decides who calls");
+                }
+            }
             settings.access.mode = hook_mode(&settings.access.mode, settings.access.mode_chosen)
                 .map_err(StartupError)?;
+            log::info!("access: every request goes through this host's authenticate hook (ACCESS__MODE=host)");
         }
         let mut extensions = self.extensions;
         extensions.authenticate = self.authenticate;
