@@ -2,8 +2,11 @@
 //! (`assistant_runtime::embed::AssistantDefinition`): one backend tool that
 //! reads per-turn deps, an authenticate hook, a profile and usage limits.
 //! Settings come from `config/`, `.env` and the environment as for
-//! `assistant-runtime`. Run: `cargo run --example embedded_host`, then
-//! `curl -s localhost:7100/api/chat -H 'content-type: application/json' -d
+//! `assistant-runtime`; `--port` and `--host` as for `serve`. The hook
+//! applies without any `ACCESS__*` setting: a request needs the demo token.
+//! Run: `cargo run --example embedded_host`, then
+//! `curl -s localhost:7100/api/chat -H 'authorization: Bearer demo-token'
+//! -H 'content-type: application/json' -d
 //! '{"id":"m1","session_id":"s1","content":"call order_status {\"order_id\":\"A-17\"}"}'`.
 
 use std::process::ExitCode;

@@ -16,14 +16,14 @@ use std::sync::Arc;
 
 use actors::contract::{CancelRequest, ChatRequest, JoinRequest};
 use actors::error_type::ErrorType;
-use actors::events::EventSink;
+use actors::events::{EventSink, TurnEvent};
 use actors::session::{Caller, Runtime, SessionError};
 use serde_json::{json, Value};
 
 use crate::access::limits::Limits;
 use crate::access::Access;
 use crate::errors::socket_error;
-use crate::observability::{Metrics, RequestId, Transport, TurnObserver};
+use crate::observability::{turn_failure, Metrics, RequestId, Transport, TurnObserver};
 use crate::socketio::{AckSender, DisconnectReason, NamespaceHandler, SocketRef};
 
 pub const NAMESPACE: &str = "/assistant";
@@ -219,6 +219,9 @@ async fn send_message(mut context: EventContext, payload: Value) {
     // go to the live turn's sink, so its own channel closes at once.
     while let Some(event) = events.recv().await {
         observer.observe(&context.metrics, &event);
+        if let TurnEvent::FinalResponse(final_response) = &event {
+            turn_failure::log_if_failed(Some(&context.request_id), final_response);
+        }
         let completed = event.is_completed_status();
         context.emit(
             &format!("assistant:{}", event.name()),

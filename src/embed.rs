@@ -14,6 +14,10 @@ use actors::tools::{is_valid_schema, BackendTool, DepsFactory, SharedTool, Tool}
 use actors::turn::Budget;
 use serde_json::Value;
 
+use clap::Parser;
+
+use crate::access::config::AccessMode;
+use crate::cli::ServeArgs;
 use crate::settings::Settings;
 use crate::startup::{Application, StartupError};
 
@@ -29,7 +33,7 @@ pub struct Extensions {
     pub profile: Option<Profile>,
     pub max_turns: Option<u32>,
     pub budget: Budget,
-    /// Who a caller is under `ACCESS__MODE=host`.
+    /// Who a caller is (`ACCESS__MODE=host`, which a hook makes the default).
     pub authenticate: Option<AuthenticateHook>,
 }
 
@@ -112,6 +116,35 @@ pub struct Refusal {
 /// Maps credentials to a principal or a refusal (`ACCESS__MODE=host`).
 pub type AuthenticateHook = Arc<dyn Fn(&Credentials) -> Result<Principal, Refusal> + Send + Sync>;
 
+/// The command line of a host's binary: `serve`'s flags.
+#[derive(Debug, Parser)]
+#[command(about = "An assistant-runtime server built with the embedding API")]
+struct HostCommandLine {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// The access mode of a definition with an `authenticate` hook: `host`,
+/// unless the operator chose another mode, which is refused naming both.
+fn hook_mode(mode: &AccessMode, chosen: bool) -> Result<AccessMode, String> {
+    match (mode, chosen) {
+        (AccessMode::Host, _) | (_, false) => Ok(AccessMode::Host),
+        (other, true) => Err(format!(
+            "setting ACCESS__MODE={} would turn off this host's authenticate hook              (AssistantDefinition::authenticate): unset ACCESS__MODE or set it to host,              or build without the hook",
+            mode_name(other)
+        )),
+    }
+}
+
+fn mode_name(mode: &AccessMode) -> &'static str {
+    match mode {
+        AccessMode::TrustedLocal { .. } => "trusted_local",
+        AccessMode::Header { .. } => "header",
+        AccessMode::Jwt(_) => "jwt",
+        AccessMode::Host => "host",
+    }
+}
+
 /// A host's assistant: its tools, deps, profile, limits and authentication.
 #[derive(Default)]
 pub struct AssistantDefinition {
@@ -166,9 +199,11 @@ impl AssistantDefinition {
         self
     }
 
-    /// The authenticate hook `ACCESS__MODE=host` calls for every HTTP and
-    /// AG-UI request (its headers) and every Socket.IO connect (`auth` and
-    /// the opening request's `Authorization` and `Cookie`).
+    /// The authenticate hook called for every HTTP and AG-UI request (its
+    /// headers) and every Socket.IO connect (`auth` and the opening
+    /// request's `Authorization` and `Cookie`). With a hook, `ACCESS__MODE`
+    /// defaults to `host`; another mode set on purpose stops startup, since
+    /// a hook that was given is never silently off.
     pub fn authenticate<F>(mut self, hook: F) -> AssistantDefinition
     where
         F: Fn(&Credentials) -> Result<Principal, Refusal> + Send + Sync + 'static,
@@ -184,8 +219,18 @@ impl AssistantDefinition {
     /// Builds the server (store, MCP servers, models) from `settings`. A
     /// tool with a bad or taken name, or a schema that does not compile, is
     /// a startup error naming it.
-    pub async fn build(self, settings: Settings) -> Result<Application, StartupError> {
+    pub async fn build(self, mut settings: Settings) -> Result<Application, StartupError> {
         self.check_tools().map_err(StartupError)?;
+        if self.authenticate.is_some() {
+            if let AccessMode::TrustedLocal { token: Some(_) } = &settings.access.mode {
+                if !settings.access.mode_chosen {
+                    log::warn!("ACCESS__LOCAL_TOKEN is ignored: this host's authenticate hook decides who calls");
+                }
+            }
+            settings.access.mode = hook_mode(&settings.access.mode, settings.access.mode_chosen)
+                .map_err(StartupError)?;
+            log::info!("access: every request goes through this host's authenticate hook (ACCESS__MODE=host)");
+        }
         let mut extensions = self.extensions;
         extensions.authenticate = self.authenticate;
         Application::build_extended(settings, extensions).await
@@ -218,13 +263,16 @@ impl AssistantDefinition {
         Ok(())
     }
 
-    /// What a host's `main` does: logging, settings from `config/`, `.env`
-    /// and the environment, then serve until stopped.
+    /// What a host's `main` does: `--host`/`--port` (and `--help`) from the
+    /// command line, logging, settings from `config/`, `.env` and the
+    /// environment (the flags win), then serve until stopped.
     pub async fn serve(self) -> Result<(), StartupError> {
+        let command_line = HostCommandLine::parse();
         let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
             .try_init();
-        let settings =
+        let mut settings =
             Settings::load(Path::new("config")).map_err(|error| StartupError(error.to_string()))?;
+        command_line.serve.apply(&mut settings);
         let application = self.build(settings).await?;
         application
             .run_until_stopped()

@@ -4,6 +4,8 @@
 //! pure function of the merged map, and a bad value stops startup with an
 //! error naming the setting.
 
+pub mod near_miss;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -87,8 +89,32 @@ const KNOWN_KEYS: &[&str] = &[
     "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
 ];
 
+/// Settings read outside the owned prefixes.
+const OUTSIDE_KEYS: &[&str] = &[
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "DATABASE_URL",
+    "MCP_CONFIG_PATH",
+];
+
+/// Every setting's name, for the near-miss check.
+fn every_key() -> Vec<&'static str> {
+    KNOWN_KEYS
+        .iter()
+        .chain(ACCESS_KEYS)
+        .chain(OUTSIDE_KEYS)
+        .copied()
+        .collect()
+}
+
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// Variables that look like a misspelt or borrowed setting name
+    /// (`SERVER_PORT`, `OPENAI_API_BASE`): warned about at startup, a
+    /// startup error with `LLM__REQUIRE_USABLE=true`.
+    pub near_misses: Vec<near_miss::NearMiss>,
     pub host: String,
     pub port: u16,
     /// HTTP worker threads; `None` means one per core.
@@ -210,13 +236,17 @@ impl Settings {
     }
 
     pub fn from_map(values: &BTreeMap<String, String>) -> Result<Settings, SettingsError> {
+        let every_key = every_key();
         for key in values.keys() {
             let owned = OWNED_PREFIXES.iter().any(|prefix| key.starts_with(prefix));
-            let known = KNOWN_KEYS.contains(&key.as_str()) || ACCESS_KEYS.contains(&key.as_str());
-            if owned && !known {
+            if owned && !every_key.contains(&key.as_str()) {
+                let hint = match near_miss::meant(key, &every_key) {
+                    Some(meant) => format!("did you mean {meant}? "),
+                    None => "check the spelling; ".to_string(),
+                };
                 return Err(bad(
                     key,
-                    "unknown setting (check the spelling; see README, Configuration)",
+                    format!("unknown setting ({hint}see README, Configuration)"),
                 ));
             }
         }
@@ -226,6 +256,14 @@ impl Settings {
                 .map(|value| value.trim())
                 .filter(|value| !value.is_empty())
         };
+        let require_usable = boolean(get("LLM__REQUIRE_USABLE"), "LLM__REQUIRE_USABLE")?;
+        let near_misses = near_miss::near_misses(values, &every_key);
+        if let (true, Some(near_miss)) = (require_usable, near_misses.first()) {
+            return Err(bad(
+                &near_miss.key,
+                format!("{} (LLM__REQUIRE_USABLE is true)", near_miss.sentence()),
+            ));
+        }
         let providers = ProviderKeys {
             openai_api_key: get("OPENAI_API_KEY").map(SecretString::from),
             openai_base_url: base_url(get("OPENAI_BASE_URL"), "OPENAI_BASE_URL")?,
@@ -237,7 +275,7 @@ impl Settings {
             None => default_model(&providers),
         };
         if let Some(problem) = unusable_model(&primary_model, &providers) {
-            if boolean(get("LLM__REQUIRE_USABLE"), "LLM__REQUIRE_USABLE")? {
+            if require_usable {
                 return Err(bad(
                     "LLM__PRIMARY_MODEL",
                     format!("{problem} (LLM__REQUIRE_USABLE is true)"),
@@ -258,6 +296,7 @@ impl Settings {
             host_tools.extend(parse_host_tools("TOOLS__HOST_TOOLS_PATH", &text)?);
         }
         Ok(Settings {
+            near_misses,
             host: get("SERVER__HOST").unwrap_or("127.0.0.1").to_string(),
             port: port(get("SERVER__PORT"))?,
             workers: optional(get("SERVER__WORKERS"), "SERVER__WORKERS")?

@@ -190,8 +190,15 @@ impl Application {
             memory.set_evictable(move |id| !live(id));
         }
         let models = ModelsInfo::from_settings(&settings);
-        if settings.model_fallback {
+        for near_miss in &settings.near_misses {
             log::warn!(
+                "{} (LLM__REQUIRE_USABLE=true makes this a startup error)",
+                near_miss.sentence()
+            );
+        }
+        if settings.model_fallback {
+            // The documented default, not a fault: said, not warned.
+            log::info!(
                 "no provider key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY): starting on builtin:echo"
             );
         }
@@ -301,6 +308,8 @@ impl Application {
             settings.host,
             settings.primary_model,
         );
+        let page = page_address(&settings.host, port);
+        log::info!("playground {page}/ · API docs {page}/docs");
         Ok(Application {
             port,
             server: builder.run(),
@@ -517,4 +526,17 @@ fn catalog(settings: &Settings) -> StandardCatalog {
     StandardCatalog::with_providers(move |id| {
         providers.client_for(id).map_err(|error| error.to_string())
     })
+}
+
+/// Where a browser on this machine finds the server: a wildcard listening
+/// address is reached through loopback.
+fn page_address(host: &str, port: u16) -> String {
+    let host = match host {
+        "0.0.0.0" | "::" | "[::]" => "127.0.0.1",
+        host if host.contains(':') && !host.starts_with('[') => {
+            return format!("http://[{host}]:{port}")
+        }
+        host => host,
+    };
+    format!("http://{host}:{port}")
 }

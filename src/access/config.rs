@@ -68,6 +68,10 @@ pub struct CorsSettings {
 #[derive(Clone, Debug)]
 pub struct AccessSettings {
     pub mode: AccessMode,
+    /// Whether `ACCESS__MODE` was set, rather than `mode` being the default:
+    /// an embedding host's `authenticate` hook gives way only to a mode the
+    /// operator chose.
+    pub mode_chosen: bool,
     pub cors: CorsSettings,
 }
 
@@ -152,6 +156,7 @@ impl AccessSettings {
         };
         Ok(AccessSettings {
             mode,
+            mode_chosen: get("ACCESS__MODE").is_some(),
             cors: cors_settings(values)?,
         })
     }

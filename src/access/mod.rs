@@ -256,8 +256,14 @@ pub const AGUI_CONTENT_TYPE: &str = "application/vnd.ag-ui.event+proto";
 
 /// `POST` bodies must say they are JSON: a page on another origin can send a
 /// form or `text/plain` without a preflight, and it must not run a turn
-/// (its reply is unreadable, but the turn would still run and cost).
+/// (its reply is unreadable, but the turn would still run and cost). A POST
+/// without a body (`curl -X POST .../cancel`) carries nothing to label and
+/// needs no content type; a foreign page sending one is still refused by
+/// its `Origin` (`cors`).
 pub fn require_json(req: &HttpRequest, also: Option<&str>) -> Result<(), ApiError> {
+    if has_no_body(req) {
+        return Ok(());
+    }
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -275,6 +281,19 @@ pub fn require_json(req: &HttpRequest, also: Option<&str>) -> Result<(), ApiErro
         "POST bodies must be sent as application/json, got {:?}",
         content_type
     )))
+}
+
+/// Whether the request says it has no body: `Content-Length: 0`, or, on
+/// HTTP/1, neither a length nor `Transfer-Encoding`.
+fn has_no_body(req: &HttpRequest) -> bool {
+    let headers = req.headers();
+    match headers.get(header::CONTENT_LENGTH) {
+        Some(length) => length.as_bytes() == b"0",
+        None => {
+            !headers.contains_key(header::TRANSFER_ENCODING)
+                && req.version() < actix_web::http::Version::HTTP_2
+        }
+    }
 }
 
 #[cfg(test)]

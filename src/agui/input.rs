@@ -14,19 +14,22 @@
 //!   a tool without `parameters` gets an empty object schema.
 //! - `context[i]` becomes `host_context.background.<description>` with
 //!   `{"summary": value}`; an empty or repeated description is `context_<i>`.
-//! - `state` is the host context when it carries `version: 1`; any other
-//!   non-empty state goes to `host_context.extensions.state`.
+//! - `state` is the host context when it carries `version` (which must be
+//!   1, as on every door) or has only host context fields (`view`,
+//!   `actions`, ...; `version` then reads as 1); any other non-empty state
+//!   goes to `host_context.extensions.state`.
 //! - A run's host context replaces the session's, so its actions are always
 //!   this run's, never a previous run's; a run with nothing to say sends
 //!   none when the session has none either (no empty block for the model).
 //! - `forwardedProps.config` is the per-request config; other props are ignored.
 //! - A tool message's `content` is its result, parsed as JSON when it parses;
 //!   `error` set means `tool_outcome: "failed"` with the error as the result
-//!   (`{"error", "output"}` when content came too).
+//!   (parsed as JSON when it parses; `{"error", "output"}` when content
+//!   came too).
 //! - User `image`/`document` parts (AG-UI 1.0 `source`) and legacy `binary`
 //!   parts become reference attachments; audio and video are refused.
 
-use actors::contract::{ChatRequest, ValidationError};
+use actors::contract::{ChatRequest, HostContext, ValidationError};
 use serde_json::{json, Map, Value};
 
 /// One AG-UI run, read but not yet checked against the contract.
@@ -280,7 +283,11 @@ fn parse_tool_message(message: &Value, index: usize) -> Result<ToolMessage, Vali
     let output = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text.clone()));
     let (result, failed) = match message.get("error") {
         None | Some(Value::Null) => (output, false),
-        Some(Value::String(error)) if text.is_empty() => (json!(error), true),
+        // An error that is JSON text is the result as JSON, as content is.
+        Some(Value::String(error)) if text.is_empty() => (
+            serde_json::from_str::<Value>(error).unwrap_or_else(|_| json!(error)),
+            true,
+        ),
         Some(Value::String(error)) => (json!({"error": error, "output": output}), true),
         Some(_) => {
             return Err(ValidationError::new(
@@ -434,6 +441,14 @@ fn part_attachment(part: &Value, kind: &str, path: &str) -> Result<Value, Valida
     Ok(attachment)
 }
 
+/// Whether a run's `state` is a host context: it carries `version`, or
+/// every key of it is a host context field (`view`, `actions`, ...).
+/// Anything else is the application's own state.
+fn is_host_context(state: &Map<String, Value>) -> bool {
+    state.contains_key("version")
+        || (!state.is_empty() && state.keys().all(|key| HostContext::is_field(key)))
+}
+
 /// The host context of every step of the run, and how its contract paths
 /// read in AG-UI terms.
 fn build_host_context(
@@ -442,7 +457,7 @@ fn build_host_context(
     let mut context = Map::new();
     let mut renames = Vec::new();
     match input.get("state") {
-        Some(Value::Object(state)) if state.get("version") == Some(&json!(1)) => {
+        Some(Value::Object(state)) if is_host_context(state) => {
             context = state.clone();
         }
         None | Some(Value::Null) => {}
@@ -451,7 +466,9 @@ fn build_host_context(
             context.insert("extensions".into(), json!({"state": state}));
         }
     }
-    context.insert("version".into(), json!(1));
+    // A missing version reads as 1, as on every door; a present one is
+    // checked by the contract (`state.version`).
+    context.entry("version").or_insert(json!(1));
     let tools = match input.get("tools") {
         None | Some(Value::Null) => &Vec::new(),
         Some(Value::Array(tools)) => tools,
@@ -641,6 +658,41 @@ mod tests {
         let context = request.host_context.as_ref().unwrap();
         assert_eq!(context.view.as_ref().unwrap().name, "tasks");
         assert!(context.extensions.is_none());
+    }
+
+    #[test]
+    fn a_state_of_host_context_fields_without_version_is_the_host_context() {
+        let input = run(json!({
+            "threadId": "t1", "runId": "r",
+            "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+            "state": {"view": {"name": "tasks"}, "actions": [{"name": "open", "description": "Open."}]}
+        }));
+        let request = &input.requests(&[], false).unwrap()[0];
+        let context = request.host_context.as_ref().unwrap();
+        assert_eq!(context.view.as_ref().unwrap().name, "tasks");
+        assert_eq!(context.actions[0].name, "open");
+        assert!(context.extensions.is_none());
+    }
+
+    #[test]
+    fn a_state_with_another_version_is_refused_naming_it() {
+        let input = run(json!({
+            "threadId": "t1", "runId": "r",
+            "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+            "state": {"version": 2, "view": {"name": "tasks"}}
+        }));
+        let error = input.requests(&[], false).unwrap_err();
+        assert_eq!(error.path, "state.version", "{error}");
+    }
+
+    #[test]
+    fn a_failure_given_as_json_text_is_stored_as_json() {
+        let input = run(json!({
+            "threadId": "t1", "runId": "r",
+            "messages": [{"id": "t1", "role": "tool", "toolCallId": "c1", "content": "", "error": "{\"reason\": \"gone\"}"}]
+        }));
+        assert_eq!(input.tool_messages[0].result, json!({"reason": "gone"}));
+        assert!(input.tool_messages[0].failed);
     }
 
     #[test]

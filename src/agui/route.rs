@@ -22,8 +22,8 @@ use crate::access::limits::{Limits, LiveGuard};
 use crate::access::{require_json, Authenticated, AGUI_CONTENT_TYPE};
 use crate::body::{parse_off_worker, read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError};
-use crate::observability::access_log::note_session;
-use crate::observability::{Metrics, Transport, TurnObserver};
+use crate::observability::access_log::{self, note_session};
+use crate::observability::{turn_failure, Metrics, RequestId, Transport, TurnObserver};
 use actors::session::Caller;
 
 #[utoipa::path(post, path = "/api/agui", tag = "agui",
@@ -89,6 +89,7 @@ pub async fn post_agui(
         runtime: runtime.get_ref().clone(),
         metrics: metrics.into_inner(),
         observer,
+        request_id: access_log::request_id(&req),
         caller: caller.clone(),
         _live: live,
         queue: VecDeque::from([mapper.run_started()]),
@@ -212,6 +213,8 @@ struct RunStream {
     metrics: std::sync::Arc<Metrics>,
     /// Times the turn being streamed.
     observer: TurnObserver,
+    /// Named in the log line of a failed turn.
+    request_id: Option<RequestId>,
     caller: Caller,
     /// Keeps the session live for the caller's limit until the run ends.
     _live: LiveGuard,
@@ -253,6 +256,7 @@ impl RunStream {
             return;
         };
         self.queue.extend(self.mapper.end_turn());
+        turn_failure::log_if_failed(self.request_id.as_ref(), &final_response);
         let next = match final_response.error_type {
             None => self.remaining.pop_front(),
             Some(_) => None,

@@ -201,7 +201,8 @@ async fn provider_checks(settings: &Settings) -> Vec<Check> {
             // model_check already failed this; no request can succeed.
             continue;
         }
-        checks.push(probe_provider(&client, settings, info.name, &info.base_url).await);
+        let wanted = is_default.then(|| settings.primary_model.name());
+        checks.push(probe_provider(&client, settings, info.name, &info.base_url, wanted).await);
     }
     checks
 }
@@ -211,11 +212,13 @@ async fn probe_provider(
     settings: &Settings,
     name: &str,
     base_url: &str,
+    wanted: Option<&str>,
 ) -> Check {
     let base = base_url.trim_end_matches('/');
     let request = if name == "anthropic" {
         let mut request = client
-            .get(format!("{base}/v1/models"))
+            // The largest page: the whole list in one answer.
+            .get(format!("{base}/v1/models?limit=1000"))
             .header("anthropic-version", "2023-06-01");
         if let Some(key) = &settings.providers.anthropic_api_key {
             request = request.header("x-api-key", key.expose_secret());
@@ -233,18 +236,24 @@ async fn probe_provider(
         _ => settings.providers.openai_api_key.is_some(),
     };
     match request.send().await {
-        Ok(response) if response.status().is_success() => Check::new(
-            Verdict::Ok,
-            name,
-            format!(
+        Ok(response) if response.status().is_success() => {
+            let reached = format!(
                 "{base} reachable, {}",
                 if has_key {
                     "key accepted"
                 } else {
                     "no key needed"
                 }
-            ),
-        ),
+            );
+            let listed = response.json::<serde_json::Value>().await.ok();
+            match (wanted, listed.as_ref().and_then(listed_ids)) {
+                (Some(model), Some(ids)) => match model_listed(model, &ids) {
+                    Ok(()) => Check::new(Verdict::Ok, name, format!("{reached}, lists {model}")),
+                    Err(why) => Check::new(Verdict::Fail, name, format!("{reached}, but {why}")),
+                },
+                _ => Check::new(Verdict::Ok, name, reached),
+            }
+        }
         Ok(response) if matches!(response.status().as_u16(), 401 | 403) => Check::new(
             Verdict::Fail,
             name,
@@ -267,6 +276,51 @@ async fn probe_provider(
             format!("{base} unreachable: {}", root_cause(&error)),
         ),
     }
+}
+
+/// The ids of a model list (`{"data": [{"id"}]}`, both providers' shape).
+fn listed_ids(list: &serde_json::Value) -> Option<Vec<String>> {
+    let ids: Vec<String> = list["data"]
+        .as_array()?
+        .iter()
+        .filter_map(|model| model["id"].as_str().map(str::to_string))
+        .collect();
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// Whether the provider lists `model`, as itself or as the alias of a dated
+/// id (`claude-sonnet-4-5` for `claude-sonnet-4-5-20250929`); if not, why,
+/// naming the closest listed id.
+fn model_listed(model: &str, ids: &[String]) -> Result<(), String> {
+    let alias_of = |id: &str| {
+        id.strip_prefix(model)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(is_date)
+    };
+    if ids.iter().any(|id| id == model || alias_of(id)) {
+        return Ok(());
+    }
+    let closest = ids
+        .iter()
+        .min_by_key(|id| crate::settings::near_miss::edit_distance(model, id));
+    Err(match closest {
+        Some(id) => format!(
+            "it does not list the default model {model:?} (LLM__PRIMARY_MODEL; closest: {id:?}, of {} listed)",
+            ids.len()
+        ),
+        None => format!("it does not list the default model {model:?} (LLM__PRIMARY_MODEL)"),
+    })
+}
+
+/// A model id's date suffix: `20250929` or `2024-08-06`.
+fn is_date(text: &str) -> bool {
+    let digits = text.chars().filter(char::is_ascii_digit).count();
+    let shape_ok = match text.len() {
+        8 => digits == 8,
+        10 => digits == 8 && text.as_bytes()[4] == b'-' && text.as_bytes()[7] == b'-',
+        _ => false,
+    };
+    shape_ok
 }
 
 /// The innermost error, which names the actual cause (refused, DNS, TLS).
@@ -312,6 +366,19 @@ async fn database_check(settings: &Settings) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_is_listed_by_its_id_or_as_the_alias_of_a_dated_id() {
+        let ids: Vec<String> = ["gpt-4o-mini", "claude-sonnet-4-5-20250929"]
+            .iter()
+            .map(|id| id.to_string())
+            .collect();
+        assert!(model_listed("gpt-4o-mini", &ids).is_ok());
+        assert!(model_listed("claude-sonnet-4-5", &ids).is_ok());
+        let why = model_listed("gpt-4o-minni", &ids).unwrap_err();
+        assert!(why.contains("closest: \"gpt-4o-mini\""), "{why}");
+        assert!(model_listed("claude-sonnet-4", &ids).is_err());
+    }
 
     #[test]
     fn secrets_are_masked() {

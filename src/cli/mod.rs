@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod doctor;
+mod terminal;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -46,8 +47,8 @@ pub struct ServeArgs {
     /// Address to listen on [overrides SERVER__HOST; default 127.0.0.1]
     #[arg(long, value_name = "HOST")]
     pub host: Option<String>,
-    /// Port to listen on, 1..65535 [overrides SERVER__PORT; default 7100]
-    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    /// Port to listen on, 0..65535, 0 for any free port [overrides SERVER__PORT; default 7100]
+    #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
 }
 
@@ -90,8 +91,17 @@ mod tests {
     }
 
     #[test]
-    fn port_zero_and_out_of_range_are_refused_by_name() {
-        for port in ["0", "70000", "seven"] {
+    fn port_zero_means_any_free_port_as_in_the_setting() {
+        let cli = Cli::try_parse_from(["assistant-runtime", "--port", "0"]).unwrap();
+        match cli.into_command() {
+            Command::Serve(args) => assert_eq!(args.port, Some(0)),
+            other => panic!("expected serve, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn out_of_range_ports_are_refused_by_name() {
+        for port in ["70000", "seven", "1.5"] {
             let error = Cli::try_parse_from(["assistant-runtime", "serve", "--port", port])
                 .unwrap_err()
                 .to_string();

@@ -6,11 +6,13 @@
 //! - `access_log`: the middleware that logs, echoes the id and counts requests.
 //! - `metrics`: the registry, turn observation, and the text format.
 //! - `timed_store`: a `Store` wrapper that times every store operation.
+//! - `turn_failure`: the WARN line of a failed turn.
 
 pub mod access_log;
 pub mod metrics;
 pub mod request_id;
 pub mod timed_store;
+pub mod turn_failure;
 
 pub use metrics::{Metrics, Transport, TurnObserver};
 pub use request_id::RequestId;

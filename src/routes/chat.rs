@@ -90,6 +90,10 @@ pub async fn post_chat(
         );
     };
     observer.finish(&metrics, &outcome);
+    crate::observability::turn_failure::log_if_failed(
+        crate::observability::access_log::request_id(&http).as_ref(),
+        &outcome.response,
+    );
     Ok(final_reply(*outcome.response))
 }
 

@@ -31,6 +31,10 @@ pub struct Readiness {
     /// What is missing when not ready: `store`, `model`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<&'static str>,
+    /// Why each missing part is missing, and the fix when one is known
+    /// (a database to `createdb`, a provider key to set).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
 }
 
 /// `/health`'s answer.
@@ -58,6 +62,9 @@ pub struct StoreHealth {
     /// `memory` or `postgres`.
     pub kind: &'static str,
     pub healthy: bool,
+    /// Why the store cannot be used, and the fix when one is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -88,6 +95,7 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
             store: StoreHealth {
                 kind: health.store,
                 healthy: health.store_reachable,
+                detail: health.store_problem.clone(),
             },
             model: ModelHealth {
                 default_model: health.default_model.clone(),
@@ -125,21 +133,26 @@ pub async fn livez() -> HttpResponse {
 pub async fn readyz(runtime: web::Data<Runtime>) -> HttpResponse {
     let health = runtime.health().await;
     let mut missing = Vec::new();
-    if !health.store_reachable {
+    let mut reasons = Vec::new();
+    if let Some(problem) = health.store_problem {
         missing.push("store");
+        reasons.push(problem);
     }
     if !health.model_usable {
         missing.push("model");
+        reasons.extend(health.model_problem);
     }
     if missing.is_empty() {
         HttpResponse::Ok().json(Readiness {
             status: "ready",
             missing,
+            reasons,
         })
     } else {
         HttpResponse::ServiceUnavailable().json(Readiness {
             status: "not_ready",
             missing,
+            reasons,
         })
     }
 }

@@ -6,7 +6,7 @@
 
 use actix_web::HttpResponse;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use utoipa::{OpenApi, ToSchema};
 
 use crate::errors::ErrorBody;
@@ -83,9 +83,65 @@ pub struct MessageBody {
     tool_outcome: Option<String>,
 }
 
-/// The document as JSON.
+/// The document as JSON, with the answers every authenticated route shares
+/// (`with_access`).
 pub fn document() -> Value {
-    serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null)
+    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
+    with_access(&mut document);
+    document
+}
+
+/// Adds what `ACCESS__MODE` means to the document: its security schemes
+/// (docs/access.md), and on each `/api/` operation the security it accepts
+/// and the refusals any of them can answer: 401 (no acceptable
+/// credentials), 403 (not the session's owner, or not an admin), 415 (a
+/// POST body that is not JSON) and 429 (over a per-principal limit, on the
+/// routes that start turns).
+fn with_access(document: &mut Value) {
+    document["components"]["securitySchemes"] = json!({
+        "bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "ACCESS__MODE=trusted_local with ACCESS__LOCAL_TOKEN (the token), jwt (a JWT), or host (whatever the host's hook reads)"
+        },
+        "principalHeader": {
+            "type": "apiKey", "in": "header", "name": "X-Assistant-Principal",
+            "description": "ACCESS__MODE=header: set by the authenticating proxy (ACCESS__PRINCIPAL_HEADER)"
+        }
+    });
+    let refusal = |description: &str| {
+        json!({"description": description,
+               "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+    };
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, operations) in paths.iter_mut() {
+        if !path.starts_with("/api/") {
+            continue;
+        }
+        let Some(operations) = operations.as_object_mut() else {
+            continue;
+        };
+        for (method, operation) in operations.iter_mut() {
+            // Without a token (trusted_local, no ACCESS__LOCAL_TOKEN) no
+            // credentials are needed: the empty requirement says so.
+            operation["security"] = json!([{"bearer": []}, {"principalHeader": []}, {}]);
+            let responses = &mut operation["responses"];
+            let mut add = |status: &str, description: &str| {
+                if responses.get(status).is_none() {
+                    responses[status] = refusal(description);
+                }
+            };
+            add("401", "No acceptable credentials for ACCESS__MODE");
+            add("403", "Not the session's owner, or not an admin");
+            if method == "post" {
+                add("415", "A body whose Content-Type is not application/json");
+            }
+            if method == "post" && matches!(path.as_str(), "/api/chat" | "/api/agui") {
+                add("429", "Over a per-principal limit (ASSISTANT__TURNS_PER_MINUTE, ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL)");
+            }
+        }
+    }
 }
 
 #[utoipa::path(get, path = "/openapi.json", tag = "docs",

@@ -55,7 +55,14 @@ pub async fn list(
     runtime: web::Data<Runtime>,
     page: web::Query<Page>,
 ) -> Result<HttpResponse, ApiError> {
-    let limit = page_number(page.limit.as_deref(), "limit", 50)?.min(MAX_PAGE);
+    let limit = page_number(page.limit.as_deref(), "limit", 50)?;
+    if limit > MAX_PAGE {
+        return Err(ValidationError {
+            path: "limit".into(),
+            message: format!("at most {MAX_PAGE} sessions a page; page on with offset"),
+        }
+        .into());
+    }
     let offset = page_number(page.offset.as_deref(), "offset", 0)?;
     Ok(HttpResponse::Ok().json(runtime.list(&caller, limit, offset).await?))
 }

@@ -814,3 +814,61 @@ async fn a_principal_over_its_live_sessions_gets_429_until_one_ends() {
         StatusCode::OK
     );
 }
+
+/// One raw HTTP/1.1 request with exactly `head` (no `Content-Type`, as
+/// `curl -X POST` sends); the status and the body of the answer.
+async fn raw_request(app: &crate::helpers::TestApp, head: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .expect("connect");
+    stream
+        .write_all(format!("{head}Host: 127.0.0.1\r\nConnection: close\r\n\r\n{body}").as_bytes())
+        .await
+        .expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("read");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[actix_web::test]
+async fn a_post_without_a_body_needs_no_content_type() {
+    let app = spawn_app_with(&[]).await;
+    let (status, reply) = app.say("bodyless", "m1", "hi", None).await;
+    assert_eq!(status, 200, "{reply}");
+    for path in ["/api/chat/bodyless/cancel", "/api/sessions/bodyless/repair"] {
+        for length in ["", "Content-Length: 0\r\n"] {
+            let (status, body) =
+                raw_request(&app, &format!("POST {path} HTTP/1.1\r\n{length}"), "").await;
+            assert_eq!(status, 200, "{path} {length:?}: {body}");
+            assert!(!body.contains("unsupported_media_type"), "{body}");
+        }
+    }
+    // A body that does not say it is JSON is still refused.
+    let (status, body) = raw_request(
+        &app,
+        "POST /api/chat/bodyless/cancel HTTP/1.1\r\nContent-Length: 2\r\n",
+        "{}",
+    )
+    .await;
+    assert_eq!(status, 415, "{body}");
+    // A page of another origin sending the same body-less POST is refused by its origin.
+    let (status, body) = raw_request(
+        &app,
+        "POST /api/chat/bodyless/cancel HTTP/1.1\r\nOrigin: https://evil.example\r\n",
+        "",
+    )
+    .await;
+    assert_ne!(status, 200, "{body}");
+}

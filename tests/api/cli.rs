@@ -127,7 +127,7 @@ fn unknown_flags_commands_and_bad_ports_are_named() {
         (&["serve", "--colour", "red"], "--colour"),
         (&["frobnicate"], "frobnicate"),
         (&["--port=70000"], "--port"),
-        (&["serve", "--port", "0"], "--port"),
+        (&["serve", "--port=-1"], "--port"),
         (&["--port", "seven"], "--port"),
     ] {
         let (code, _, stderr) = run(args, &[]);
@@ -166,24 +166,87 @@ fn a_default_model_without_its_key_fails_startup_only_when_required() {
 
 #[actix_web::test]
 async fn port_flag_with_equals_serves_there_and_warns_about_an_unusable_model() {
+    let (health, log) = serve_once(&[
+        ("LLM__PRIMARY_MODEL", "openai:gpt-4o"),
+        ("RUST_LOG", "warn"),
+    ])
+    .await;
+    // A named model without its key starts (unhealthy), with a warning.
+    assert_eq!(health, 503);
+    assert!(
+        log.contains("openai:gpt-4o needs OPENAI_API_KEY"),
+        "no warning in the log: {log}"
+    );
+}
+
+/// Point 9: a variable that is a near miss of a setting (a typo, or what
+/// other tools call it) is named at startup with the setting meant, and
+/// stops startup with `LLM__REQUIRE_USABLE=true`.
+#[actix_web::test]
+async fn point_9_near_miss_settings_are_warned_naming_the_setting_meant() {
+    let near_misses = [
+        ("SERVER_PORT", "SERVER__PORT"),
+        ("SEVRER__PORT", "SERVER__PORT"),
+        ("OPENAI_API_BASE", "OPENAI_BASE_URL"),
+        ("OPENAI_BASE", "OPENAI_BASE_URL"),
+        ("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"),
+    ];
+    let mut env: Vec<(&str, &str)> = near_misses.iter().map(|(key, _)| (*key, "9")).collect();
+    env.push(("RUST_LOG", "warn"));
+    let (health, log) = serve_once(&env).await;
+    assert_eq!(health, 200, "{log}");
+    for (key, meant) in near_misses {
+        assert!(
+            log.contains(&format!("{key} is not a setting; did you mean {meant}?")),
+            "{key}: {log}"
+        );
+    }
+    for (key, meant) in near_misses {
+        let (code, _, stderr) = run(&["serve"], &[(key, "9"), ("LLM__REQUIRE_USABLE", "true")]);
+        assert_eq!(code, 2, "{key}");
+        assert!(
+            stderr.contains(key) && stderr.contains(meant),
+            "{key}: {stderr}"
+        );
+    }
+    // A typo under an owned prefix was already an error; it now says which setting.
+    let (code, _, stderr) = run(&["serve"], &[("ASSISTANT__MAX_TURN", "3")]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("did you mean ASSISTANT__MAX_TURNS?"),
+        "{stderr}"
+    );
+}
+
+/// Point 11: the documented default (echo) is said at INFO, not warned,
+/// and the playground's and the API docs' addresses are printed.
+#[actix_web::test]
+async fn point_11_startup_says_where_the_playground_is_and_the_echo_default_is_no_warning() {
+    let (health, log) = serve_once(&[("RUST_LOG", "info")]).await;
+    assert_eq!(health, 200, "{log}");
+    let echo = log
+        .lines()
+        .find(|line| line.contains("starting on builtin:echo"))
+        .unwrap_or_else(|| panic!("no echo line: {log}"));
+    assert!(echo.contains("INFO"), "{echo}");
+    assert!(log.contains("playground http://127.0.0.1:"), "{log}");
+    assert!(log.contains("/docs"), "{log}");
+}
+
+/// Starts `serve` on a free port (given as `--port=N`) with `env`, asks
+/// `/health` once it answers, stops it: the status and the server's log.
+async fn serve_once(env: &[(&str, &str)]) -> (u16, String) {
     let scratch = Scratch::new();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
         .port();
     let log = scratch.path().join("server.log");
-    let mut child = command(
-        scratch.path(),
-        &[&format!("--port={port}")],
-        &[
-            ("LLM__PRIMARY_MODEL", "openai:gpt-4o"),
-            ("RUST_LOG", "warn"),
-        ],
-    )
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&log).expect("log file"))
-    .spawn()
-    .expect("start the server");
+    let mut child = command(scratch.path(), &[&format!("--port={port}")], env)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start the server");
     let client = reqwest::Client::new();
     let deadline = Instant::now() + STARTUP_DEADLINE;
     let health = loop {
@@ -200,15 +263,10 @@ async fn port_flag_with_equals_serves_there_and_warns_about_an_unusable_model() 
         assert!(Instant::now() < deadline, "server did not come up");
         actix_web::rt::time::sleep(Duration::from_millis(50)).await;
     };
-    // A named model without its key starts (unhealthy), with a warning.
-    assert_eq!(health.status().as_u16(), 503);
+    let status = health.status().as_u16();
     let _ = child.kill();
     let _ = child.wait();
-    let log = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        log.contains("openai:gpt-4o needs OPENAI_API_KEY"),
-        "no warning in the log: {log}"
-    );
+    (status, std::fs::read_to_string(&log).unwrap_or_default())
 }
 
 #[test]
@@ -354,4 +412,33 @@ async fn chat_streams_turns_and_asks_for_each_host_actions_result() {
         .map(|tool| tool["outcome"].clone())
         .collect();
     assert_eq!(outcomes, [json!("success"), json!("failed")], "{tree}");
+}
+
+/// Point 8: `doctor` fetches the provider's model list and fails a default
+/// model it does not list, naming the closest; a listed one passes.
+#[actix_web::test]
+async fn point_8_doctor_fails_a_misspelt_model_missing_from_the_fetched_list() {
+    let fake = crate::fake_provider::FakeProvider::start();
+    let base_url = fake.base_url_openai();
+    let doctor = |model: &'static str| {
+        let base_url = base_url.clone();
+        actix_web::rt::task::spawn_blocking(move || {
+            run(
+                &["doctor"],
+                &[
+                    ("LLM__PRIMARY_MODEL", model),
+                    ("OPENAI_API_KEY", "sk-test"),
+                    ("OPENAI_BASE_URL", &base_url),
+                ],
+            )
+        })
+    };
+    let (code, stdout, _) = doctor("openai:fake-modle").await.expect("doctor");
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("FAIL openai"), "{stdout}");
+    assert!(stdout.contains("\"fake-modle\""), "{stdout}");
+    assert!(stdout.contains("closest: \"fake-model\""), "{stdout}");
+    let (code, stdout, _) = doctor("openai:fake-model").await.expect("doctor");
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("lists fake-model"), "{stdout}");
 }

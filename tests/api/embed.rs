@@ -37,18 +37,15 @@ async fn tool_records(app: &TestApp, session_id: &str) -> Vec<Value> {
 async fn the_embedded_host_example_serves_its_tool_deps_and_profile() {
     let binary = example_binary("embedded_host");
     let server = ServerProcess::start(Path::new(&binary), &[]).await;
-    let app = &server.app;
+    let app = &with_bearer(&server.app, Some("demo-token"));
 
     let (status, tools) = app.get("/api/debug/tools").await;
     assert_eq!(status, 200);
     assert_eq!(tools["custom_tools"][0]["name"], "order_status");
     assert_eq!(tools["custom_tools"][0]["category"], "backend");
-    let (_, prompt) = app.get("/api/debug/prompt").await;
-    assert_eq!(prompt["profile"], "embedded_host");
-    assert_eq!(
-        prompt["system_prompt"],
-        "You are the Demo Shop assistant.\n\nOrders have ids like A-17."
-    );
+    // The hook's principals are not admins: the prompt is the operator's.
+    let (status, _) = app.get("/api/debug/prompt").await;
+    assert_eq!(status, 403);
 
     let (status, reply) = app
         .say(
@@ -84,6 +81,75 @@ async fn the_embedded_host_example_serves_its_tool_deps_and_profile() {
     assert_eq!(status, 200, "{reply}");
     let record = tool_records(app, "shop-1").await.pop().expect("a record");
     assert_eq!(record["output"]["error_code"], "invalid_arguments");
+}
+
+/// `app` as a client sending `Authorization: Bearer <token>` (none: no header).
+fn with_bearer(app: &TestApp, token: Option<&str>) -> TestApp {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = token {
+        headers.insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("header value"),
+        );
+    }
+    TestApp {
+        address: app.address.clone(),
+        port: app.port,
+        client: reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .expect("client"),
+    }
+}
+
+/// Run as its header comment says (`--port`, no `ACCESS__*` setting), the
+/// example's hook decides: no token or a wrong one is 401 on every route,
+/// the prompt included; its token is 200.
+#[actix_web::test]
+async fn the_embedded_host_example_applies_its_hook_without_access_mode() {
+    let binary = example_binary("embedded_host");
+    let server = ServerProcess::start_with(Path::new(&binary), true, &[]).await;
+    for token in [None, Some("nope")] {
+        let app = with_bearer(&server.app, token);
+        let (status, refused) = app.say("auth-1", "m1", "hi", None).await;
+        assert_eq!(status, 401, "{token:?}: {refused}");
+        assert!(
+            refused["error"]
+                .as_str()
+                .is_some_and(|error| error.contains("a valid bearer token is required")),
+            "{refused}"
+        );
+        assert_eq!(app.get("/api/debug/prompt").await.0, 401, "{token:?}");
+    }
+    let app = with_bearer(&server.app, Some("demo-token"));
+    let (status, reply) = app.say("auth-1", "m1", "hi", None).await;
+    assert_eq!(status, 200, "{reply}");
+}
+
+/// A mode the operator sets on purpose would turn the hook off: startup
+/// stops naming both the setting and the hook. `ACCESS__MODE=host` is fine.
+#[test]
+fn an_operator_mode_that_would_turn_off_the_hook_stops_startup_naming_both() {
+    let hooked = || {
+        AssistantDefinition::new().authenticate(|_| {
+            Err(assistant_runtime::embed::Refusal {
+                message: "no".into(),
+            })
+        })
+    };
+    for mode in ["trusted_local", "header"] {
+        let started = actix_web::rt::System::new()
+            .block_on(hooked().build(settings(&[("ACCESS__MODE", mode)])));
+        let error = started.err().expect("refused").to_string();
+        assert!(error.contains(&format!("ACCESS__MODE={mode}")), "{error}");
+        assert!(
+            error.contains("AssistantDefinition::authenticate"),
+            "{error}"
+        );
+    }
+    let started = actix_web::rt::System::new()
+        .block_on(hooked().build(settings(&[("ACCESS__MODE", "host")])));
+    assert!(started.is_ok());
 }
 
 struct Ping;

@@ -168,6 +168,8 @@ impl FakeProvider {
                         .route("/chat/completions", web::post().to(openai_route))
                         .route("/v1/chat/completions", web::post().to(openai_route))
                         .route("/v1/messages", web::post().to(anthropic_route))
+                        .route("/models", web::get().to(models_route))
+                        .route("/v1/models", web::get().to(models_route))
                 })
                 .workers(1)
                 .disable_signals()
@@ -247,6 +249,14 @@ impl FakeState {
         self.requests.lock().unwrap().push(recorded);
         self.scripts.lock().unwrap().pop_front()
     }
+}
+
+/// The model list both providers' `GET .../models` answer (`data[].id`).
+pub const LISTED_MODELS: &[&str] = &["gpt-4o-mini", "fake-model", "claude-sonnet-4-5-20250929"];
+
+async fn models_route() -> HttpResponse {
+    let data: Vec<Value> = LISTED_MODELS.iter().map(|id| json!({"id": id})).collect();
+    HttpResponse::Ok().json(json!({"data": data, "has_more": false}))
 }
 
 async fn openai_route(

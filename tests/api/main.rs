@@ -3,6 +3,7 @@
 mod access;
 mod agui;
 mod assistant_socket;
+mod chat_cli;
 mod cli;
 mod cors;
 mod decisions;

@@ -384,3 +384,65 @@ async fn stored_sessions_are_counted_in_postgres_too() {
         ) >= 2.0
     );
 }
+
+/// Point 7: a provider's failure is explained in the server's log: one
+/// WARN line with its `error_type`, the provider's own message and the
+/// request's id (a wrong key; then a provider that is down).
+#[actix_web::test]
+async fn point_7_a_provider_failure_logs_its_type_message_and_request_id() {
+    let fake = crate::fake_provider::FakeProvider::start();
+    let base_url = fake.base_url_openai();
+    let server = crate::process::ServerProcess::runtime(&[
+        ("LLM__PRIMARY_MODEL", "openai:gpt-4o-mini"),
+        ("OPENAI_API_KEY", "sk-wrong"),
+        ("OPENAI_BASE_URL", &base_url),
+        ("LLM__RETRY_BACKOFF_MS", "1"),
+    ])
+    .await;
+    fake.push(crate::fake_provider::Script::status(
+        401,
+        "Incorrect API key provided: sk-wrong",
+    ));
+    let response = server
+        .app
+        .client
+        .post(format!("{}/api/chat", server.app.address))
+        .header("x-request-id", "req-wrong-key")
+        .json(&json!({"id": "m1", "session_id": "p7", "content": "hi"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 500);
+    let log = server.log_text();
+    let line = log
+        .lines()
+        .find(|line| line.contains("request_id=req-wrong-key") && line.contains("WARN"))
+        .unwrap_or_else(|| panic!("no WARN line for the request: {log}"));
+    assert!(line.contains("error_type=provider_auth"), "{line}");
+    assert!(line.contains("Incorrect API key provided"), "{line}");
+
+    // Down: nothing listens on port 1.
+    let down = crate::process::ServerProcess::runtime(&[
+        ("LLM__PRIMARY_MODEL", "openai:gpt-4o-mini"),
+        ("OPENAI_API_KEY", "sk-any"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1"),
+        ("LLM__RETRY_BACKOFF_MS", "1"),
+    ])
+    .await;
+    let response = down
+        .app
+        .client
+        .post(format!("{}/api/chat", down.app.address))
+        .header("x-request-id", "req-down")
+        .json(&json!({"id": "m1", "session_id": "p7", "content": "hi"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 500);
+    let log = down.log_text();
+    assert!(
+        log.lines().any(|line| line.contains("request_id=req-down")
+            && line.contains("error_type=connection_error")),
+        "{log}"
+    );
+}

@@ -145,3 +145,41 @@ async fn the_docs_page_renders_offline_in_chromium() {
     );
     assert_eq!(result["console_errors"], json!([]), "{result}");
 }
+
+/// Point 11: the document says how callers authenticate, and every `/api/`
+/// operation lists the refusals access control can answer.
+#[actix_web::test]
+async fn point_11_the_document_has_security_schemes_and_access_refusals() {
+    let app = spawn_app().await;
+    let (_, document) = app.get("/openapi.json").await;
+    let schemes = &document["components"]["securitySchemes"];
+    assert_eq!(schemes["bearer"]["scheme"], "bearer", "{schemes}");
+    assert_eq!(schemes["principalHeader"]["in"], "header", "{schemes}");
+    for (method, path) in documented(&document) {
+        if !path.starts_with("/api/") {
+            continue;
+        }
+        let operation = &document["paths"][&path][&method];
+        assert!(operation["security"].is_array(), "{method} {path}");
+        for status in ["401", "403"] {
+            assert!(
+                operation["responses"].get(status).is_some(),
+                "{method} {path} lacks {status}"
+            );
+        }
+        if method == "post" {
+            assert!(
+                operation["responses"].get("415").is_some(),
+                "{method} {path}"
+            );
+        }
+    }
+    for path in ["/api/chat", "/api/agui"] {
+        assert!(
+            document["paths"][path]["post"]["responses"]
+                .get("429")
+                .is_some(),
+            "{path}"
+        );
+    }
+}

@@ -1073,3 +1073,49 @@ async fn a_large_session_reloads_whole_in_a_fresh_process() {
     let (status, next) = fresh.say("large", "m2", "say more", None).await;
     assert_eq!(status, 200, "{next}");
 }
+
+/// Point 10: a database that does not exist (`createdb` forgotten) is named
+/// with its fix by `/readyz`, `/health` and every 503.
+#[actix_web::test]
+async fn point_10_a_missing_database_names_its_cause_and_fix_everywhere() {
+    let name = unique("ar_missing");
+    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let server = ServerProcess::runtime(&[("DATABASE_URL", &url)]).await;
+    let app = &server.app;
+    let fix = format!("createdb {name}");
+    let (status, ready) = app.get("/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{ready}");
+    assert_eq!(ready["missing"], json!(["store"]), "{ready}");
+    assert!(
+        ready["reasons"][0]
+            .as_str()
+            .is_some_and(|reason| reason.contains(&fix)),
+        "{ready}"
+    );
+    let (status, health) = app.get("/health").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{health}");
+    let detail = health["components"]["store"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        detail.contains(&fix) && detail.contains("does not exist"),
+        "{health}"
+    );
+    let (status, body) = app.say("s1", "m1", "hi", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["type"], "DatabaseError", "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|error| error.contains(&fix)),
+        "{body}"
+    );
+    let (status, body) = app.get("/api/sessions").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|error| error.contains(&fix)),
+        "{body}"
+    );
+}

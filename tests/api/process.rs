@@ -50,6 +50,12 @@ impl ServerProcess {
     /// Runs `binary` with only `PATH`, `RUST_LOG=warn`, `SERVER__PORT` and
     /// `env`, in a fresh folder (so no `config/` or `.env` leaks in).
     pub async fn start(binary: &Path, env: &[(&str, &str)]) -> ServerProcess {
+        ServerProcess::start_with(binary, false, env).await
+    }
+
+    /// `start`, with the port given as `--port` instead of `SERVER__PORT`
+    /// when `port_flag`.
+    pub async fn start_with(binary: &Path, port_flag: bool, env: &[(&str, &str)]) -> ServerProcess {
         let port = free_port();
         let dir = scratch_dir("ar_process");
         let log = dir.join("server.log");
@@ -58,10 +64,14 @@ impl ServerProcess {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("RUST_LOG", "warn")
-            .env("SERVER__PORT", port.to_string())
             .current_dir(&dir)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));
+        if port_flag {
+            command.arg(format!("--port={port}"));
+        } else {
+            command.env("SERVER__PORT", port.to_string());
+        }
         for (key, value) in env {
             command.env(key, value);
         }

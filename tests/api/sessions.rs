@@ -344,3 +344,25 @@ async fn in_memory_a_long_session_stays_resident_between_turns_and_a_short_one_h
     let session = app.session("long-lived").await;
     assert_eq!(session["message_count"], 18, "{session}");
 }
+
+/// Point 11: a page larger than the documented 500 is refused naming
+/// `limit`; an unknown `leaf_id` is named as sent, without Rust debug text.
+#[actix_web::test]
+async fn point_11_limit_over_500_is_422_and_a_bad_leaf_id_reads_plainly() {
+    let app = crate::helpers::spawn_app().await;
+    let (status, body) = app.get("/api/sessions?limit=1000").await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("limit")),
+        "{body}"
+    );
+    assert_eq!(app.get("/api/sessions?limit=500").await.0, 200);
+    let (status, reply) = app.say("leafy", "m1", "hi", None).await;
+    assert_eq!(status, 200, "{reply}");
+    let (_, body) = app.get("/api/sessions/leafy/messages?leaf_id=zzz").await;
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.contains("leaf_id \"zzz\""), "{body}");
+    assert!(!error.contains("MessageId"), "{body}");
+}

@@ -172,6 +172,14 @@ const HOST_KINDS: &[(&str, HostKind)] = &[
 impl HostContext {
     pub const SUPPORTED_VERSION: u32 = 1;
 
+    /// Whether `key` names a field of the wire form (either spelling, or an alias).
+    pub fn is_field(key: &str) -> bool {
+        FIELDS
+            .iter()
+            .chain(ALIASES.iter().map(|(alias, _)| alias))
+            .any(|field| *field == key || crate::contract::keys::is_camel_of(key, field))
+    }
+
     /// Validates the wire form (camelCase or snake_case keys) at `path`
     /// (normally "host_context"). A missing `version` reads as 1: clients
     /// "should send" it, and version 1 is the only one there is.

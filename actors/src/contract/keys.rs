@@ -37,6 +37,11 @@ fn camel_chars(snake: &str) -> impl Iterator<Item = char> + '_ {
     })
 }
 
+/// Whether `key` is `snake` in camelCase (`captured_at` → `capturedAt`).
+pub(crate) fn is_camel_of(key: &str, snake: &str) -> bool {
+    camel_chars(snake).eq(key.chars())
+}
+
 /// The longest piece of a client's value an error message repeats.
 const MAX_QUOTED_CHARS: usize = 64;
 

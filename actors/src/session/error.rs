@@ -90,7 +90,10 @@ impl fmt::Display for SessionError {
                 write!(f, "session {id:?} is not yours to see or change")
             }
             SessionError::RateLimited { message, .. } => f.write_str(message),
-            SessionError::Store(StoreError::Unavailable(_)) => f.write_str(DATABASE_UNREACHABLE),
+            SessionError::Store(error @ StoreError::Unavailable(_)) => match error.remedy() {
+                Some(remedy) => write!(f, "{DATABASE_UNREACHABLE}: {remedy}"),
+                None => f.write_str(DATABASE_UNREACHABLE),
+            },
             SessionError::Store(StoreError::Failed(cause)) => write!(f, "storage failed: {cause}"),
             SessionError::ActorUnavailable(cause) => {
                 write!(

@@ -35,6 +35,8 @@ pub struct RuntimeHealth {
     pub healthy: bool,
     pub store: &'static str,
     pub store_reachable: bool,
+    /// Why the store cannot be used, with the fix when one is known.
+    pub store_problem: Option<String>,
     pub default_model: String,
     pub model_usable: bool,
     /// Why the default model cannot be used, when it cannot.
@@ -333,7 +335,13 @@ impl Runtime {
     }
 
     pub async fn health(&self) -> RuntimeHealth {
-        let store_reachable = self.deps.store.ping().await.is_ok();
+        let store_problem = self.deps.store.ping().await.err().map(|error| {
+            error
+                .remedy()
+                .map(|remedy| format!("{}: {remedy}", super::DATABASE_UNREACHABLE))
+                .unwrap_or_else(|| super::DATABASE_UNREACHABLE.to_string())
+        });
+        let store_reachable = store_problem.is_none();
         let model_problem = self
             .deps
             .models
@@ -344,6 +352,7 @@ impl Runtime {
             healthy: store_reachable && model_usable,
             store: self.deps.store.kind(),
             store_reachable,
+            store_problem,
             default_model: self.deps.config.default_model.to_string(),
             model_usable,
             model_problem,

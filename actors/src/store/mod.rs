@@ -83,6 +83,30 @@ impl StoreError {
         }
     }
 
+    /// The cause and its fix, when the operator can fix it: a database that
+    /// does not exist (SQLSTATE 3D000: `createdb` it), or credentials the
+    /// server refused (class 28). `None` for the rest (a network fault).
+    pub fn remedy(&self) -> Option<String> {
+        let StoreError::Unavailable(cause) = self else {
+            return None;
+        };
+        let message = cause.message.as_str();
+        if message.ends_with("(3D000)") {
+            // The server's sentence: `database "name" does not exist`.
+            let name = message.split('"').nth(1).unwrap_or("<name>");
+            return Some(format!(
+                "database \"{name}\" does not exist; create it with `createdb {name}` \
+                 (the runtime applies its migrations on the next request)"
+            ));
+        }
+        if message.contains("(28") {
+            return Some(format!(
+                "the database refused the credentials of DATABASE_URL ({message})"
+            ));
+        }
+        None
+    }
+
     fn cause(&self) -> &StoreCause {
         match self {
             StoreError::Unavailable(cause) | StoreError::Failed(cause) => cause,

@@ -270,7 +270,8 @@ impl Handler<GetPath> for SessionActor {
             if let Some(leaf) = &leaf {
                 if !self.tree.contains(leaf) {
                     return Err(SessionError::Conflict(format!(
-                        "leaf_id {leaf:?} is not a message of this session"
+                        "leaf_id {:?} is not a message of this session",
+                        leaf.to_string()
                     )));
                 }
             }
