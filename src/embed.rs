@@ -1,16 +1,32 @@
-//! The embedding API: a Rust host builds its own runtime binary from this
-//! crate and `actors`, without forking. `AssistantDefinition` takes the
-//! host's backend tools (`actors::tools::Tool`), a per-turn deps factory,
-//! the profile, usage limits (the stricter of these and the settings apply)
-//! and an `authenticate` hook, then builds the same `Application` the
-//! `assistant-runtime` binary serves. See `examples/embedded_host.rs`.
+//! The embedding API, for Rust hosts. [`AssistantDefinition`] takes the
+//! host's backend tools (typed, [`TypedTool`], or hand-written,
+//! `actors::tools::Tool`), its state ([`State`]), the profile, usage limits
+//! (the stricter of these and the settings apply) and an `authenticate`
+//! hook. Then either:
+//! - [`AssistantDefinition::assistant`] builds an [`Assistant`] the host
+//!   mounts in its own actix-web `App` under a prefix
+//!   (`App::new().service(assistant.scope("/assistant"))`), beside its own
+//!   routes, middleware and TLS (`examples/mounted_host.rs`); or
+//! - [`AssistantDefinition::serve`] runs the standalone server, as the
+//!   `assistant-runtime` binary does (`examples/embedded_host.rs`).
+//!
+//! Settings come from [`SettingsBuilder`] in code, or from the environment
+//! when the host asks for it (`SettingsBuilder::from_env`, `Settings::load`).
+//! Apart from `serve`, nothing here reads files or the environment, sets up
+//! logging or installs an allocator.
+
+mod typed;
+
+pub use crate::mount::Assistant;
+pub use crate::settings::SettingsBuilder;
+pub use typed::{parameters_of, State, TypedTool};
 
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
 
 use actors::prompt::profile::Profile;
-use actors::tools::{is_valid_schema, BackendTool, DepsFactory, SharedTool, Tool};
+use actors::tools::{check_schema, BackendTool, DepsFactory, SharedTool, Tool};
 use actors::turn::Budget;
 use serde_json::Value;
 
@@ -116,6 +132,30 @@ pub struct Refusal {
 /// Maps credentials to a principal or a refusal (`ACCESS__MODE=host`).
 pub type AuthenticateHook = Arc<dyn Fn(&Credentials) -> Result<Principal, Refusal> + Send + Sync>;
 
+/// Why a definition could not be built: each names what to change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// A tool's name is empty, too long or has other characters.
+    #[error("tool {0:?}: a name is 1..64 letters, digits, '_' or '-'")]
+    ToolName(String),
+    /// A tool's name is a built-in tool's or another host tool's.
+    #[error("tool {0:?}: another tool has this name")]
+    ToolNameTaken(String),
+    /// A tool's parameters schema is outside what the validator accepts.
+    #[error("tool {tool:?}: its parameters schema does not compile: {reason}")]
+    ToolSchema { tool: String, reason: String },
+    /// `ACCESS__MODE` names another mode than the hook's.
+    #[error("{0}")]
+    AccessMode(String),
+    /// The profile directory could not be read.
+    #[error("profile: {0}")]
+    Profile(String),
+    /// The store, the access settings or CORS could not be set up.
+    #[error("{0}")]
+    Startup(String),
+}
+
 /// The command line of a host's binary: `serve`'s flags.
 #[derive(Debug, Parser)]
 #[command(about = "An assistant-runtime server built with the embedding API")]
@@ -157,7 +197,17 @@ impl AssistantDefinition {
         AssistantDefinition::default()
     }
 
-    /// Adds a backend tool. Its name must not be a built-in tool's.
+    /// The host's state the typed tools receive as [`State<T>`] (one value
+    /// shared by every session). Replaces a `deps` factory.
+    pub fn state<T: Any + Send + Sync>(mut self, state: T) -> AssistantDefinition {
+        let state: Arc<dyn Any + Send + Sync> = Arc::new(state);
+        self.extensions.deps = Some(DepsFactory(Arc::new(move |_session_id| state.clone())));
+        self
+    }
+
+    /// Adds a backend tool: a [`TypedTool`], or a hand-written `Tool` (its
+    /// JSON schema given as a value, for tools known only at run time). Its
+    /// name must not be a built-in tool's.
     pub fn tool(mut self, tool: impl Tool) -> AssistantDefinition {
         self.extensions.tools.push(SharedTool::new(tool));
         self
@@ -183,8 +233,9 @@ impl AssistantDefinition {
     }
 
     /// `profile` from a directory of markdown parts.
-    pub fn profile_dir(self, dir: impl AsRef<Path>) -> Result<AssistantDefinition, String> {
-        Ok(self.profile(Profile::load(dir.as_ref())?))
+    pub fn profile_dir(self, dir: impl AsRef<Path>) -> Result<AssistantDefinition, EmbedError> {
+        let profile = Profile::load(dir.as_ref()).map_err(EmbedError::Profile)?;
+        Ok(self.profile(profile))
     }
 
     /// Model requests per turn; the stricter of this and `ASSISTANT__MAX_TURNS` applies.
@@ -216,11 +267,44 @@ impl AssistantDefinition {
         self.authenticate.as_ref()
     }
 
-    /// Builds the server (store, MCP servers, models) from `settings`. A
-    /// tool with a bad or taken name, or a schema that does not compile, is
-    /// a startup error naming it.
-    pub async fn build(self, mut settings: Settings) -> Result<Application, StartupError> {
-        self.check_tools().map_err(StartupError)?;
+    /// Builds the assistant (store, MCP servers, models) from `settings`,
+    /// to mount in the host's own `App` with [`Assistant::scope`]. It serves
+    /// nothing by itself and reads no file and no environment variable.
+    ///
+    /// ```no_run
+    /// # use assistant_runtime::embed::{AssistantDefinition, SettingsBuilder};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let settings = SettingsBuilder::new().model("builtin:echo").build()?;
+    /// let assistant = AssistantDefinition::new().assistant(settings).await?;
+    /// actix_web::HttpServer::new(move || {
+    ///     actix_web::App::new().service(assistant.scope("/assistant"))
+    /// })
+    /// .bind(("127.0.0.1", 7100))?
+    /// .run()
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn assistant(self, settings: Settings) -> Result<Assistant, EmbedError> {
+        let (settings, extensions) = self.prepare(settings)?;
+        Application::assemble_for_host(settings, extensions)
+            .await
+            .map_err(|error| EmbedError::Startup(error.0))
+    }
+
+    /// Builds the standalone server (store, MCP servers, models, listener)
+    /// from `settings`. A tool with a bad or taken name, or a schema that
+    /// does not compile, is a startup error naming it.
+    pub async fn build(self, settings: Settings) -> Result<Application, StartupError> {
+        let (settings, extensions) = self
+            .prepare(settings)
+            .map_err(|error| StartupError(error.to_string()))?;
+        Application::build_extended(settings, extensions).await
+    }
+
+    /// The checks and the access mode both `build` and `assistant` apply.
+    fn prepare(self, mut settings: Settings) -> Result<(Settings, Extensions), EmbedError> {
+        self.check_tools()?;
         if self.authenticate.is_some() {
             if let AccessMode::TrustedLocal { token: Some(_) } = &settings.access.mode {
                 if !settings.access.mode_chosen {
@@ -228,15 +312,15 @@ impl AssistantDefinition {
                 }
             }
             settings.access.mode = hook_mode(&settings.access.mode, settings.access.mode_chosen)
-                .map_err(StartupError)?;
+                .map_err(EmbedError::AccessMode)?;
             log::info!("access: every request goes through this host's authenticate hook (ACCESS__MODE=host)");
         }
         let mut extensions = self.extensions;
         extensions.authenticate = self.authenticate;
-        Application::build_extended(settings, extensions).await
+        Ok((settings, extensions))
     }
 
-    fn check_tools(&self) -> Result<(), String> {
+    fn check_tools(&self) -> Result<(), EmbedError> {
         let mut taken: Vec<&str> = BackendTool::ALL.iter().map(|tool| tool.name()).collect();
         for tool in &self.extensions.tools {
             let name = tool.name();
@@ -246,17 +330,16 @@ impl AssistantDefinition {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             if !valid {
-                return Err(format!(
-                    "tool {name:?}: a name is 1..64 letters, digits, '_' or '-'"
-                ));
+                return Err(EmbedError::ToolName(name.to_string()));
             }
             if taken.contains(&name) {
-                return Err(format!("tool {name:?}: another tool has this name"));
+                return Err(EmbedError::ToolNameTaken(name.to_string()));
             }
-            if !is_valid_schema(&tool.parameters()) {
-                return Err(format!(
-                    "tool {name:?}: its parameters schema does not compile"
-                ));
+            if let Err(reason) = check_schema(&tool.parameters()) {
+                return Err(EmbedError::ToolSchema {
+                    tool: name.to_string(),
+                    reason,
+                });
             }
             taken.push(name);
         }
