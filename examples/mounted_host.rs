@@ -104,6 +104,12 @@ fn port_from_args() -> Result<u16, String> {
                     .parse()
                     .map_err(|_| format!("--port {value:?}: not a port number"))?;
             }
+            other if other.starts_with("--port=") => {
+                let value = &other["--port=".len()..];
+                port = value
+                    .parse()
+                    .map_err(|_| format!("--port {value:?}: not a port number"))?;
+            }
             other => {
                 return Err(format!(
                     "unknown argument {other:?} (usage: mounted_host [--port N])"

@@ -14,6 +14,7 @@ mod history;
 mod host_actions;
 mod hostile;
 mod mcp;
+mod mounted;
 mod nginx;
 mod observability;
 mod openapi;
