@@ -120,6 +120,11 @@ fn port_from_args() -> Result<u16, String> {
     Ok(port)
 }
 
+/// The allocator the `assistant-runtime` binary uses (README, "Use it as a
+/// library"): the library leaves that choice to the binary.
+#[global_allocator]
+static ALLOCATOR: assistant_runtime::allocator::MiMalloc = assistant_runtime::allocator::MiMalloc;
+
 #[actix_web::main]
 async fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
