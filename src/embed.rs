@@ -38,19 +38,20 @@ use crate::settings::Settings;
 use crate::startup::{Application, StartupError};
 
 /// What `build` adds to the settings' runtime. `Default` adds nothing.
+/// Internal: a host describes these through `AssistantDefinition`.
 #[derive(Clone, Default)]
-pub struct Extensions {
+pub(crate) struct Extensions {
     /// Backend tools offered after the built-in ones, in this order.
-    pub tools: Vec<SharedTool>,
+    pub(crate) tools: Vec<SharedTool>,
     /// Reports of MCP servers (filled by startup).
-    pub mcp_servers: Vec<Value>,
-    pub deps: Option<DepsFactory>,
+    pub(crate) mcp_servers: Vec<Value>,
+    pub(crate) deps: Option<DepsFactory>,
     /// Used when neither `ASSISTANT__PROFILE` nor `ASSISTANT__SYSTEM_PROMPT` is set.
-    pub profile: Option<Profile>,
-    pub max_turns: Option<u32>,
-    pub budget: Budget,
+    pub(crate) profile: Option<Profile>,
+    pub(crate) max_turns: Option<u32>,
+    pub(crate) budget: Budget,
     /// Who a caller is (`ACCESS__MODE=host`, which a hook makes the default).
-    pub authenticate: Option<AuthenticateHook>,
+    pub(crate) authenticate: Option<AuthenticateHook>,
 }
 
 impl std::fmt::Debug for Extensions {
@@ -69,7 +70,7 @@ impl std::fmt::Debug for Extensions {
 impl Extensions {
     /// The profile the system prompt comes from: an operator's setting wins
     /// over the host's default profile, which wins over the builtin one.
-    pub fn profile(&self, settings: &Settings) -> Profile {
+    pub(crate) fn profile(&self, settings: &Settings) -> Profile {
         match (&self.profile, &settings.profile, &settings.system_prompt) {
             (Some(profile), None, None) => profile.clone(),
             _ => settings.effective_profile(),
@@ -77,12 +78,13 @@ impl Extensions {
     }
 
     /// The stricter of the settings' and the host's limits.
-    pub fn max_turns(&self, settings: &Settings) -> u32 {
+    pub(crate) fn max_turns(&self, settings: &Settings) -> u32 {
         self.max_turns
             .map_or(settings.max_turns, |own| own.min(settings.max_turns))
     }
 
-    pub fn budget(&self, settings: &Settings) -> Budget {
+    /// Each ceiling is the stricter of the settings' and the host's.
+    pub(crate) fn budget(&self, settings: &Settings) -> Budget {
         fn stricter<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
             match (a, b) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -104,11 +106,14 @@ impl Extensions {
 /// names), or a socket's `auth` payload.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Credentials {
+    /// The request's headers, names in lower case.
     pub headers: Vec<(String, String)>,
+    /// A Socket.IO connect's `auth` payload (`None` for HTTP requests).
     pub socket_auth: Option<Value>,
 }
 
 impl Credentials {
+    /// The first header named `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -120,12 +125,14 @@ impl Credentials {
 /// Who a request acts for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// A stable id: sessions belong to it, limits count per it.
     pub id: String,
 }
 
 /// Why a request was refused; its sentence goes back to the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
+    /// Why, in a sentence for the client (the 401's `error`).
     pub message: String,
 }
 
@@ -144,7 +151,12 @@ pub enum EmbedError {
     ToolNameTaken(String),
     /// A tool's parameters schema is outside what the validator accepts.
     #[error("tool {tool:?}: its parameters schema does not compile: {reason}")]
-    ToolSchema { tool: String, reason: String },
+    ToolSchema {
+        /// The tool's name.
+        tool: String,
+        /// What the validator refused in the schema.
+        reason: String,
+    },
     /// `ACCESS__MODE` names another mode than the hook's.
     #[error("{0}")]
     AccessMode(String),
@@ -185,7 +197,10 @@ fn mode_name(mode: &AccessMode) -> &'static str {
     }
 }
 
-/// A host's assistant: its tools, deps, profile, limits and authentication.
+/// A host's assistant: its tools, state, profile, limits and
+/// authentication. Build it with [`AssistantDefinition::assistant`] to
+/// mount in the host's own `App`, or run it with
+/// [`AssistantDefinition::serve`].
 #[derive(Default)]
 pub struct AssistantDefinition {
     extensions: Extensions,
@@ -193,6 +208,20 @@ pub struct AssistantDefinition {
 }
 
 impl AssistantDefinition {
+    /// A definition with no tools, no state, the settings' profile and
+    /// limits, and the settings' access mode.
+    ///
+    /// ```
+    /// use assistant_runtime::embed::{AssistantDefinition, Principal, Refusal};
+    ///
+    /// let definition = AssistantDefinition::new()
+    ///     .max_turns(4)
+    ///     .authenticate(|credentials| match credentials.header("authorization") {
+    ///         Some("Bearer demo-token") => Ok(Principal { id: "demo".into() }),
+    ///         _ => Err(Refusal { message: "a bearer token is required".into() }),
+    ///     });
+    /// assert!(definition.authenticate_hook().is_some());
+    /// ```
     pub fn new() -> AssistantDefinition {
         AssistantDefinition::default()
     }
@@ -213,8 +242,9 @@ impl AssistantDefinition {
         self
     }
 
-    /// Makes the deps each accepted turn's tools receive (`ToolContext::deps`),
-    /// from the session id.
+    /// Makes the deps each accepted turn's tools receive, from the session
+    /// id: a typed tool takes them as [`State<T>`], a hand-written one
+    /// reads `ToolContext::deps`. Replaces `state`.
     pub fn deps<T, F>(mut self, factory: F) -> AssistantDefinition
     where
         T: Any + Send + Sync,
@@ -263,6 +293,7 @@ impl AssistantDefinition {
         self
     }
 
+    /// The hook given to `authenticate`, if any.
     pub fn authenticate_hook(&self) -> Option<&AuthenticateHook> {
         self.authenticate.as_ref()
     }
@@ -361,5 +392,53 @@ impl AssistantDefinition {
             .run_until_stopped()
             .await
             .map_err(|error| StartupError(format!("server stopped: {error}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn settings(values: &[(&str, &str)]) -> Settings {
+        let mut map = BTreeMap::new();
+        map.insert("SERVER__PORT".to_string(), "0".to_string());
+        for (key, value) in values {
+            map.insert(key.to_string(), value.to_string());
+        }
+        Settings::from_map(&map).expect("valid settings")
+    }
+
+    #[test]
+    fn limits_are_the_stricter_and_an_operator_profile_wins() {
+        let extensions = Extensions {
+            max_turns: Some(20),
+            budget: Budget {
+                tool_calls: Some(3),
+                total_tokens: Some(1000),
+                ..Budget::default()
+            },
+            profile: Some(Profile::from_parts("host", &[("persona.md", "Host.")])),
+            ..Extensions::default()
+        };
+        let configured = settings(&[
+            ("ASSISTANT__MAX_TURNS", "5"),
+            ("ASSISTANT__BUDGET__TOOL_CALLS", "10"),
+            ("ASSISTANT__BUDGET__INPUT_TOKENS", "500"),
+        ]);
+        assert_eq!(extensions.max_turns(&configured), 5);
+        assert_eq!(
+            extensions.budget(&configured),
+            Budget {
+                tool_calls: Some(3),
+                input_tokens: Some(500),
+                output_tokens: None,
+                total_tokens: Some(1000),
+            }
+        );
+        assert_eq!(extensions.profile(&configured).compose(), "Host.");
+        let operator = settings(&[("ASSISTANT__SYSTEM_PROMPT", "Operator.")]);
+        assert_eq!(extensions.profile(&operator).compose(), "Operator.");
     }
 }

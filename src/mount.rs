@@ -28,6 +28,7 @@ use crate::startup::ModelsInfo;
 pub struct MountPrefix(pub String);
 
 impl MountPrefix {
+    /// The prefix, `""` when not mounted under one.
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -133,7 +133,7 @@ impl Application {
     }
 
     /// `build` with a Rust host's additions (`embed::AssistantDefinition`).
-    pub async fn build_extended(
+    pub(crate) async fn build_extended(
         settings: Settings,
         extensions: Extensions,
     ) -> Result<Application, StartupError> {
@@ -218,13 +218,13 @@ impl Application {
         extensions.mcp_servers = mcp.servers;
         let metrics = Arc::new(Metrics::default());
         let store = TimedStore::wrap(store, metrics.clone());
-        let runtime = build_runtime_with(&settings, store, &extensions);
+        let runtime = build_runtime_with(settings, store, &extensions);
         if let Some(memory) = memory {
             // The bounded memory store never evicts a session whose actor is live.
             let live = runtime.liveness();
             memory.set_evictable(move |id| !live(id));
         }
-        let models = ModelsInfo::from_settings(&settings);
+        let models = ModelsInfo::from_settings(settings);
         for near_miss in &settings.near_misses {
             log::warn!(
                 "{} (LLM__REQUIRE_USABLE=true makes this a startup error)",
@@ -246,7 +246,7 @@ impl Application {
         let access = Arc::new(
             Access::new(&settings.access, extensions.authenticate.clone()).map_err(StartupError)?,
         );
-        warn_if_exposed(&settings);
+        warn_if_exposed(settings);
         let cors = Arc::new(CorsPolicy::new(&settings.access.cors).map_err(StartupError)?);
         let limits = Limits::new(
             settings.turns_per_minute,
@@ -516,7 +516,7 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
 }
 
 /// `build_runtime` plus MCP tools and a Rust host's tools, deps, profile and limits.
-pub fn build_runtime_with(
+pub(crate) fn build_runtime_with(
     settings: &Settings,
     store: SharedStore,
     extensions: &Extensions,
