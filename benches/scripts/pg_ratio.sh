@@ -21,18 +21,20 @@ binary_b=${2:?usage: pg_ratio.sh BINARY_A BINARY_B [PAIRS]}
 pairs=${3:-3}
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
 port=7411
+cpu_file=$(mktemp)
+trap 'rm -f "$cpu_file"' EXIT
 ticks=$(getconf CLK_TCK)
 
 sql() { psql -X -Atq -c "$1"; }
 
-# Seconds of CPU (user + system) of the cluster: the postmaster and its children.
+# Seconds of CPU (user + system) of the cluster: its postmaster, its live
+# children, and the children it has reaped (the postmaster's cutime, cstime).
 postgres_cpu() {
-  local postmaster
+  local postmaster total pid
   postmaster=$(sql "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'" |
     xargs -I{} awk '{ print $4 }' /proc/{}/stat)
-  local total=0 pid
-  for pid in "$postmaster" $(pgrep -P "$postmaster"); do
-    [ -r "/proc/$pid/stat" ] || continue
+  total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
+  for pid in $(pgrep -P "$postmaster"); do
     total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
   done
   awk -v t="$total" -v hz="$ticks" 'BEGIN { printf "%.3f", t / hz }'
@@ -74,20 +76,22 @@ measure() {
   sql "CREATE DATABASE $database"
   on_warm() {
     sql "CHECKPOINT"
-    sql "SELECT pg_stat_reset_shared('wal')"
+    sql "SELECT pg_stat_reset_shared('wal')" >/dev/null
     sql "SELECT pg_stat_statements_reset()" >/dev/null 2>&1 || true
-    cpu_before=$(postgres_cpu)
+    postgres_cpu >"$cpu_file"
   }
   read -r pg turns runtime_cpu pg_runs < <(serve_and_measure "$binary" \
     "postgres://$PGUSER@$PGHOST:$PGPORT/$database")
-  local cpu_after wal
+  local cpu_after wal cpu_before
   cpu_after=$(postgres_cpu)
+  cpu_before=$(cat "$cpu_file")
   wal=$(sql "SELECT wal_bytes FROM pg_stat_wal")
   on_warm() { :; }
   if [ -n "${KEEP_STATEMENTS:-}" ]; then
     sql "SELECT calls, round(total_exec_time::numeric, 1) AS ms, wal_bytes, shared_blks_dirtied,
                 left(regexp_replace(query, '\s+', ' ', 'g'), 60)
-         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8" >&2 || true
+         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$database')
+         ORDER BY total_exec_time DESC LIMIT 8" >&2 || true
   fi
   sql "DROP DATABASE $database WITH (FORCE)"
   awk -v m="$memory" -v p="$pg" -v w="$wal" -v t="$turns" -v c0="$cpu_before" -v c1="$cpu_after" \
