@@ -13,3 +13,11 @@ ALTER TABLE sessions SET (fillfactor = 70);
 -- messages, not millions), so this second index of every message insert
 -- served nothing else.
 DROP INDEX IF EXISTS messages_session_seq_idx;
+
+-- The foreign key ran a trigger per message insert (a lookup and a share
+-- lock of the session row, an eighth of a write batch's time), to check
+-- what the write itself guarantees: messages are inserted only for the
+-- sessions the same statement has just written. Deleting a session now
+-- deletes its messages in the same transaction (`PgStore::delete`, the TTL
+-- purge), after the session row is locked, so no write can add one after.
+ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_session_id_fkey;

@@ -434,6 +434,58 @@ fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnaps
     }))
 }
 
+/// The sessions a delete removes.
+enum DeleteWhich<'a> {
+    One(&'a str),
+    /// Not written for this many milliseconds.
+    IdleFor(i64),
+}
+
+/// Deletes sessions and then their messages, in one transaction. The
+/// second statement runs once the session rows are deleted (and so locked
+/// until commit): it sees every message a write committed before, and no
+/// later write can add one, since a write stores messages only for a
+/// session row it has just updated or created.
+async fn delete_sessions(
+    client: &mut Object,
+    which: DeleteWhich<'_>,
+) -> Result<u64, tokio_postgres::Error> {
+    let transaction = client.transaction().await?;
+    let ids: Vec<String> = match which {
+        DeleteWhich::One(id) => {
+            let statement = transaction
+                .prepare_cached("DELETE FROM sessions WHERE id = $1 RETURNING id")
+                .await?;
+            transaction.query(&statement, &[&id]).await?
+        }
+        // A write moves `updated_at` only once it is a minute old
+        // (`group_commit`), so a session counts as idle for a minute
+        // longer: never deleted sooner than the TTL after its last write.
+        DeleteWhich::IdleFor(millis) => {
+            let statement = transaction
+                .prepare_cached(
+                    "DELETE FROM sessions
+                     WHERE updated_at < now() - interval '1 minute'
+                                        - $1::bigint * interval '1 millisecond'
+                     RETURNING id",
+                )
+                .await?;
+            transaction.query(&statement, &[&millis]).await?
+        }
+    }
+    .iter()
+    .map(|row| row.get(0))
+    .collect();
+    if !ids.is_empty() {
+        let statement = transaction
+            .prepare_cached("DELETE FROM messages WHERE session_id = ANY($1)")
+            .await?;
+        transaction.execute(&statement, &[&ids]).await?;
+    }
+    transaction.commit().await?;
+    Ok(ids.len() as u64)
+}
+
 impl Store for PgStore {
     fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>> {
         let shared = self.shared.clone();
@@ -524,15 +576,8 @@ impl Store for PgStore {
         let shared = self.shared.clone();
         let id = id.to_string();
         self.run(async move {
-            let client = shared.client().await?;
-            // Messages go with the row (ON DELETE CASCADE), in the same statement.
-            let deleted = async {
-                let statement = client
-                    .prepare_cached("DELETE FROM sessions WHERE id = $1")
-                    .await?;
-                client.execute(&statement, &[&id]).await
-            }
-            .await;
+            let mut client = shared.client().await?;
+            let deleted = delete_sessions(&mut client, DeleteWhich::One(&id)).await;
             Ok(settle(client, deleted)? > 0)
         })
     }
@@ -541,21 +586,8 @@ impl Store for PgStore {
         let shared = self.shared.clone();
         let ttl_millis = ttl.as_millis().min(i64::MAX as u128) as i64;
         self.run(async move {
-            let client = shared.client().await?;
-            // A write moves `updated_at` only once it is a minute old
-            // (`group_commit`), so a session counts as idle for a minute
-            // longer: never deleted sooner than `ttl` after its last write.
-            let deleted = async {
-                let statement = client
-                    .prepare_cached(
-                        "DELETE FROM sessions
-                         WHERE updated_at < now() - interval '1 minute'
-                                            - $1::bigint * interval '1 millisecond'",
-                    )
-                    .await?;
-                client.execute(&statement, &[&ttl_millis]).await
-            }
-            .await;
+            let mut client = shared.client().await?;
+            let deleted = delete_sessions(&mut client, DeleteWhich::IdleFor(ttl_millis)).await;
             settle(client, deleted)
         })
     }
