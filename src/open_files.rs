@@ -29,6 +29,8 @@ pub fn raise_soft_limit() -> Result<(u64, u64), std::io::Error> {
         }
         limit = raised;
     }
+    // `rlim_t` is u64 on Linux, not on every target.
+    #[allow(clippy::unnecessary_cast)]
     Ok((limit.rlim_cur as u64, limit.rlim_max as u64))
 }
 
