@@ -6,6 +6,8 @@
 
 /// The soft and hard limits after raising the soft one to the hard one, or
 /// why it could not be raised (then the limits stay as they were).
+// `rlim_t` is u64 on Linux, not on every target.
+#[allow(clippy::unnecessary_cast)]
 pub fn raise_soft_limit() -> Result<(u64, u64), std::io::Error> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -29,8 +31,6 @@ pub fn raise_soft_limit() -> Result<(u64, u64), std::io::Error> {
         }
         limit = raised;
     }
-    // `rlim_t` is u64 on Linux, not on every target.
-    #[allow(clippy::unnecessary_cast)]
     Ok((limit.rlim_cur as u64, limit.rlim_max as u64))
 }
 
