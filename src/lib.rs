@@ -32,6 +32,7 @@ pub mod embed;
 pub mod errors;
 pub mod mcp;
 pub mod observability;
+pub mod open_files;
 pub mod playground;
 pub mod routes;
 pub mod settings;

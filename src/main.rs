@@ -80,6 +80,10 @@ async fn migrate(settings: Settings) -> ExitCode {
 }
 
 async fn serve(settings: Settings) -> ExitCode {
+    match assistant_runtime::open_files::raise_soft_limit() {
+        Ok((soft, _)) => log::info!("open files: up to {soft}"),
+        Err(error) => log::warn!("cannot raise the limit on open files: {error}"),
+    }
     let application = match Application::build(settings).await {
         Ok(application) => application,
         Err(error) => {

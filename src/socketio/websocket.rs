@@ -373,7 +373,10 @@ pub async fn serve_upgrade(
             reader.buf = BytesMut::from(&parts.read_buf[..]);
             drop(parts.read_buf);
             drop(parts.write_buf);
-            run_socket(parts.io, reader, takeover.body).await;
+            // A task of its own, so that the HTTP dispatcher's task (sized
+            // for every state of an HTTP/1 connection, over a KiB) ends here
+            // and an idle socket keeps only this smaller one.
+            actix_web::rt::spawn(run_socket(parts.io, reader, takeover.body));
             Ok(())
         }
         _ => {
