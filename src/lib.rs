@@ -33,6 +33,7 @@ pub mod errors;
 pub mod mcp;
 pub mod observability;
 pub mod playground;
+pub mod provider_settings;
 pub mod routes;
 pub mod settings;
 pub mod socketio;

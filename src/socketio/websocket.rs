@@ -103,7 +103,10 @@ fn handshake(req: &HttpRequest) -> Result<HttpResponseBuilder, actix_http::ws::H
     let answer = actix_http::ws::handshake(req.head())?.finish();
     let mut response = HttpResponse::build(answer.status());
     response.upgrade("websocket");
-    if let Some(accept) = answer.headers().get(actix_http::header::SEC_WEBSOCKET_ACCEPT) {
+    if let Some(accept) = answer
+        .headers()
+        .get(actix_http::header::SEC_WEBSOCKET_ACCEPT)
+    {
         response.insert_header((actix_http::header::SEC_WEBSOCKET_ACCEPT, accept.clone()));
     }
     Ok(response)

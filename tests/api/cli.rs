@@ -184,7 +184,7 @@ async fn port_flag_with_equals_serves_there_and_warns_about_an_unusable_model() 
     .stderr(std::fs::File::create(&log).expect("log file"))
     .spawn()
     .expect("start the server");
-    let client = reqwest::Client::new();
+    let client = crate::helpers::http_client();
     let deadline = Instant::now() + STARTUP_DEADLINE;
     let health = loop {
         if let Ok(Some(status)) = child.try_wait() {

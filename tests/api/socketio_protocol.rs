@@ -129,7 +129,7 @@ async fn node_client_gets_connect_error_for_unknown_namespace(kind: ServerKind) 
 // Raw Engine.IO over HTTP.
 
 fn http() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::helpers::http_client_builder()
         .timeout(EVENTUALLY)
         .build()
         .expect("reqwest client")

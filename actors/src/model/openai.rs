@@ -13,7 +13,7 @@ use super::sse::SseEvent;
 use super::wire::{self, Decoder, Outbox};
 use super::{
     AssistantPart, ChatItem, ContentPart, MediaSource, ModelClient, ModelError, ModelErrorKind,
-    ModelEvent, ModelRequest, ModelStream, TokenUsage, ToolResultItem,
+    ModelEvent, ModelRequest, ModelStream, Resend, TokenUsage, ToolResultItem,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -36,6 +36,8 @@ pub struct OpenAiModel {
     pub model: String,
     /// Longest silence allowed before headers and between chunks.
     pub idle_timeout: Duration,
+    /// Largest SSE event or line accepted from the provider.
+    pub max_event_bytes: usize,
 }
 
 impl OpenAiModel {
@@ -53,11 +55,17 @@ impl OpenAiModel {
             api_key,
             model: model.into(),
             idle_timeout: wire::DEFAULT_IDLE_TIMEOUT,
+            max_event_bytes: wire::DEFAULT_MAX_EVENT_BYTES,
         }
     }
 
     pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> OpenAiModel {
         self.idle_timeout = idle_timeout;
+        self
+    }
+
+    pub fn with_max_event_bytes(mut self, max_event_bytes: usize) -> OpenAiModel {
+        self.max_event_bytes = max_event_bytes;
         self
     }
 
@@ -146,7 +154,10 @@ impl ModelClient for OpenAiModel {
         wire::stream_sse(
             "OpenAI",
             http_request,
-            self.idle_timeout,
+            wire::StreamLimits {
+                idle_timeout: self.idle_timeout,
+                max_event_bytes: self.max_event_bytes,
+            },
             ChunkDecoder::default(),
         )
     }
@@ -454,6 +465,7 @@ impl Decoder for ChunkDecoder {
             Err(error) => {
                 out.push_back(Err(ModelError {
                     kind: ModelErrorKind::ProviderError,
+                    resend: Resend::Never,
                     message: wire::truncate(&format!(
                         "OpenAI sent an unreadable chunk ({error}): {}",
                         event.data
@@ -525,6 +537,7 @@ fn stream_error(error: &Value) -> ModelError {
     };
     ModelError {
         kind,
+        resend: Resend::Never,
         message: wire::truncate(&format!("OpenAI stream error: {text}")),
     }
 }
@@ -564,7 +577,7 @@ mod tests {
 
     fn model() -> OpenAiModel {
         OpenAiModel::new(
-            reqwest::Client::new(),
+            super::wire::build_http_client(),
             Some("http://localhost:1/v1/".into()),
             None,
             "gpt-test",
