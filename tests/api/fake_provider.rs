@@ -225,6 +225,11 @@ impl FakeProvider {
         self.state.scripts.lock().unwrap().push_back(script);
     }
 
+    /// Drops the queued scripts no request took.
+    pub fn discard_scripts(&self) {
+        self.state.scripts.lock().unwrap().clear();
+    }
+
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests.lock().unwrap().clone()

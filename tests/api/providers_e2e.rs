@@ -984,6 +984,7 @@ async fn request_config_only_lowers_ceilings_and_picks_the_provider() {
         "8000 asked, 4000 allowed"
     );
     // The same session moves to Anthropic for one request, with a lower budget.
+    fake.discard_scripts();
     fake.push(Script::anthropic_text(&["ok"]));
     let (status, body) = app
         .post_chat(&json!({"id": "m2", "session_id": "config", "content": "switch",
