@@ -239,7 +239,13 @@ mod tests {
 
     #[test]
     fn bad_provider_settings_name_their_key() {
-        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+        /// The settings, the key the error names, a phrase of its message.
+        type Case = (
+            &'static [(&'static str, &'static str)],
+            &'static str,
+            &'static str,
+        );
+        let cases: &[Case] = &[
             (
                 &[("LLM__PROVIDERS__VLLM__BASE_URL", "http://h/v1")],
                 "LLM__PROVIDERS__VLLM__KIND",

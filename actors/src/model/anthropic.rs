@@ -4,6 +4,7 @@
 //! nothing else.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -41,6 +42,8 @@ pub struct AnthropicModel {
     pub idle_timeout: Duration,
     /// Largest SSE event or line accepted from the provider.
     pub max_event_bytes: usize,
+    /// Names the provider in error messages (its configured name).
+    pub label: Arc<str>,
 }
 
 impl AnthropicModel {
@@ -59,6 +62,7 @@ impl AnthropicModel {
             model: model.into(),
             idle_timeout: wire::DEFAULT_IDLE_TIMEOUT,
             max_event_bytes: wire::DEFAULT_MAX_EVENT_BYTES,
+            label: Arc::from("Anthropic"),
         }
     }
 
@@ -69,6 +73,11 @@ impl AnthropicModel {
 
     pub fn with_max_event_bytes(mut self, max_event_bytes: usize) -> AnthropicModel {
         self.max_event_bytes = max_event_bytes;
+        self
+    }
+
+    pub fn with_label(mut self, label: &str) -> AnthropicModel {
+        self.label = Arc::from(label);
         self
     }
 
@@ -150,7 +159,7 @@ impl ModelClient for AnthropicModel {
             http_request = http_request.header("x-api-key", api_key.expose_secret());
         }
         wire::stream_sse(
-            "Anthropic",
+            Arc::clone(&self.label),
             http_request,
             wire::StreamLimits {
                 idle_timeout: self.idle_timeout,

@@ -4,6 +4,7 @@
 //! works through `base_url`. It translates wire formats and nothing else.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -38,6 +39,8 @@ pub struct OpenAiModel {
     pub idle_timeout: Duration,
     /// Largest SSE event or line accepted from the provider.
     pub max_event_bytes: usize,
+    /// Names the provider in error messages (its configured name).
+    pub label: Arc<str>,
 }
 
 impl OpenAiModel {
@@ -56,6 +59,7 @@ impl OpenAiModel {
             model: model.into(),
             idle_timeout: wire::DEFAULT_IDLE_TIMEOUT,
             max_event_bytes: wire::DEFAULT_MAX_EVENT_BYTES,
+            label: Arc::from("OpenAI"),
         }
     }
 
@@ -66,6 +70,11 @@ impl OpenAiModel {
 
     pub fn with_max_event_bytes(mut self, max_event_bytes: usize) -> OpenAiModel {
         self.max_event_bytes = max_event_bytes;
+        self
+    }
+
+    pub fn with_label(mut self, label: &str) -> OpenAiModel {
+        self.label = Arc::from(label);
         self
     }
 
@@ -152,7 +161,7 @@ impl ModelClient for OpenAiModel {
             http_request = http_request.bearer_auth(api_key.expose_secret());
         }
         wire::stream_sse(
-            "OpenAI",
+            Arc::clone(&self.label),
             http_request,
             wire::StreamLimits {
                 idle_timeout: self.idle_timeout,

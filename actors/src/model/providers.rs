@@ -278,7 +278,8 @@ impl ModelProviders {
                     id.name().to_string(),
                 )
                 .with_idle_timeout(settings.request_timeout)
-                .with_max_event_bytes(settings.max_event_bytes);
+                .with_max_event_bytes(settings.max_event_bytes)
+                .with_label(&provider.name);
                 Arc::new(RetryingModel::new(Arc::new(model), settings.retry))
             }
             ProviderKind::Anthropic => {
@@ -289,7 +290,8 @@ impl ModelProviders {
                     id.name().to_string(),
                 )
                 .with_idle_timeout(settings.request_timeout)
-                .with_max_event_bytes(settings.max_event_bytes);
+                .with_max_event_bytes(settings.max_event_bytes)
+                .with_label(&provider.name);
                 Arc::new(RetryingModel::new(Arc::new(model), settings.retry))
             }
         };

@@ -4,6 +4,7 @@
 //! shapes belong to each adapter's `Decoder`; this file never looks inside them.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures_util::stream::{self, StreamExt};
@@ -96,7 +97,7 @@ pub(crate) trait Decoder: Send + Sync + 'static {
 /// Nothing happens before the first poll, and dropping the stream drops the
 /// connection, which is how a cancelled turn stops the provider's work.
 pub(crate) fn stream_sse<D: Decoder>(
-    provider: &'static str,
+    provider: Arc<str>,
     request: RequestBuilder,
     limits: StreamLimits,
     decoder: D,
@@ -145,6 +146,24 @@ pub(crate) fn kind_for_status(status: StatusCode) -> ModelErrorKind {
         400..=499 => ModelErrorKind::ProviderClientError,
         _ => ModelErrorKind::ProviderError,
     }
+}
+
+/// Most of an error response's body read: the message is cut to
+/// `MAX_ERROR_CHARS` anyway, and a provider (or proxy) answering an error
+/// with an endless body must not fill memory.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The start of an error response's body, as text.
+async fn error_body(mut response: Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY_BYTES);
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// Whether a request refused with `status` may be sent again, and when:
@@ -228,7 +247,7 @@ enum Phase {
 
 struct Reader<D> {
     /// Names the provider in error messages.
-    provider: &'static str,
+    provider: Arc<str>,
     idle_timeout: Duration,
     phase: Phase,
     parser: SseParser,
@@ -306,9 +325,9 @@ impl<D: Decoder> Reader<D> {
             return Ok(response);
         }
         let resend = resend_for_status(status, response.headers(), SystemTime::now());
-        let body = match tokio::time::timeout(self.idle_timeout, response.text()).await {
-            Ok(Ok(body)) => body,
-            _ => String::new(),
+        let body = match tokio::time::timeout(self.idle_timeout, error_body(response)).await {
+            Ok(body) => body,
+            Err(_) => String::new(),
         };
         Err(ModelError {
             kind: kind_for_status(status),
