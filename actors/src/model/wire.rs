@@ -325,10 +325,9 @@ impl<D: Decoder> Reader<D> {
             return Ok(response);
         }
         let resend = resend_for_status(status, response.headers(), SystemTime::now());
-        let body = match tokio::time::timeout(self.idle_timeout, error_body(response)).await {
-            Ok(body) => body,
-            Err(_) => String::new(),
-        };
+        let body = tokio::time::timeout(self.idle_timeout, error_body(response))
+            .await
+            .unwrap_or_default();
         Err(ModelError {
             kind: kind_for_status(status),
             resend,
