@@ -34,6 +34,7 @@ pub mod mcp;
 pub mod observability;
 pub mod open_files;
 pub mod playground;
+pub mod provider_settings;
 pub mod routes;
 pub mod settings;
 pub mod socketio;

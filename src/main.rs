@@ -23,6 +23,8 @@ static ALLOCATOR: assistant_runtime::allocator::MiMalloc = assistant_runtime::al
 #[actix_web::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Every HTTP client of the process (models, MCP, chat, doctor) uses rustls on ring.
+    actors::model::tls::install_crypto_provider();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     // A client of another server: the local settings do not concern it.
     let cli = match cli.into_command() {

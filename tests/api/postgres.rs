@@ -888,7 +888,7 @@ async fn owners_are_stored_and_lists_are_filtered_by_owner_in_postgres() {
         TestApp {
             address: app.address.clone(),
             port: app.port,
-            client: reqwest::Client::builder()
+            client: crate::helpers::http_client_builder()
                 .default_headers(headers)
                 .build()
                 .expect("client"),
