@@ -13,7 +13,9 @@ RUN cargo build --release --locked --bin assistant-runtime \
  && strip target/release/assistant-runtime
 
 FROM debian:bookworm-slim AS runtime
-# CA certificates for the model providers' HTTPS endpoints.
+# The system's CA roots, which the model clients trust besides their bundled
+# roots: an operator may add a company CA here (update-ca-certificates), or per
+# provider with LLM__PROVIDERS__<NAME>__CA_FILE.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \

@@ -23,6 +23,8 @@ static ALLOCATOR: assistant_runtime::allocator::MiMalloc = assistant_runtime::al
 #[actix_web::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Every HTTP client of the process (models, MCP, chat, doctor) uses rustls on ring.
+    actors::model::tls::install_crypto_provider();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     // A client of another server: the local settings do not concern it.
     let cli = match cli.into_command() {
@@ -80,6 +82,10 @@ async fn migrate(settings: Settings) -> ExitCode {
 }
 
 async fn serve(settings: Settings) -> ExitCode {
+    match assistant_runtime::open_files::raise_soft_limit() {
+        Ok((soft, _)) => log::info!("open files: up to {soft}"),
+        Err(error) => log::warn!("cannot raise the limit on open files: {error}"),
+    }
     let application = match Application::build(settings).await {
         Ok(application) => application,
         Err(error) => {

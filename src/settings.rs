@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actors::history::{HistoryConfig, WorkingMemoryConfig};
-use actors::model::providers::ProviderSettings;
+use actors::model::providers::{ProviderConfig, ProviderKind, ProviderSettings};
+use actors::model::retry::RetryPolicy;
 use actors::model::ModelId;
 use actors::prompt::profile::Profile;
 use actors::tools::HostToolConfig;
@@ -49,6 +50,8 @@ const KNOWN_KEYS: &[&str] = &[
     "LLM__PRIMARY_MODEL",
     "LLM__REQUEST_TIMEOUT_SECONDS",
     "LLM__RETRY_BACKOFF_MS",
+    "LLM__RETRY_MAX_WAIT_SECONDS",
+    "LLM__MAX_EVENT_BYTES",
     "LLM__SUMMARIZATION_MODEL",
     "LLM__WORKING_MEMORY_MODEL",
     "LLM__REQUIRE_USABLE",
@@ -127,9 +130,13 @@ pub struct Settings {
     pub primary_model: ModelId,
     /// Whether the primary model was chosen because no provider key was set.
     pub model_fallback: bool,
-    pub providers: ProviderKeys,
+    /// `openai`, `anthropic` and the `LLM__PROVIDERS__<NAME>__*` ones.
+    pub providers: Vec<ProviderConfig>,
     pub request_timeout: Duration,
-    pub retry_backoff: Duration,
+    /// `LLM__RETRY_BACKOFF_MS`, `LLM__RETRY_MAX_WAIT_SECONDS`.
+    pub retry: RetryPolicy,
+    /// `LLM__MAX_EVENT_BYTES`: the largest SSE event a provider may send.
+    pub max_event_bytes: usize,
     pub host_tools: Vec<HostToolConfig>,
     pub page_scopes: HashMap<String, Vec<String>>,
     pub invalidations: HashMap<String, Vec<String>>,
@@ -169,16 +176,6 @@ pub struct Settings {
     pub max_sessions_per_ip: usize,
     /// Attachment bytes in flight at once, per session and per process.
     pub attachment_budget: actors::session::AttachmentBudget,
-}
-
-/// The provider keys and endpoints. The keys are secrets: `Debug` prints
-/// `[REDACTED]` for them, so logging the settings cannot leak one.
-#[derive(Clone, Debug, Default)]
-pub struct ProviderKeys {
-    pub openai_api_key: Option<SecretString>,
-    pub openai_base_url: Option<String>,
-    pub anthropic_api_key: Option<SecretString>,
-    pub anthropic_base_url: Option<String>,
 }
 
 /// A setting that could not be used, with its name.
@@ -239,7 +236,9 @@ impl Settings {
         let every_key = every_key();
         for key in values.keys() {
             let owned = OWNED_PREFIXES.iter().any(|prefix| key.starts_with(prefix));
-            if owned && !every_key.contains(&key.as_str()) {
+            let known = every_key.contains(&key.as_str())
+                || crate::provider_settings::is_provider_key(key);
+            if owned && !known {
                 let hint = match near_miss::meant(key, &every_key) {
                     Some(meant) => format!("did you mean {meant}? "),
                     None => "check the spelling; ".to_string(),
@@ -264,14 +263,12 @@ impl Settings {
                 format!("{} (LLM__REQUIRE_USABLE is true)", near_miss.sentence()),
             ));
         }
-        let providers = ProviderKeys {
-            openai_api_key: get("OPENAI_API_KEY").map(SecretString::from),
-            openai_base_url: base_url(get("OPENAI_BASE_URL"), "OPENAI_BASE_URL")?,
-            anthropic_api_key: get("ANTHROPIC_API_KEY").map(SecretString::from),
-            anthropic_base_url: base_url(get("ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL")?,
-        };
+        let providers = crate::provider_settings::read(values)?;
         let (primary_model, model_fallback) = match get("LLM__PRIMARY_MODEL") {
-            Some(text) => (primary_model(text)?, false),
+            Some(text) => (
+                primary_model(text, "LLM__PRIMARY_MODEL", &providers)?,
+                false,
+            ),
             None => default_model(&providers),
         };
         if let Some(problem) = unusable_model(&primary_model, &providers) {
@@ -282,6 +279,8 @@ impl Settings {
                 ));
             }
         }
+        let request_models = request_models(get("ASSISTANT__REQUEST_MODELS"), &providers)?;
+        let history = history(&get, &providers)?;
         let mut host_tools = match get("TOOLS__HOST_TOOLS") {
             Some(text) => parse_host_tools("TOOLS__HOST_TOOLS", text)?,
             None => Vec::new(),
@@ -332,11 +331,12 @@ impl Settings {
                 "LLM__REQUEST_TIMEOUT_SECONDS",
                 120,
             )?),
-            retry_backoff: Duration::from_millis(number(
-                get("LLM__RETRY_BACKOFF_MS"),
-                "LLM__RETRY_BACKOFF_MS",
-                500,
-            )?),
+            retry: retry_policy(&get)?,
+            max_event_bytes: positive(
+                get("LLM__MAX_EVENT_BYTES"),
+                "LLM__MAX_EVENT_BYTES",
+                actors::model::DEFAULT_MAX_EVENT_BYTES,
+            )?,
             host_tools,
             page_scopes: json_setting(get("TOOLS__PAGE_SCOPES"), "TOOLS__PAGE_SCOPES")?,
             invalidations: json_setting(get("TOOLS__INVALIDATIONS"), "TOOLS__INVALIDATIONS")?,
@@ -380,7 +380,7 @@ impl Settings {
             database_required: boolean(get("DATABASE__REQUIRED"), "DATABASE__REQUIRED")?,
             database_pool_size: positive(get("DATABASE__POOL_SIZE"), "DATABASE__POOL_SIZE", 16)?,
             access: AccessSettings::from_map(values)?,
-            request_models: request_models(get("ASSISTANT__REQUEST_MODELS"))?,
+            request_models,
             turns_per_minute: number(
                 get("ASSISTANT__TURNS_PER_MINUTE"),
                 "ASSISTANT__TURNS_PER_MINUTE",
@@ -411,7 +411,7 @@ impl Settings {
                 "SOCKETIO__MAX_PAYLOAD",
                 1_000_000,
             )?,
-            history: history(&get)?,
+            history,
             mcp_servers: mcp_servers(get("MCP_CONFIG_PATH"))?,
             mcp_call_timeout: Duration::from_secs(positive(
                 get("MCP__CALL_TIMEOUT_SECONDS"),
@@ -441,14 +441,15 @@ impl Settings {
 
 /// `HISTORY__*`, `LLM__SUMMARIZATION_MODEL`, `ASSISTANT__ENABLE_WORKING_MEMORY`
 /// and `LLM__WORKING_MEMORY_MODEL`, with the Python original's defaults and ranges.
-fn history<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<HistoryConfig, SettingsError> {
+fn history<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    providers: &[ProviderConfig],
+) -> Result<HistoryConfig, SettingsError> {
     let defaults = HistoryConfig::default();
     let model = |key: &str| -> Result<Option<ModelId>, SettingsError> {
         get(key)
-            .map(|text| {
-                // Same rules as the primary model, named by this key.
-                primary_model(text).map_err(|error| bad(key, error.message))
-            })
+            // Same rules as the primary model, named by this key.
+            .map(|text| primary_model(text, key, providers))
             .transpose()
     };
     let working_memory = if boolean(
@@ -528,12 +529,10 @@ impl Settings {
     /// What the model providers are built from.
     pub fn provider_settings(&self) -> ProviderSettings {
         ProviderSettings {
-            openai_api_key: self.providers.openai_api_key.clone(),
-            openai_base_url: self.providers.openai_base_url.clone(),
-            anthropic_api_key: self.providers.anthropic_api_key.clone(),
-            anthropic_base_url: self.providers.anthropic_base_url.clone(),
+            providers: self.providers.clone(),
             request_timeout: self.request_timeout,
-            retry_backoff: self.retry_backoff,
+            retry: self.retry,
+            max_event_bytes: self.max_event_bytes,
         }
     }
 
@@ -545,19 +544,54 @@ impl Settings {
     }
 }
 
-/// The same rule as the providers' `has_credentials`: `anthropic` needs a
-/// key; `openai` a key or a base URL (local compatible servers need no key).
-fn unusable_model(model: &ModelId, providers: &ProviderKeys) -> Option<String> {
-    let missing = match model.provider() {
-        "openai" if providers.openai_api_key.is_none() && providers.openai_base_url.is_none() => {
-            "OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server)"
+/// The providers' `has_credentials` rule: an Anthropic-compatible provider
+/// needs a key; an OpenAI-compatible one a key or a base URL (local
+/// compatible servers need no key).
+fn unusable_model(model: &ModelId, providers: &[ProviderConfig]) -> Option<String> {
+    let provider = providers
+        .iter()
+        .find(|provider| provider.name == model.provider())?;
+    if provider.has_credentials() {
+        return None;
+    }
+    let missing = match (provider.name.as_str(), provider.kind) {
+        ("openai", _) => "OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server)".to_string(),
+        ("anthropic", _) => "ANTHROPIC_API_KEY".to_string(),
+        (name, ProviderKind::OpenAi) => {
+            let prefix = format!(
+                "{}{}__",
+                crate::provider_settings::PREFIX,
+                name.to_uppercase()
+            );
+            format!("{prefix}API_KEY (or {prefix}BASE_URL)")
         }
-        "anthropic" if providers.anthropic_api_key.is_none() => "ANTHROPIC_API_KEY",
-        _ => return None,
+        (name, ProviderKind::Anthropic) => format!(
+            "{}{}__API_KEY",
+            crate::provider_settings::PREFIX,
+            name.to_uppercase()
+        ),
     };
     Some(format!(
         "the default model {model} needs {missing}, which is not set"
     ))
+}
+
+/// `LLM__RETRY_*` over the one default the library uses too.
+fn retry_policy<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<RetryPolicy, SettingsError> {
+    let defaults = RetryPolicy::default();
+    Ok(RetryPolicy {
+        base_backoff: Duration::from_millis(number(
+            get("LLM__RETRY_BACKOFF_MS"),
+            "LLM__RETRY_BACKOFF_MS",
+            u64::try_from(defaults.base_backoff.as_millis()).unwrap_or(u64::MAX),
+        )?),
+        max_wait: Duration::from_secs(number(
+            get("LLM__RETRY_MAX_WAIT_SECONDS"),
+            "LLM__RETRY_MAX_WAIT_SECONDS",
+            defaults.max_wait.as_secs(),
+        )?),
+        ..defaults
+    })
 }
 
 /// `SERVER__PORT`: 1..65535, or 0 for a free port the system picks (tests).
@@ -574,24 +608,11 @@ fn port(value: Option<&str>) -> Result<u16, SettingsError> {
     }
 }
 
-/// A provider base URL must be an absolute `http` or `https` URL.
-fn base_url(value: Option<&str>, key: &str) -> Result<Option<String>, SettingsError> {
-    let Some(text) = value else {
-        return Ok(None);
-    };
-    let url = reqwest::Url::parse(text)
-        .map_err(|error| bad(key, format!("not a URL ({error}): {text:?}")))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(bad(
-            key,
-            format!("expected an http:// or https:// URL with a host, got {text:?}"),
-        ));
-    }
-    Ok(Some(text.to_string()))
-}
-
 /// `ASSISTANT__REQUEST_MODELS`: comma-separated `provider:name` ids.
-fn request_models(value: Option<&str>) -> Result<Vec<ModelId>, SettingsError> {
+fn request_models(
+    value: Option<&str>,
+    providers: &[ProviderConfig],
+) -> Result<Vec<ModelId>, SettingsError> {
     let key = "ASSISTANT__REQUEST_MODELS";
     value
         .unwrap_or("")
@@ -599,7 +620,8 @@ fn request_models(value: Option<&str>) -> Result<Vec<ModelId>, SettingsError> {
         .map(str::trim)
         .filter(|id| !id.is_empty())
         .map(|id| {
-            ModelId::parse(id).ok_or_else(|| bad(key, format!("{id:?}: expected provider:name")))
+            primary_model(id, key, providers)
+                .map_err(|error| bad(key, format!("{id:?}: {}", error.message)))
         })
         .collect()
 }
@@ -659,17 +681,31 @@ impl Settings {
 /// `LLM__PRIMARY_MODEL`: `provider:name` with a provider the runtime has.
 /// Credentials are not checked here: a named model whose provider has no key
 /// starts the runtime unhealthy (`/health` 503) rather than silently on echo.
-fn primary_model(text: &str) -> Result<ModelId, SettingsError> {
-    let key = "LLM__PRIMARY_MODEL";
+/// A model id setting (`key`): `<provider>:<model>` with a provider that exists.
+fn primary_model(
+    text: &str,
+    key: &str,
+    providers: &[ProviderConfig],
+) -> Result<ModelId, SettingsError> {
     let model = ModelId::parse(text)
         .ok_or_else(|| bad(key, "expected provider:name, e.g. openai:gpt-4o-mini"))?;
+    let known = |name: &str| providers.iter().any(|provider| provider.name == name);
     match (model.provider(), model.name()) {
-        ("openai" | "anthropic", _) | ("builtin", "echo") => Ok(model),
+        ("builtin", "echo") => Ok(model),
         ("builtin", _) => Err(bad(key, "the builtin provider has only builtin:echo")),
-        (provider, _) => Err(bad(
-            key,
-            format!("unknown provider {provider:?}; use openai, anthropic or builtin"),
-        )),
+        (provider, _) if known(provider) => Ok(model),
+        (provider, _) => {
+            let names: Vec<&str> = std::iter::once("builtin")
+                .chain(providers.iter().map(|provider| provider.name.as_str()))
+                .collect();
+            Err(bad(
+                key,
+                format!(
+                    "unknown provider {provider:?}; known: {} (add one with LLM__PROVIDERS__<NAME>__KIND)",
+                    names.join(", ")
+                ),
+            ))
+        }
     }
 }
 
@@ -688,10 +724,15 @@ fn default_idle_seconds(database_url: Option<&str>) -> u64 {
 }
 
 /// With no key at all the runtime starts on `builtin:echo` (and says so).
-fn default_model(providers: &ProviderKeys) -> (ModelId, bool) {
-    let chosen = if providers.anthropic_api_key.is_some() {
+fn default_model(providers: &[ProviderConfig]) -> (ModelId, bool) {
+    let has_key = |name: &str| {
+        providers
+            .iter()
+            .any(|provider| provider.name == name && provider.api_key.is_some())
+    };
+    let chosen = if has_key("anthropic") {
         "anthropic:claude-sonnet-4-5"
-    } else if providers.openai_api_key.is_some() {
+    } else if has_key("openai") {
         "openai:gpt-4o-mini"
     } else {
         return (ModelId::new("builtin", "echo"), true);

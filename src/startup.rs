@@ -49,8 +49,13 @@ pub struct ModelsInfo {
 /// One provider of `/api/models`.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ProviderEntry {
-    pub name: &'static str,
-    /// Whether requests can be sent (a key, or for `openai` a custom base URL).
+    /// What model ids name before the `:` (`builtin`, `openai`, `anthropic`,
+    /// or an `LLM__PROVIDERS__<NAME>` one, lowercased).
+    pub name: String,
+    /// The wire format: `openai` or `anthropic` (`None` for `builtin`).
+    pub kind: Option<&'static str>,
+    /// Whether requests can be sent (a key, or for an OpenAI-compatible
+    /// provider its own base URL).
     pub has_credentials: bool,
     /// `None` for `builtin`, which needs no network.
     pub base_url: Option<String>,
@@ -63,18 +68,20 @@ impl ModelsInfo {
     fn from_settings(settings: &Settings) -> ModelsInfo {
         let default_model = settings.primary_model.to_string();
         let mut providers = vec![ProviderEntry {
-            name: "builtin",
+            name: "builtin".to_string(),
+            kind: None,
             has_credentials: true,
             base_url: None,
             models: vec!["builtin:echo".to_string()],
         }];
-        for info in model_providers(settings).configured() {
+        for info in settings.provider_settings().configured() {
             let models = if settings.primary_model.provider() == info.name {
                 vec![default_model.clone()]
             } else {
                 Vec::new()
             };
             providers.push(ProviderEntry {
+                kind: Some(info.kind.as_str()),
                 name: info.name,
                 has_credentials: info.has_credentials,
                 base_url: Some(info.base_url),

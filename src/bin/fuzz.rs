@@ -417,6 +417,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    actors::model::tls::install_crypto_provider();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()

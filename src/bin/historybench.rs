@@ -102,7 +102,7 @@ fn main() {
 async fn run(options: Options) {
     let recorded = Arc::new(Mutex::new(Recorded::default()));
     let echo = RecordingEcho {
-        wire: OpenAiModel::new(reqwest::Client::new(), None, None, "echo"),
+        wire: OpenAiModel::new(actors::model::build_http_client(), None, None, "echo"),
         recorded: recorded.clone(),
     };
     let runtime = Runtime::new(SessionDeps {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use actors::model::providers::ModelProviders;
+use actors::model::providers::{ModelProviders, ProviderConfig, ProviderKind};
 use actors::store::postgres::PgStore;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -85,6 +85,14 @@ pub fn settings_in_effect(settings: &Settings) -> Vec<(&'static str, String)> {
         None => "(not set)".to_string(),
     };
     let plain = |value: &Option<String>| value.clone().unwrap_or_else(|| "(not set)".into());
+    let unset = ProviderConfig::new("", ProviderKind::OpenAi);
+    let provider = |name: &str| {
+        settings
+            .providers
+            .iter()
+            .find(|provider| provider.name == name)
+            .unwrap_or(&unset)
+    };
     vec![
         ("SERVER__HOST", settings.host.clone()),
         ("SERVER__PORT", settings.port.to_string()),
@@ -107,19 +115,11 @@ pub fn settings_in_effect(settings: &Settings) -> Vec<(&'static str, String)> {
                 }
             ),
         ),
-        ("OPENAI_API_KEY", set(&settings.providers.openai_api_key)),
-        (
-            "OPENAI_BASE_URL",
-            plain(&settings.providers.openai_base_url),
-        ),
-        (
-            "ANTHROPIC_API_KEY",
-            set(&settings.providers.anthropic_api_key),
-        ),
-        (
-            "ANTHROPIC_BASE_URL",
-            plain(&settings.providers.anthropic_base_url),
-        ),
+        ("OPENAI_API_KEY", set(&provider("openai").api_key)),
+        ("OPENAI_BASE_URL", plain(&provider("openai").base_url)),
+        ("ANTHROPIC_API_KEY", set(&provider("anthropic").api_key)),
+        ("ANTHROPIC_BASE_URL", plain(&provider("anthropic").base_url)),
+        ("LLM__PROVIDERS", providers_in_effect(&settings.providers)),
         (
             "DATABASE_URL",
             settings
@@ -130,6 +130,36 @@ pub fn settings_in_effect(settings: &Settings) -> Vec<(&'static str, String)> {
         ),
         ("ASSISTANT__MAX_TURNS", settings.max_turns.to_string()),
     ]
+}
+
+/// Every provider as `name (kind, base URL, key, headers, CA file)`, keys masked.
+fn providers_in_effect(providers: &[ProviderConfig]) -> String {
+    providers
+        .iter()
+        .map(|provider| {
+            let mut parts = vec![
+                provider.kind.as_str().to_string(),
+                provider.effective_base_url(),
+                match &provider.api_key {
+                    Some(key) => format!("key {}", mask(key.expose_secret())),
+                    None => "no key".to_string(),
+                },
+            ];
+            if !provider.headers.is_empty() {
+                let names: Vec<&str> = provider
+                    .headers
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                parts.push(format!("headers {}", names.join(" ")));
+            }
+            if let Some(path) = &provider.ca_file {
+                parts.push(format!("CA {}", path.display()));
+            }
+            format!("{} ({})", provider.name, parts.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A secret as `set (…wxyz)` for keys long enough that four characters reveal
@@ -173,69 +203,55 @@ fn model_check(settings: &Settings) -> Check {
 }
 
 /// Each provider that has credentials (or is the default model's) is asked
-/// for its model list: any answer proves reachability, 401/403 a refused key.
+/// for its model list, through the client turns use (its CA file and
+/// headers): any answer proves reachability, 401/403 a refused key.
 async fn provider_checks(settings: &Settings) -> Vec<Check> {
     let providers = ModelProviders::new(settings.provider_settings());
-    let client = match reqwest::Client::builder().timeout(CHECK_TIMEOUT).build() {
-        Ok(client) => client,
-        Err(error) => {
-            return vec![Check::new(
-                Verdict::Fail,
-                "providers",
-                format!("cannot build an HTTP client: {error}"),
-            )]
-        }
-    };
     let mut checks = Vec::new();
-    for info in providers.configured() {
-        let is_default = settings.primary_model.provider() == info.name;
-        if !info.has_credentials && !is_default {
-            checks.push(Check::new(
-                Verdict::Ok,
-                info.name,
-                "not configured (no key)",
-            ));
+    for provider in &settings.providers {
+        let name = provider.name.as_str();
+        let is_default = settings.primary_model.provider() == name;
+        if !provider.has_credentials() && !is_default {
+            checks.push(Check::new(Verdict::Ok, name, "not configured (no key)"));
             continue;
         }
-        if !info.has_credentials {
+        if !provider.has_credentials() {
             // model_check already failed this; no request can succeed.
             continue;
         }
         let wanted = is_default.then(|| settings.primary_model.name());
-        checks.push(probe_provider(&client, settings, info.name, &info.base_url, wanted).await);
+        let check = match providers.http_client(name) {
+            Ok(client) => probe_provider(client, provider, wanted).await,
+            Err(error) => Check::new(Verdict::Fail, name, error.to_string()),
+        };
+        checks.push(check);
     }
     checks
 }
 
 async fn probe_provider(
     client: &reqwest::Client,
-    settings: &Settings,
-    name: &str,
-    base_url: &str,
+    provider: &ProviderConfig,
     wanted: Option<&str>,
 ) -> Check {
+    let name = provider.name.as_str();
+    let base_url = provider.effective_base_url();
     let base = base_url.trim_end_matches('/');
-    let request = if name == "anthropic" {
-        let mut request = client
-            // The largest page: the whole list in one answer.
+    let mut request = match provider.kind {
+        // The largest page: the whole list in one answer.
+        ProviderKind::Anthropic => client
             .get(format!("{base}/v1/models?limit=1000"))
-            .header("anthropic-version", "2023-06-01");
-        if let Some(key) = &settings.providers.anthropic_api_key {
-            request = request.header("x-api-key", key.expose_secret());
-        }
-        request
-    } else {
-        let mut request = client.get(format!("{base}/models"));
-        if let Some(key) = &settings.providers.openai_api_key {
-            request = request.bearer_auth(key.expose_secret());
-        }
-        request
+            .header("anthropic-version", "2023-06-01"),
+        ProviderKind::OpenAi => client.get(format!("{base}/models")),
     };
-    let has_key = match name {
-        "anthropic" => settings.providers.anthropic_api_key.is_some(),
-        _ => settings.providers.openai_api_key.is_some(),
-    };
-    match request.send().await {
+    if let Some(key) = &provider.api_key {
+        request = match provider.kind {
+            ProviderKind::Anthropic => request.header("x-api-key", key.expose_secret()),
+            ProviderKind::OpenAi => request.bearer_auth(key.expose_secret()),
+        };
+    }
+    let has_key = provider.api_key.is_some();
+    match request.timeout(CHECK_TIMEOUT).send().await {
         Ok(response) if response.status().is_success() => {
             let reached = format!(
                 "{base} reachable, {}",

@@ -74,6 +74,18 @@ pub struct ModelHealth {
     pub fallback_to_echo: bool,
     /// Why the model is unhealthy, or that the runtime fell back to echo.
     pub detail: Option<String>,
+    /// Every provider model ids may name (`GET /api/models` adds base URLs).
+    pub providers: Vec<ProviderHealth>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ProviderHealth {
+    pub name: String,
+    /// `openai` or `anthropic`; null for `builtin`.
+    pub kind: Option<&'static str>,
+    /// Whether requests can be sent (a key, or for an OpenAI-compatible
+    /// provider its own base URL).
+    pub has_credentials: bool,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -102,6 +114,15 @@ pub async fn health(runtime: web::Data<Runtime>, models: web::Data<ModelsInfo>) 
                 healthy: health.model_usable,
                 fallback_to_echo: models.fallback,
                 detail: model_detail(&health.model_problem, models.fallback),
+                providers: models
+                    .providers
+                    .iter()
+                    .map(|provider| ProviderHealth {
+                        name: provider.name.clone(),
+                        kind: provider.kind,
+                        has_credentials: provider.has_credentials,
+                    })
+                    .collect(),
             },
             sessions: SessionsHealth {
                 live: health.live_sessions,

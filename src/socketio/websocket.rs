@@ -96,9 +96,25 @@ impl Stream for WsBody {
     }
 }
 
+/// Checks the upgrade request and builds the 101 answer, with actix-http's
+/// own handshake (method, `Upgrade`, `Connection`, version and key checks,
+/// and `Sec-WebSocket-Accept`).
+fn handshake(req: &HttpRequest) -> Result<HttpResponseBuilder, actix_http::ws::HandshakeError> {
+    let answer = actix_http::ws::handshake(req.head())?.finish();
+    let mut response = HttpResponse::build(answer.status());
+    response.upgrade("websocket");
+    if let Some(accept) = answer
+        .headers()
+        .get(actix_http::header::SEC_WEBSOCKET_ACCEPT)
+    {
+        response.insert_header((actix_http::header::SEC_WEBSOCKET_ACCEPT, accept.clone()));
+    }
+    Ok(response)
+}
+
 /// `transport=websocket` without sid: a new session that starts on websocket.
 pub(crate) fn open(req: &HttpRequest, payload: Payload, shared: &Arc<Shared>) -> HttpResponse {
-    let response = match actix_web_actors::ws::handshake(req) {
+    let response = match handshake(req) {
         Ok(response) => response,
         Err(_) => return EngineError::BadRequest.response(),
     };
@@ -134,7 +150,7 @@ pub(crate) async fn upgrade(
     shared: &Arc<Shared>,
     addr: Addr<Connection>,
 ) -> HttpResponse {
-    let response = match actix_web_actors::ws::handshake(req) {
+    let response = match handshake(req) {
         Ok(response) => response,
         Err(_) => return EngineError::BadRequest.response(),
     };
@@ -373,7 +389,10 @@ pub async fn serve_upgrade(
             reader.buf = BytesMut::from(&parts.read_buf[..]);
             drop(parts.read_buf);
             drop(parts.write_buf);
-            run_socket(parts.io, reader, takeover.body).await;
+            // A task of its own, so that the HTTP dispatcher's task (sized
+            // for every state of an HTTP/1 connection, over a KiB) ends here
+            // and an idle socket keeps only this smaller one.
+            actix_web::rt::spawn(run_socket(parts.io, reader, takeover.body));
             Ok(())
         }
         _ => {

@@ -117,7 +117,7 @@ fn as_caller(app: &TestApp, headers: &[(String, String)]) -> TestApp {
     TestApp {
         address: app.address.clone(),
         port: app.port,
-        client: reqwest::Client::builder()
+        client: crate::helpers::http_client_builder()
             .default_headers(map)
             .build()
             .expect("client"),

@@ -247,7 +247,7 @@ async fn serve_once(env: &[(&str, &str)]) -> (u16, String) {
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("start the server");
-    let client = reqwest::Client::new();
+    let client = crate::helpers::http_client();
     let deadline = Instant::now() + STARTUP_DEADLINE;
     let health = loop {
         if let Ok(Some(status)) = child.try_wait() {

@@ -190,7 +190,7 @@ async fn a_definition_builds_in_process_and_a_scalar_result_is_wrapped() {
     let app = TestApp {
         address: format!("http://127.0.0.1:{port}"),
         port,
-        client: reqwest::Client::new(),
+        client: crate::helpers::http_client(),
     };
     let (status, reply) = app.say("ping", "m1", "call ping {}", None).await;
     assert_eq!(status, 200, "{reply}");
@@ -283,7 +283,7 @@ async fn access_mode_host_asks_the_hosts_authenticate_hook() {
         TestApp {
             address: format!("http://127.0.0.1:{port}"),
             port,
-            client: reqwest::Client::builder()
+            client: crate::helpers::http_client_builder()
                 .default_headers(headers)
                 .build()
                 .expect("client"),

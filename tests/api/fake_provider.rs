@@ -81,6 +81,11 @@ pub enum Script {
     },
     /// Any status with this body (JSON error bodies are the realistic choice).
     Status(u16, String),
+    /// As `Status`, with these response headers.
+    StatusWithHeaders(u16, String, Vec<(String, String)>),
+    /// A 200 SSE body of one `data:` line this many bytes long that never
+    /// ends, made on the fly in 64 KiB chunks (nothing this big is held).
+    EndlessLine(usize),
     /// Never answers: not even headers.
     Hang,
     /// Raw SSE chunks, sent exactly as given.
@@ -124,6 +129,19 @@ impl Script {
         let body = json!({"error": {"type": "fake_error", "message": message}});
         Script::Status(status, body.to_string())
     }
+
+    /// `status` with extra response headers (`retry-after`, `retry-after-ms`).
+    pub fn status_with_headers(status: u16, message: &str, headers: &[(&str, &str)]) -> Script {
+        let body = json!({"error": {"type": "fake_error", "message": message}});
+        Script::StatusWithHeaders(
+            status,
+            body.to_string(),
+            headers
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect(),
+        )
+    }
 }
 
 /// One request as the fake received it.
@@ -134,6 +152,8 @@ pub struct RecordedRequest {
     pub headers: BTreeMap<String, String>,
     /// The JSON body; a string holding the raw text if it was not JSON.
     pub body: Value,
+    /// When the request arrived.
+    pub at: std::time::Instant,
 }
 
 impl RecordedRequest {
@@ -207,6 +227,11 @@ impl FakeProvider {
         self.state.scripts.lock().unwrap().push_back(script);
     }
 
+    /// Drops the queued scripts no request took.
+    pub fn discard_scripts(&self) {
+        self.state.scripts.lock().unwrap().clear();
+    }
+
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests.lock().unwrap().clone()
@@ -245,6 +270,7 @@ impl FakeState {
             path: request.path().to_string(),
             headers,
             body,
+            at: std::time::Instant::now(),
         };
         self.requests.lock().unwrap().push(recorded);
         self.scripts.lock().unwrap().pop_front()
@@ -289,6 +315,26 @@ async fn respond(script: Script) -> HttpResponse {
             HttpResponse::build(status)
                 .content_type("application/json")
                 .body(body)
+        }
+        Script::StatusWithHeaders(status, body, headers) => {
+            let status =
+                actix_web::http::StatusCode::from_u16(status).expect("valid status in script");
+            let mut response = HttpResponse::build(status);
+            for header in headers {
+                response.insert_header(header);
+            }
+            response.content_type("application/json").body(body)
+        }
+        Script::EndlessLine(bytes) => {
+            const CHUNK: usize = 64 * 1024;
+            let first = stream::once(async { Ok::<_, actix_web::Error>(Bytes::from("data: ")) });
+            let rest = stream::iter(0..bytes.div_ceil(CHUNK)).map(move |index| {
+                let size = CHUNK.min(bytes - index * CHUNK);
+                Ok(Bytes::from(vec![b'x'; size]))
+            });
+            HttpResponse::Ok()
+                .content_type("text/event-stream")
+                .streaming(first.chain(rest))
         }
         Script::Hang => std::future::pending::<HttpResponse>().await,
         Script::OpenAiStall(pieces) => {
@@ -449,7 +495,12 @@ fn sse_events(script: Script) -> Vec<String> {
                 json!({"error": {"type": error_type, "message": message}}),
             ),
         ],
-        Script::Status(..) | Script::Hang | Script::OpenAiStall(_) | Script::RawSse(_) => {
+        Script::Status(..)
+        | Script::StatusWithHeaders(..)
+        | Script::EndlessLine(_)
+        | Script::Hang
+        | Script::OpenAiStall(_)
+        | Script::RawSse(_) => {
             unreachable!("answered by respond")
         }
     }

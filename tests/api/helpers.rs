@@ -41,7 +41,7 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     TestApp {
         address: format!("http://127.0.0.1:{port}"),
         port,
-        client: reqwest::Client::new(),
+        client: crate::helpers::http_client(),
     }
 }
 
@@ -271,4 +271,15 @@ pub async fn spawn_app_owned(settings: &[(&str, String)]) -> TestApp {
         .map(|(key, value)| (*key, value.as_str()))
         .collect();
     spawn_app_with(&borrowed).await
+}
+
+/// An HTTP client for the tests. reqwest is built with rustls but without a
+/// bundled crypto provider, so ring is installed before any client is built.
+pub fn http_client() -> reqwest::Client {
+    http_client_builder().build().expect("test client builds")
+}
+
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    actors::model::tls::install_crypto_provider();
+    reqwest::Client::builder()
 }

@@ -23,6 +23,7 @@ mod postgres;
 mod process;
 mod profiles;
 mod prompt_prefix;
+mod provider_config;
 mod providers;
 mod providers_e2e;
 mod raw_ws;

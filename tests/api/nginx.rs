@@ -190,7 +190,7 @@ async fn nginx_routes_each_session_to_one_of_three_processes_over_http_and_socke
     }
     let ports: Vec<u16> = processes.iter().map(|process| process.app.port).collect();
     let nginx = Nginx::start(&ports);
-    let client = reqwest::Client::new();
+    let client = crate::helpers::http_client();
 
     // HTTP: turns routed by ?session_id=, reads routed by the path.
     let http_sessions: Vec<String> = (0..6).map(|index| format!("http{index}")).collect();

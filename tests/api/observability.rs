@@ -299,7 +299,7 @@ async fn each_request_gets_one_access_log_line_at_info() {
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("start the server");
-    let client = reqwest::Client::new();
+    let client = crate::helpers::http_client();
     let address = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while client.get(format!("{address}/livez")).send().await.is_err() {

@@ -773,6 +773,38 @@ async fn expired_sessions_are_purged_with_their_messages() {
 }
 
 #[actix_web::test]
+async fn a_deleted_session_leaves_no_message_behind_and_its_id_starts_afresh() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    for (session, id) in [("gone", "m1"), ("gone", "m2"), ("kept", "m1")] {
+        let (status, body) = app.say(session, id, "hello", None).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = app.delete("/api/sessions/gone").await;
+    assert_eq!(status, 200, "{body}");
+    let client = db.client().await;
+    let count = |session: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .query_one(
+                    "SELECT count(*) FROM messages WHERE session_id = $1",
+                    &[&session],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    assert_eq!(count("gone").await, 0);
+    assert_eq!(count("kept").await, 2);
+    // The same id again is a new session of one exchange, not the old tree.
+    let (status, body) = app.say("gone", "m1", "again", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(count("gone").await, 2);
+}
+
+#[actix_web::test]
 async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
     let db = TestDb::create().await;
     let store = PgStore::new(&db.url, 2).unwrap();
@@ -856,7 +888,7 @@ async fn owners_are_stored_and_lists_are_filtered_by_owner_in_postgres() {
         TestApp {
             address: app.address.clone(),
             port: app.port,
-            client: reqwest::Client::builder()
+            client: crate::helpers::http_client_builder()
                 .default_headers(headers)
                 .build()
                 .expect("client"),

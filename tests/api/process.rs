@@ -81,7 +81,7 @@ impl ServerProcess {
             app: TestApp {
                 address: format!("http://127.0.0.1:{port}"),
                 port,
-                client: reqwest::Client::new(),
+                client: crate::helpers::http_client(),
             },
             dir,
             log,
@@ -112,6 +112,11 @@ impl ServerProcess {
     /// The runtime's own binary (`SERVER_BINARY`) with `env`.
     pub async fn runtime(env: &[(&str, &str)]) -> ServerProcess {
         ServerProcess::start(Path::new(SERVER_BINARY), env).await
+    }
+
+    /// The process id, e.g. to read `/proc/<pid>/status`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn log_text(&self) -> String {

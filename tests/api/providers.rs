@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use actors::model::anthropic::AnthropicModel;
 use actors::model::openai::OpenAiModel;
-use actors::model::providers::{ModelProviders, ProviderSettings};
-use actors::model::retry::RetryingModel;
+use actors::model::providers::{ModelProviders, ProviderConfig, ProviderKind, ProviderSettings};
+use actors::model::retry::{RetryPolicy, RetryingModel};
 use actors::model::{
     build_http_client, AssistantPart, ChatItem, ContentPart, MediaSource, ModelClient, ModelError,
     ModelErrorKind, ModelEvent, ModelId, ModelRequest, ModelSettings, ToolResultItem, ToolSpec,
@@ -445,11 +445,11 @@ async fn error_statuses_map_to_error_kinds_for_both_providers() {
 }
 
 #[tokio::test]
-async fn rate_limit_is_retried_once_then_succeeds() {
+async fn rate_limit_is_retried_then_succeeds() {
     let fake = FakeProvider::start();
     fake.push(Script::status(429, "slow down"));
     fake.push(Script::openai_text(&["ok"]));
-    let model = RetryingModel::new(Arc::new(openai(&fake)), Duration::from_millis(10));
+    let model = RetryingModel::new(Arc::new(openai(&fake)), quick_retry());
     let events = collect(&model, request("openai", vec![user("hi")])).await;
     assert_eq!(
         events,
@@ -466,7 +466,7 @@ async fn rate_limit_is_retried_once_then_succeeds() {
 async fn auth_failure_is_not_retried() {
     let fake = FakeProvider::start();
     fake.push(Script::status(401, "bad key"));
-    let model = RetryingModel::new(Arc::new(anthropic(&fake)), Duration::from_millis(10));
+    let model = RetryingModel::new(Arc::new(anthropic(&fake)), quick_retry());
     let events = collect(&model, request("anthropic", vec![user("hi")])).await;
     assert_eq!(error_kind(&events), Some(ModelErrorKind::ProviderAuth));
     assert_eq!(fake.requests().len(), 1);
@@ -511,12 +511,15 @@ async fn closed_port_is_a_connection_error() {
 #[tokio::test]
 async fn providers_route_model_ids_to_the_configured_endpoints() {
     let fake = FakeProvider::start();
+    let mut openai = ProviderConfig::new("openai", ProviderKind::OpenAi);
+    openai.base_url = Some(fake.base_url_openai());
+    let mut anthropic = ProviderConfig::new("anthropic", ProviderKind::Anthropic);
+    anthropic.api_key = Some("ak-test".into());
+    anthropic.base_url = Some(fake.base_url_anthropic());
     let providers = ModelProviders::new(ProviderSettings {
-        openai_base_url: Some(fake.base_url_openai()),
-        anthropic_api_key: Some("ak-test".into()),
-        anthropic_base_url: Some(fake.base_url_anthropic()),
+        providers: vec![openai, anthropic],
         request_timeout: TEST_IDLE_TIMEOUT,
-        retry_backoff: Duration::from_millis(10),
+        retry: quick_retry(),
         ..ProviderSettings::default()
     });
     for id in ["openai:gpt-local", "anthropic:claude-x"] {
@@ -539,4 +542,11 @@ async fn providers_route_model_ids_to_the_configured_endpoints() {
         value,
         json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
     );
+}
+
+fn quick_retry() -> RetryPolicy {
+    RetryPolicy {
+        base_backoff: Duration::from_millis(10),
+        ..RetryPolicy::default()
+    }
 }

@@ -203,9 +203,9 @@ async fn models_route_lists_configured_providers_and_the_default_model() {
             "default_model": "anthropic:claude-test",
             "fallback": false,
             "providers": [
-                {"name": "builtin", "has_credentials": true, "base_url": null, "models": ["builtin:echo"]},
-                {"name": "openai", "has_credentials": false, "base_url": "https://api.openai.com/v1", "models": []},
-                {"name": "anthropic", "has_credentials": true, "base_url": fake.base_url_anthropic(), "models": ["anthropic:claude-test"]},
+                {"name": "builtin", "kind": null, "has_credentials": true, "base_url": null, "models": ["builtin:echo"]},
+                {"name": "openai", "kind": "openai", "has_credentials": false, "base_url": "https://api.openai.com/v1", "models": []},
+                {"name": "anthropic", "kind": "anthropic", "has_credentials": true, "base_url": fake.base_url_anthropic(), "models": ["anthropic:claude-test"]},
             ]
         })
     );
@@ -655,7 +655,8 @@ async fn reference_images_are_native_stored_and_replayed_the_screenshot_only_via
 
 // ---- the error table -------------------------------------------------------
 
-/// One upstream failure: the scripts it takes (two when it is retried).
+/// One upstream failure: the scripts it takes (three when it is safe to
+/// resend: refused before streaming with 429 or 5xx).
 struct FailureCase {
     label: &'static str,
     scripts: Vec<Script>,
@@ -664,11 +665,11 @@ struct FailureCase {
 }
 
 fn failure_cases(provider: Provider) -> Vec<FailureCase> {
-    let twice = |script: Script| vec![script.clone(), script];
+    let thrice = |script: Script| vec![script.clone(), script.clone(), script];
     let mut cases = vec![
         FailureCase {
             label: "429",
-            scripts: twice(Script::status(429, "slow down")),
+            scripts: thrice(Script::status(429, "slow down")),
             error_type: "rate_limit",
             retry_allowed: true,
         },
@@ -698,19 +699,20 @@ fn failure_cases(provider: Provider) -> Vec<FailureCase> {
         },
         FailureCase {
             label: "500",
-            scripts: twice(Script::status(500, "oops")),
+            scripts: thrice(Script::status(500, "oops")),
             error_type: "provider_error",
             retry_allowed: true,
         },
         FailureCase {
             label: "503",
-            scripts: twice(Script::status(503, "down")),
+            scripts: thrice(Script::status(503, "down")),
             error_type: "provider_error",
             retry_allowed: true,
         },
         FailureCase {
             label: "hang",
-            scripts: twice(Script::Hang),
+            // Silence is not resent: the provider may be working on it.
+            scripts: vec![Script::Hang],
             error_type: "timeout",
             retry_allowed: true,
         },
@@ -722,7 +724,8 @@ fn failure_cases(provider: Provider) -> Vec<FailureCase> {
         };
         cases.push(FailureCase {
             label: "overloaded event",
-            scripts: twice(overloaded),
+            // Streaming had begun: not resent.
+            scripts: vec![overloaded],
             error_type: "provider_error",
             retry_allowed: true,
         });
@@ -793,7 +796,7 @@ async fn each_upstream_failure_gives_its_error_type_a_clean_end_and_a_usable_ses
             assert_eq!(
                 fake.requests().len() - n_before,
                 n_attempts,
-                "{label}: one retry when retryable"
+                "{label}: resent only when safe"
             );
             // Over HTTP the same failure is a 500 whose type is the error_type.
             if case.label != "hang" {
@@ -981,6 +984,7 @@ async fn request_config_only_lowers_ceilings_and_picks_the_provider() {
         "8000 asked, 4000 allowed"
     );
     // The same session moves to Anthropic for one request, with a lower budget.
+    fake.discard_scripts();
     fake.push(Script::anthropic_text(&["ok"]));
     let (status, body) = app
         .post_chat(&json!({"id": "m2", "session_id": "config", "content": "switch",

@@ -128,11 +128,16 @@ async fn node_client_gets_connect_error_for_unknown_namespace(kind: ServerKind) 
 
 // Raw Engine.IO over HTTP.
 
+/// One client per test thread: building one loads the system's roots, too
+/// slow to repeat per request within the fast ping periods.
 fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(EVENTUALLY)
-        .build()
-        .expect("reqwest client")
+    thread_local! {
+        static CLIENT: reqwest::Client = crate::helpers::http_client_builder()
+            .timeout(EVENTUALLY)
+            .build()
+            .expect("reqwest client");
+    }
+    CLIENT.with(Clone::clone)
 }
 
 /// Opens a polling session; returns its sid.

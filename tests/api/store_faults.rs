@@ -129,7 +129,7 @@ async fn spawn_flaky() -> (TestApp, Arc<FlakyStore>) {
     let app = TestApp {
         address: format!("http://127.0.0.1:{port}"),
         port,
-        client: reqwest::Client::new(),
+        client: crate::helpers::http_client(),
     };
     (app, store)
 }

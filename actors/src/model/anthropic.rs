@@ -4,6 +4,7 @@
 //! nothing else.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -13,7 +14,7 @@ use super::sse::SseEvent;
 use super::wire::{self, Decoder, Outbox};
 use super::{
     AssistantPart, ChatItem, ContentPart, MediaSource, ModelClient, ModelError, ModelErrorKind,
-    ModelEvent, ModelRequest, ModelStream, TokenUsage, ToolResultItem, Transcript,
+    ModelEvent, ModelRequest, ModelStream, Resend, TokenUsage, ToolResultItem, Transcript,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -39,6 +40,10 @@ pub struct AnthropicModel {
     pub model: String,
     /// Longest silence allowed before headers and between chunks.
     pub idle_timeout: Duration,
+    /// Largest SSE event or line accepted from the provider.
+    pub max_event_bytes: usize,
+    /// Names the provider in error messages (its configured name).
+    pub label: Arc<str>,
 }
 
 impl AnthropicModel {
@@ -56,11 +61,23 @@ impl AnthropicModel {
             api_key,
             model: model.into(),
             idle_timeout: wire::DEFAULT_IDLE_TIMEOUT,
+            max_event_bytes: wire::DEFAULT_MAX_EVENT_BYTES,
+            label: Arc::from("Anthropic"),
         }
     }
 
     pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> AnthropicModel {
         self.idle_timeout = idle_timeout;
+        self
+    }
+
+    pub fn with_max_event_bytes(mut self, max_event_bytes: usize) -> AnthropicModel {
+        self.max_event_bytes = max_event_bytes;
+        self
+    }
+
+    pub fn with_label(mut self, label: &str) -> AnthropicModel {
+        self.label = Arc::from(label);
         self
     }
 
@@ -142,9 +159,12 @@ impl ModelClient for AnthropicModel {
             http_request = http_request.header("x-api-key", api_key.expose_secret());
         }
         wire::stream_sse(
-            "Anthropic",
+            Arc::clone(&self.label),
             http_request,
-            self.idle_timeout,
+            wire::StreamLimits {
+                idle_timeout: self.idle_timeout,
+                max_event_bytes: self.max_event_bytes,
+            },
             EventDecoder::default(),
         )
     }
@@ -444,6 +464,7 @@ impl Decoder for EventDecoder {
             Err(error) => {
                 out.push_back(Err(ModelError {
                     kind: ModelErrorKind::ProviderError,
+                    resend: Resend::Never,
                     message: wire::truncate(&format!(
                         "Anthropic sent an unreadable event ({error}): {}",
                         event.data
@@ -490,6 +511,7 @@ impl Decoder for EventDecoder {
     fn end(&mut self, out: &mut Outbox) {
         out.push_back(Err(ModelError {
             kind: ModelErrorKind::ProviderError,
+            resend: Resend::Never,
             message: "Anthropic stream ended before message_stop".to_string(),
         }));
     }
@@ -515,6 +537,7 @@ fn stream_error(error: &Value) -> ModelError {
         .unwrap_or_default();
     ModelError {
         kind,
+        resend: Resend::Never,
         message: wire::truncate(&format!("Anthropic stream error {error_type}: {text}")),
     }
 }
@@ -541,7 +564,7 @@ mod tests {
     }
 
     fn model() -> AnthropicModel {
-        AnthropicModel::new(reqwest::Client::new(), None, None, "claude-test")
+        AnthropicModel::new(super::wire::build_http_client(), None, None, "claude-test")
     }
 
     fn request(messages: Vec<ChatItem>, settings: ModelSettings) -> ModelRequest {

@@ -7,7 +7,8 @@ use futures_util::stream::{self, StreamExt};
 
 use super::echo::EchoModel;
 use super::{
-    ModelClient, ModelError, ModelErrorKind, ModelId, ModelRequest, ModelStream, SharedModelClient,
+    ModelClient, ModelError, ModelErrorKind, ModelId, ModelRequest, ModelStream, Resend,
+    SharedModelClient,
 };
 
 pub trait ModelCatalog: Send + Sync {
@@ -80,6 +81,7 @@ impl ModelClient for UnconfiguredModel {
     fn stream(&self, _request: ModelRequest) -> ModelStream {
         let error = ModelError {
             kind: ModelErrorKind::ProviderAuth,
+            resend: Resend::Never,
             message: self.reason.clone(),
         };
         stream::once(async move { Err(error) }).boxed()

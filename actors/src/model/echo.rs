@@ -25,7 +25,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{
     ChatItem, ContentPart, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
-    ModelStream, TokenUsage, Transcript,
+    ModelStream, Resend, TokenUsage, Transcript,
 };
 use crate::error_type::ErrorType;
 use crate::text::join;
@@ -237,6 +237,7 @@ fn provider_failure(kind: &str) -> ModelError {
     };
     ModelError {
         kind,
+        resend: Resend::Never,
         message: format!("builtin:echo was asked to fail with {}", kind.as_str()),
     }
 }

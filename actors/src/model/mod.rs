@@ -13,11 +13,12 @@ pub mod pricing;
 pub mod providers;
 pub mod retry;
 pub mod sse;
+pub mod tls;
 mod transcript;
 mod wire;
 
 pub use transcript::{Transcript, TranscriptChunk};
-pub use wire::{build_http_client, CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
+pub use wire::{build_http_client, CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_EVENT_BYTES};
 
 use std::fmt;
 use std::sync::Arc;
@@ -272,6 +273,24 @@ impl ModelErrorKind {
 pub struct ModelError {
     pub kind: ModelErrorKind,
     pub message: String,
+    /// Whether `RetryingModel` may send the request again, decided where
+    /// the failure was seen (only the transport knows what reached the provider).
+    pub resend: Resend,
+}
+
+/// Whether sending the same request again is safe and may succeed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Resend {
+    /// The provider may have started work (a response began, or it went
+    /// silent), or it will refuse again (4xx other than 429).
+    #[default]
+    Never,
+    /// Safe, after an exponential backoff: the connection failed before any
+    /// byte of a response, or the provider answered 429 or 5xx before
+    /// streaming began, without saying when to come back.
+    Backoff,
+    /// Safe, after the wait the provider named (`retry-after`, `retry-after-ms`).
+    After(std::time::Duration),
 }
 
 impl fmt::Display for ModelError {

@@ -4,6 +4,7 @@
 //! works through `base_url`. It translates wire formats and nothing else.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -13,7 +14,7 @@ use super::sse::SseEvent;
 use super::wire::{self, Decoder, Outbox};
 use super::{
     AssistantPart, ChatItem, ContentPart, MediaSource, ModelClient, ModelError, ModelErrorKind,
-    ModelEvent, ModelRequest, ModelStream, TokenUsage, ToolResultItem,
+    ModelEvent, ModelRequest, ModelStream, Resend, TokenUsage, ToolResultItem,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -36,6 +37,10 @@ pub struct OpenAiModel {
     pub model: String,
     /// Longest silence allowed before headers and between chunks.
     pub idle_timeout: Duration,
+    /// Largest SSE event or line accepted from the provider.
+    pub max_event_bytes: usize,
+    /// Names the provider in error messages (its configured name).
+    pub label: Arc<str>,
 }
 
 impl OpenAiModel {
@@ -53,11 +58,23 @@ impl OpenAiModel {
             api_key,
             model: model.into(),
             idle_timeout: wire::DEFAULT_IDLE_TIMEOUT,
+            max_event_bytes: wire::DEFAULT_MAX_EVENT_BYTES,
+            label: Arc::from("OpenAI"),
         }
     }
 
     pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> OpenAiModel {
         self.idle_timeout = idle_timeout;
+        self
+    }
+
+    pub fn with_max_event_bytes(mut self, max_event_bytes: usize) -> OpenAiModel {
+        self.max_event_bytes = max_event_bytes;
+        self
+    }
+
+    pub fn with_label(mut self, label: &str) -> OpenAiModel {
+        self.label = Arc::from(label);
         self
     }
 
@@ -144,9 +161,12 @@ impl ModelClient for OpenAiModel {
             http_request = http_request.bearer_auth(api_key.expose_secret());
         }
         wire::stream_sse(
-            "OpenAI",
+            Arc::clone(&self.label),
             http_request,
-            self.idle_timeout,
+            wire::StreamLimits {
+                idle_timeout: self.idle_timeout,
+                max_event_bytes: self.max_event_bytes,
+            },
             ChunkDecoder::default(),
         )
     }
@@ -454,6 +474,7 @@ impl Decoder for ChunkDecoder {
             Err(error) => {
                 out.push_back(Err(ModelError {
                     kind: ModelErrorKind::ProviderError,
+                    resend: Resend::Never,
                     message: wire::truncate(&format!(
                         "OpenAI sent an unreadable chunk ({error}): {}",
                         event.data
@@ -525,6 +546,7 @@ fn stream_error(error: &Value) -> ModelError {
     };
     ModelError {
         kind,
+        resend: Resend::Never,
         message: wire::truncate(&format!("OpenAI stream error: {text}")),
     }
 }
@@ -564,7 +586,7 @@ mod tests {
 
     fn model() -> OpenAiModel {
         OpenAiModel::new(
-            reqwest::Client::new(),
+            super::wire::build_http_client(),
             Some("http://localhost:1/v1/".into()),
             None,
             "gpt-test",

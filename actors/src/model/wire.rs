@@ -4,14 +4,15 @@
 //! shapes belong to each adapter's `Decoder`; this file never looks inside them.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use futures_util::stream::{self, StreamExt};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::Value;
 
-use super::sse::{SseEvent, SseParser};
-use super::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
+use super::sse::{EventTooLarge, SseEvent, SseParser};
+use super::{ModelError, ModelErrorKind, ModelEvent, ModelStream, Resend};
 
 /// How long establishing a TCP/TLS connection may take: a provider that does
 /// not accept within this is down or unreachable, and waiting longer only
@@ -27,14 +28,56 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// cause, short enough for logs and the client's error sentence.
 const MAX_ERROR_CHARS: usize = 500;
 
-/// The HTTP client both adapters share: one connection pool per process.
+/// Default largest SSE event (or line) a provider may send: far above any
+/// real delta or tool call, small enough that a provider or proxy sending
+/// one endless line cannot exhaust memory (`LLM__MAX_EVENT_BYTES`).
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
+
+/// The HTTP client the providers without a CA file or headers of their own
+/// share: one connection pool per process (`tls` says what it trusts).
 pub fn build_http_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    http_client(&[], reqwest::header::HeaderMap::new())
+        .expect("reqwest client with rustls and the bundled roots builds")
+}
+
+/// A client trusting `extra_cas` besides the system's and the bundled roots,
+/// sending `headers` with every request. Fails only when a CA certificate
+/// cannot be used.
+pub fn http_client(
+    extra_cas: &[reqwest::Certificate],
+    headers: reqwest::header::HeaderMap,
+) -> Result<reqwest::Client, String> {
+    super::tls::client_builder(extra_cas)
         .connect_timeout(CONNECT_TIMEOUT)
+        .default_headers(headers)
         .build()
-        // Building only fails when the TLS backend cannot initialise; rustls
-        // is compiled in and needs no system configuration.
-        .expect("reqwest client with rustls builds")
+        .map_err(|error| {
+            let mut message = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            message
+        })
+}
+
+/// Bounds on one streamed response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Longest silence allowed before headers and between chunks.
+    pub idle_timeout: Duration,
+    /// Largest SSE event or line; over it the turn fails as `provider_error`.
+    pub max_event_bytes: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> StreamLimits {
+        StreamLimits {
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
 }
 
 /// Collected events from one decoding step. An `Err` ends the stream.
@@ -54,16 +97,16 @@ pub(crate) trait Decoder: Send + Sync + 'static {
 /// Nothing happens before the first poll, and dropping the stream drops the
 /// connection, which is how a cancelled turn stops the provider's work.
 pub(crate) fn stream_sse<D: Decoder>(
-    provider: &'static str,
+    provider: Arc<str>,
     request: RequestBuilder,
-    idle_timeout: Duration,
+    limits: StreamLimits,
     decoder: D,
 ) -> ModelStream {
     let reader = Reader {
         provider,
-        idle_timeout,
+        idle_timeout: limits.idle_timeout,
         phase: Phase::Pending(request),
-        parser: SseParser::new(),
+        parser: SseParser::with_max_event_bytes(limits.max_event_bytes),
         decoder,
         outbox: VecDeque::new(),
     };
@@ -103,6 +146,58 @@ pub(crate) fn kind_for_status(status: StatusCode) -> ModelErrorKind {
         400..=499 => ModelErrorKind::ProviderClientError,
         _ => ModelErrorKind::ProviderError,
     }
+}
+
+/// Most of an error response's body read: the message is cut to
+/// `MAX_ERROR_CHARS` anyway, and a provider (or proxy) answering an error
+/// with an endless body must not fill memory.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The start of an error response's body, as text.
+async fn error_body(mut response: Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY_BYTES);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// Whether a request refused with `status` may be sent again, and when:
+/// 429 and 5xx came before any streaming, so nothing was produced. The
+/// provider's `retry-after-ms` (OpenAI) wins over `retry-after` (seconds or
+/// an HTTP date, RFC 9110).
+pub(crate) fn resend_for_status(
+    status: StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    now: SystemTime,
+) -> Resend {
+    if status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error() {
+        return Resend::Never;
+    }
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let after_ms = header("retry-after-ms")
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+    let after = after_ms.or_else(|| header("retry-after").and_then(|text| retry_after(text, now)));
+    match after {
+        Some(wait) => Resend::After(wait),
+        None => Resend::Backoff,
+    }
+}
+
+/// `retry-after`: delay seconds, or an HTTP date (a date in the past is no wait).
+fn retry_after(text: &str, now: SystemTime) -> Option<Duration> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = httpdate::parse_http_date(text).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// Decodes standard base64 (padding optional, whitespace ignored) as UTF-8
@@ -152,7 +247,7 @@ enum Phase {
 
 struct Reader<D> {
     /// Names the provider in error messages.
-    provider: &'static str,
+    provider: Arc<str>,
     idle_timeout: Duration,
     phase: Phase,
     parser: SseParser,
@@ -189,8 +284,12 @@ impl<D: Decoder> Reader<D> {
                         self.end_of_body();
                         continue;
                     };
+                    let events = match self.parser.push(&chunk) {
+                        Ok(events) => events,
+                        Err(too_large) => return Some(Err(self.too_large_error(too_large))),
+                    };
                     let mut complete = false;
-                    for event in self.parser.push(&chunk) {
+                    for event in events {
                         if self.decoder.event(event, &mut self.outbox) {
                             complete = true;
                             break;
@@ -210,19 +309,28 @@ impl<D: Decoder> Reader<D> {
     async fn open(&self, request: RequestBuilder) -> Result<Response, ModelError> {
         let response = match tokio::time::timeout(self.idle_timeout, request.send()).await {
             Err(_) => return Err(self.idle_error()),
-            Ok(Err(error)) => return Err(self.transport_error(error)),
+            Ok(Err(error)) => {
+                let mut failure = self.transport_error(error);
+                // No byte of a response came: the provider cannot have
+                // started answering, so sending again duplicates nothing.
+                if failure.kind == ModelErrorKind::ConnectionError {
+                    failure.resend = Resend::Backoff;
+                }
+                return Err(failure);
+            }
             Ok(Ok(response)) => response,
         };
         let status = response.status();
         if status.is_success() {
             return Ok(response);
         }
-        let body = match tokio::time::timeout(self.idle_timeout, response.text()).await {
-            Ok(Ok(body)) => body,
-            _ => String::new(),
-        };
+        let resend = resend_for_status(status, response.headers(), SystemTime::now());
+        let body = tokio::time::timeout(self.idle_timeout, error_body(response))
+            .await
+            .unwrap_or_default();
         Err(ModelError {
             kind: kind_for_status(status),
+            resend,
             message: format!(
                 "{} answered HTTP {}: {}",
                 self.provider,
@@ -242,9 +350,21 @@ impl<D: Decoder> Reader<D> {
         }
     }
 
+    fn too_large_error(&self, too_large: EventTooLarge) -> ModelError {
+        ModelError {
+            kind: ModelErrorKind::ProviderError,
+            message: format!(
+                "{} sent an event or line longer than {} bytes (LLM__MAX_EVENT_BYTES); the response was abandoned",
+                self.provider, too_large.limit
+            ),
+            resend: Resend::Never,
+        }
+    }
+
     fn idle_error(&self) -> ModelError {
         ModelError {
             kind: ModelErrorKind::Timeout,
+            resend: Resend::Never,
             message: format!("{} sent nothing for {:?}", self.provider, self.idle_timeout),
         }
     }
@@ -267,6 +387,7 @@ impl<D: Decoder> Reader<D> {
         }
         ModelError {
             kind,
+            resend: Resend::Never,
             message: truncate(&message),
         }
     }
@@ -292,6 +413,41 @@ mod tests {
         check(404, ModelErrorKind::ProviderClientError);
         check(500, ModelErrorKind::ProviderError);
         check(529, ModelErrorKind::ProviderError);
+    }
+
+    #[test]
+    fn only_429_and_5xx_may_be_resent_when_the_provider_says() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let resend = |status: u16, headers: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                map.insert(*name, HeaderValue::from_str(value).unwrap());
+            }
+            resend_for_status(StatusCode::from_u16(status).unwrap(), &map, now)
+        };
+        assert_eq!(resend(400, &[("retry-after", "1")]), Resend::Never);
+        assert_eq!(resend(401, &[]), Resend::Never);
+        assert_eq!(resend(500, &[]), Resend::Backoff);
+        assert_eq!(resend(429, &[("retry-after", "soon")]), Resend::Backoff);
+        assert_eq!(
+            resend(429, &[("retry-after", "3")]),
+            Resend::After(Duration::from_secs(3))
+        );
+        assert_eq!(
+            resend(503, &[("retry-after", "3"), ("retry-after-ms", "250")]),
+            Resend::After(Duration::from_millis(250))
+        );
+        let in_ten_seconds = httpdate::fmt_http_date(now + Duration::from_secs(10));
+        assert_eq!(
+            resend(429, &[("retry-after", &in_ten_seconds)]),
+            Resend::After(Duration::from_secs(10))
+        );
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(10));
+        assert_eq!(
+            resend(429, &[("retry-after", &past)]),
+            Resend::After(Duration::ZERO)
+        );
     }
 
     #[test]

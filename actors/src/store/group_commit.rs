@@ -179,7 +179,9 @@ fn is_lost_race(error: &tokio_postgres::Error) -> bool {
 ///   processes' batches lock them in the same order and cannot deadlock;
 /// - `updated` changes a row only while it still has the version its writer
 ///   loaded (under READ COMMITTED, a row another transaction changed first is
-///   re-checked against its new version, and skipped);
+///   re-checked against its new version, and skipped); it moves `updated_at`
+///   (indexed, for the TTL purge) only when that is over a minute old, so
+///   most updates change no indexed column and are HOT: no index entries;
 /// - `created` inserts a new session once: a second creator finds the row;
 /// - `stored` appends (in array order, which keeps `seq` in tree order) or
 ///   replaces the messages of the sessions that were written, and only those.
@@ -199,7 +201,9 @@ const WRITE_BATCH: &str = "
     ),
     updated AS (
         UPDATE sessions AS s SET
-            owner_id = v.owner_id, title = v.title, updated_at = now(),
+            owner_id = v.owner_id, title = v.title,
+            updated_at = CASE WHEN s.updated_at >= now() - interval '1 minute'
+                              THEN s.updated_at ELSE now() END,
             turn_number = v.turn_number, active_leaf = v.active_leaf,
             host_context = v.host_context::json, pending_action = v.pending_action::json,
             version = nextval('session_versions')

@@ -32,6 +32,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_session_owner.sql",
         sql: include_str!("../../../sql/0003_session_owner.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_lean_turn_writes.sql",
+        sql: include_str!("../../../sql/0009_lean_turn_writes.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migrations across processes

@@ -14,7 +14,7 @@ use deadpool_postgres::{
 };
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{IsolationLevel, NoTls};
+use tokio_postgres::NoTls;
 
 use super::group_commit::{GroupCommit, SessionWrite};
 use super::migrations;
@@ -371,33 +371,25 @@ impl MessageRow {
     }
 }
 
-/// Raw rows of one session, read in one snapshot.
-type LoadedRows = Option<(tokio_postgres::Row, Vec<tokio_postgres::Row>)>;
+/// A session's row and the JSON of its messages in tree order, read in one
+/// snapshot.
+type LoadedRows = Option<(tokio_postgres::Row, Vec<String>)>;
 
-async fn load_rows(client: &mut Object, id: &str) -> Result<LoadedRows, tokio_postgres::Error> {
-    let transaction = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
-    let session = transaction
-        .prepare_cached(
-            "SELECT owner_id, title, created_at, turn_number, active_leaf,
-                    host_context::text, pending_action::text, version
-             FROM sessions WHERE id = $1",
-        )
-        .await?;
-    let Some(session_row) = transaction.query_opt(&session, &[&id]).await? else {
-        transaction.commit().await?;
+/// One statement (one snapshot, one round trip): the session row with its
+/// messages' bodies as an array, sorted by `seq` through the primary key.
+const LOAD_SESSION: &str = "
+    SELECT owner_id, title, created_at, turn_number, active_leaf,
+           host_context::text, pending_action::text, version,
+           ARRAY(SELECT m.body::text FROM messages m WHERE m.session_id = s.id ORDER BY m.seq)
+    FROM sessions s WHERE s.id = $1";
+
+async fn load_rows(client: &Object, id: &str) -> Result<LoadedRows, tokio_postgres::Error> {
+    let statement = client.prepare_cached(LOAD_SESSION).await?;
+    let Some(row) = client.query_opt(&statement, &[&id]).await? else {
         return Ok(None);
     };
-    let messages = transaction
-        .prepare_cached("SELECT body::text FROM messages WHERE session_id = $1 ORDER BY seq")
-        .await?;
-    let message_rows = transaction.query(&messages, &[&id]).await?;
-    transaction.commit().await?;
-    Ok(Some((session_row, message_rows)))
+    let messages: Vec<String> = row.try_get(8)?;
+    Ok(Some((row, messages)))
 }
 
 /// The JSON text in a session's rows.
@@ -405,12 +397,8 @@ fn n_bytes(rows: &LoadedRows) -> usize {
     let Some((session, messages)) = rows else {
         return 0;
     };
-    let text_len = |row: &tokio_postgres::Row, column: usize| {
-        row.get::<_, Option<&str>>(column).map_or(0, str::len)
-    };
-    text_len(session, 5)
-        + text_len(session, 6)
-        + messages.iter().map(|row| text_len(row, 0)).sum::<usize>()
+    let text_len = |column: usize| session.get::<_, Option<&str>>(column).map_or(0, str::len);
+    text_len(5) + text_len(6) + messages.iter().map(String::len).sum::<usize>()
 }
 
 fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnapshot>> {
@@ -437,7 +425,7 @@ fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnaps
     };
     let messages = messages
         .iter()
-        .map(|row| from_json::<Message>("message", row.get(0)).map(Arc::new))
+        .map(|body| from_json::<Message>("message", body).map(Arc::new))
         .collect::<StoreResult<Vec<_>>>()?;
     Ok(Some(SessionSnapshot {
         record,
@@ -446,13 +434,65 @@ fn snapshot(id: &SessionId, rows: LoadedRows) -> StoreResult<Option<SessionSnaps
     }))
 }
 
+/// The sessions a delete removes.
+enum DeleteWhich<'a> {
+    One(&'a str),
+    /// Not written for this many milliseconds.
+    IdleFor(i64),
+}
+
+/// Deletes sessions and then their messages, in one transaction. The
+/// second statement runs once the session rows are deleted (and so locked
+/// until commit): it sees every message a write committed before, and no
+/// later write can add one, since a write stores messages only for a
+/// session row it has just updated or created.
+async fn delete_sessions(
+    client: &mut Object,
+    which: DeleteWhich<'_>,
+) -> Result<u64, tokio_postgres::Error> {
+    let transaction = client.transaction().await?;
+    let ids: Vec<String> = match which {
+        DeleteWhich::One(id) => {
+            let statement = transaction
+                .prepare_cached("DELETE FROM sessions WHERE id = $1 RETURNING id")
+                .await?;
+            transaction.query(&statement, &[&id]).await?
+        }
+        // A write moves `updated_at` only once it is a minute old
+        // (`group_commit`), so a session counts as idle for a minute
+        // longer: never deleted sooner than the TTL after its last write.
+        DeleteWhich::IdleFor(millis) => {
+            let statement = transaction
+                .prepare_cached(
+                    "DELETE FROM sessions
+                     WHERE updated_at < now() - interval '1 minute'
+                                        - $1::bigint * interval '1 millisecond'
+                     RETURNING id",
+                )
+                .await?;
+            transaction.query(&statement, &[&millis]).await?
+        }
+    }
+    .iter()
+    .map(|row| row.get(0))
+    .collect();
+    if !ids.is_empty() {
+        let statement = transaction
+            .prepare_cached("DELETE FROM messages WHERE session_id = ANY($1)")
+            .await?;
+        transaction.execute(&statement, &[&ids]).await?;
+    }
+    transaction.commit().await?;
+    Ok(ids.len() as u64)
+}
+
 impl Store for PgStore {
     fn load(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<Option<SessionSnapshot>>> {
         let shared = self.shared.clone();
         let id = id.clone();
         self.run(async move {
-            let mut client = shared.client().await?;
-            let rows = load_rows(&mut client, id.as_str()).await;
+            let client = shared.client().await?;
+            let rows = load_rows(&client, id.as_str()).await;
             let rows = settle(client, rows)?;
             // Megabytes take milliseconds to decode (`offload`).
             if n_bytes(&rows) <= crate::offload::INLINE_BYTES {
@@ -536,11 +576,8 @@ impl Store for PgStore {
         let shared = self.shared.clone();
         let id = id.to_string();
         self.run(async move {
-            let client = shared.client().await?;
-            // Messages go with the row (ON DELETE CASCADE), in the same statement.
-            let deleted = client
-                .execute("DELETE FROM sessions WHERE id = $1", &[&id])
-                .await;
+            let mut client = shared.client().await?;
+            let deleted = delete_sessions(&mut client, DeleteWhich::One(&id)).await;
             Ok(settle(client, deleted)? > 0)
         })
     }
@@ -549,14 +586,8 @@ impl Store for PgStore {
         let shared = self.shared.clone();
         let ttl_millis = ttl.as_millis().min(i64::MAX as u128) as i64;
         self.run(async move {
-            let client = shared.client().await?;
-            let deleted = client
-                .execute(
-                    "DELETE FROM sessions
-                     WHERE updated_at < now() - $1::bigint * interval '1 millisecond'",
-                    &[&ttl_millis],
-                )
-                .await;
+            let mut client = shared.client().await?;
+            let deleted = delete_sessions(&mut client, DeleteWhich::IdleFor(ttl_millis)).await;
             settle(client, deleted)
         })
     }
@@ -574,10 +605,14 @@ impl Store for PgStore {
         let shared = self.shared.clone();
         self.run(async move {
             let client = shared.client().await?;
-            let counted = client
-                .query_one("SELECT count(*) FROM sessions", &[])
-                .await
-                .map(|row| row.get::<_, i64>(0).max(0) as u64);
+            let counted = async {
+                let statement = client
+                    .prepare_cached("SELECT count(*) FROM sessions")
+                    .await?;
+                let row = client.query_one(&statement, &[]).await?;
+                Ok(row.get::<_, i64>(0).max(0) as u64)
+            }
+            .await;
             settle(client, counted)
         })
     }
