@@ -170,6 +170,8 @@ async fn socket_io_under_the_prefix_streams_a_turn_with_python_socketio() {
     )
     .await;
     assert_eq!(run["connected"], true, "{run}: {}", server.log_text());
+    // Upgraded inside the host's own HttpServer (the dispatcher's websocket).
+    assert_eq!(run["transport"], "websocket", "{run}");
     let events: Vec<&str> = run["events"]
         .as_array()
         .expect("events")
