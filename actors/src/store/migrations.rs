@@ -20,22 +20,22 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_init.sql",
-        sql: include_str!("../../../sql/0001_init.sql"),
+        sql: include_str!("../../sql/0001_init.sql"),
     },
     Migration {
         version: 2,
         name: "0002_session_version.sql",
-        sql: include_str!("../../../sql/0002_session_version.sql"),
+        sql: include_str!("../../sql/0002_session_version.sql"),
     },
     Migration {
         version: 3,
         name: "0003_session_owner.sql",
-        sql: include_str!("../../../sql/0003_session_owner.sql"),
+        sql: include_str!("../../sql/0003_session_owner.sql"),
     },
     Migration {
         version: 9,
         name: "0009_lean_turn_writes.sql",
-        sql: include_str!("../../../sql/0009_lean_turn_writes.sql"),
+        sql: include_str!("../../sql/0009_lean_turn_writes.sql"),
     },
 ];
 
