@@ -23,9 +23,10 @@ use crate::mcp::McpServerConfig;
 use serde_json::Value;
 
 use crate::access::config::{AccessSettings, ACCESS_KEYS};
+use crate::deployment::{DeploymentSettings, DEPLOYMENT_KEYS};
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
-const OWNED_PREFIXES: [&str; 9] = [
+const OWNED_PREFIXES: [&str; 10] = [
     "SERVER__",
     "HISTORY__",
     "LLM__",
@@ -35,6 +36,7 @@ const OWNED_PREFIXES: [&str; 9] = [
     "ACCESS__",
     "SOCKETIO__",
     "MCP__",
+    "METRICS__",
 ];
 
 const KNOWN_KEYS: &[&str] = &[
@@ -143,6 +145,8 @@ pub struct Settings {
     pub max_sessions_per_ip: usize,
     /// Attachment bytes in flight at once, per session and per process.
     pub attachment_budget: actors::session::AttachmentBudget,
+    /// Proxies, the metrics token and the database schema (`deployment`).
+    pub deployment: DeploymentSettings,
 }
 
 /// The provider keys and endpoints. The keys are secrets: `Debug` prints
@@ -212,7 +216,9 @@ impl Settings {
     pub fn from_map(values: &BTreeMap<String, String>) -> Result<Settings, SettingsError> {
         for key in values.keys() {
             let owned = OWNED_PREFIXES.iter().any(|prefix| key.starts_with(prefix));
-            let known = KNOWN_KEYS.contains(&key.as_str()) || ACCESS_KEYS.contains(&key.as_str());
+            let known = KNOWN_KEYS.contains(&key.as_str())
+                || ACCESS_KEYS.contains(&key.as_str())
+                || DEPLOYMENT_KEYS.contains(&key.as_str());
             if owned && !known {
                 return Err(bad(
                     key,
@@ -396,6 +402,7 @@ impl Settings {
                     1024 * 1024 * 1024,
                 )?,
             ),
+            deployment: DeploymentSettings::from_map(values)?,
         })
     }
 }

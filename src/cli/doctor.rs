@@ -286,7 +286,7 @@ async fn database_check(settings: &Settings) -> Check {
             "none: sessions live in memory (set DATABASE_URL for PostgreSQL)",
         );
     };
-    let store = match PgStore::new(url.expose_secret(), 1) {
+    let store = match PgStore::in_schema(url.expose_secret(), 1, &settings.deployment.database_schema) {
         Ok(store) => store,
         Err(error) => return Check::new(Verdict::Fail, "database", error),
     };

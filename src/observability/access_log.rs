@@ -42,8 +42,9 @@ pub struct AccessLine {
     request_id: RequestId,
     /// A standard method is cloned without allocating.
     method: Method,
-    /// The path and the start, only when the line is written at all.
-    written: Option<(String, Instant)>,
+    /// The path, the client's address (`access::proxies`) and the start,
+    /// only when the line is written at all.
+    written: Option<(String, String, Instant)>,
     metrics: Option<web::Data<Metrics>>,
 }
 
@@ -55,8 +56,11 @@ impl AccessLine {
         AccessLine {
             request_id,
             method: request.method().clone(),
-            written: log::log_enabled!(log::Level::Info)
-                .then(|| (request.path().to_string(), Instant::now())),
+            written: log::log_enabled!(log::Level::Info).then(|| {
+                let client = crate::access::proxies::client_ip(request.request())
+                    .map_or_else(|| "-".to_string(), |address| address.to_string());
+                (request.path().to_string(), client, Instant::now())
+            }),
             metrics: request.app_data::<web::Data<Metrics>>().cloned(),
         }
     }
@@ -70,13 +74,13 @@ impl AccessLine {
             Ok(response) => response.status(),
             Err(error) => error.as_response_error().status_code(),
         };
-        if let Some((path, started)) = self.written {
+        if let Some((path, client, started)) = self.written {
             let session = match &result {
                 Ok(response) => session_of(response.request()),
                 Err(_) => None,
             };
             log::info!(
-                "{} {path} {} {:.1}ms session={} request_id={}",
+                "{} {path} {} {:.1}ms session={} request_id={} client={client}",
                 self.method,
                 status.as_u16(),
                 started.elapsed().as_secs_f64() * 1000.0,

@@ -1,0 +1,99 @@
+//! The settings of running behind a proxy, in a container and beside other
+//! applications: which peers may forward a client's address
+//! (`SERVER__TRUSTED_PROXIES`), who may scrape `/metrics` besides an admin
+//! (`METRICS__TOKEN`), and the PostgreSQL schema the tables live in
+//! (`DATABASE__SCHEMA`). Parsed with the rest by `Settings::from_map`.
+
+use std::collections::BTreeMap;
+
+use secrecy::SecretString;
+
+use crate::access::proxies::TrustedProxies;
+use crate::settings::SettingsError;
+
+pub(crate) const DEPLOYMENT_KEYS: &[&str] = &[
+    "SERVER__TRUSTED_PROXIES",
+    "METRICS__TOKEN",
+    "DATABASE__SCHEMA",
+];
+
+pub use actors::store::postgres::DEFAULT_SCHEMA;
+
+#[derive(Clone, Debug, Default)]
+pub struct DeploymentSettings {
+    /// Peers whose `X-Forwarded-For` / `Forwarded` is believed; none by default.
+    pub trusted_proxies: TrustedProxies,
+    /// A bearer token that may read `/metrics` without being an admin.
+    pub metrics_token: Option<SecretString>,
+    /// A plain lower-case identifier, so it needs no quoting anywhere.
+    pub database_schema: String,
+}
+
+impl DeploymentSettings {
+    pub fn from_map(
+        values: &BTreeMap<String, String>,
+    ) -> Result<DeploymentSettings, SettingsError> {
+        let get = |key: &str| {
+            values
+                .get(key)
+                .map(|value| value.trim())
+                .filter(|value| !value.is_empty())
+        };
+        let trusted_proxies = TrustedProxies::parse(get("SERVER__TRUSTED_PROXIES").unwrap_or(""))
+            .map_err(|message| SettingsError {
+                key: "SERVER__TRUSTED_PROXIES".into(),
+                message,
+            })?;
+        let database_schema = get("DATABASE__SCHEMA").unwrap_or(DEFAULT_SCHEMA);
+        if !actors::store::migrations::valid_schema_name(database_schema) {
+            return Err(SettingsError {
+                key: "DATABASE__SCHEMA".into(),
+                message: format!(
+                    "{database_schema:?}: expected lower-case letters, digits and _, not starting with a digit, at most 63"
+                ),
+            });
+        }
+        Ok(DeploymentSettings {
+            trusted_proxies,
+            metrics_token: get("METRICS__TOKEN").map(SecretString::from),
+            database_schema: database_schema.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<DeploymentSettings, SettingsError> {
+        let map = pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        DeploymentSettings::from_map(&map)
+    }
+
+    #[test]
+    fn defaults_trust_no_proxy_and_use_the_own_schema() {
+        let settings = parse(&[]).unwrap();
+        assert!(settings.trusted_proxies.is_empty());
+        assert!(settings.metrics_token.is_none());
+        assert_eq!(settings.database_schema, "assistant_runtime");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let error = parse(&[("SERVER__TRUSTED_PROXIES", "10.0.0.0/99")]).unwrap_err();
+        assert_eq!(error.key, "SERVER__TRUSTED_PROXIES");
+        for schema in ["Public", "1abc", "a-b", "a;drop", &"x".repeat(64)] {
+            let error = parse(&[("DATABASE__SCHEMA", schema)]).unwrap_err();
+            assert_eq!(error.key, "DATABASE__SCHEMA", "{schema}");
+        }
+        assert_eq!(
+            parse(&[("DATABASE__SCHEMA", "tenant_7")])
+                .unwrap()
+                .database_schema,
+            "tenant_7"
+        );
+    }
+}
