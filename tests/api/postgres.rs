@@ -71,8 +71,15 @@ impl TestDb {
         TestDb { name, url }
     }
 
+    /// A connection that sees the runtime's tables (in `assistant_runtime`,
+    /// the default `DATABASE__SCHEMA`).
     async fn client(&self) -> tokio_postgres::Client {
-        connect(&self.url).await
+        let client = connect(&self.url).await;
+        client
+            .batch_execute("SET search_path TO assistant_runtime")
+            .await
+            .expect("set the search path");
+        client
     }
 }
 
