@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
 use secrecy::SecretString;
 
 use crate::access::proxies::TrustedProxies;
@@ -15,11 +17,12 @@ pub(crate) const DEPLOYMENT_KEYS: &[&str] = &[
     "SERVER__TRUSTED_PROXIES",
     "METRICS__TOKEN",
     "DATABASE__SCHEMA",
+    "METRICS__STORED_SESSIONS_INTERVAL_SECONDS",
 ];
 
 pub use actors::store::postgres::DEFAULT_SCHEMA;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct DeploymentSettings {
     /// Peers whose `X-Forwarded-For` / `Forwarded` is believed; none by default.
     pub trusted_proxies: TrustedProxies,
@@ -27,7 +30,13 @@ pub struct DeploymentSettings {
     pub metrics_token: Option<SecretString>,
     /// A plain lower-case identifier, so it needs no quoting anywhere.
     pub database_schema: String,
+    /// How often `assistant_stored_sessions` is recounted (a `count(*)` of
+    /// the sessions table), never per scrape.
+    pub stored_sessions_interval: Duration,
 }
+
+/// `METRICS__STORED_SESSIONS_INTERVAL_SECONDS` unless set.
+const STORED_SESSIONS_INTERVAL_SECONDS: u64 = 30;
 
 impl DeploymentSettings {
     pub fn from_map(
@@ -41,9 +50,9 @@ impl DeploymentSettings {
         };
         let trusted_proxies = TrustedProxies::parse(get("SERVER__TRUSTED_PROXIES").unwrap_or(""))
             .map_err(|message| SettingsError {
-                key: "SERVER__TRUSTED_PROXIES".into(),
-                message,
-            })?;
+            key: "SERVER__TRUSTED_PROXIES".into(),
+            message,
+        })?;
         let database_schema = get("DATABASE__SCHEMA").unwrap_or(DEFAULT_SCHEMA);
         if !actors::store::migrations::valid_schema_name(database_schema) {
             return Err(SettingsError {
@@ -53,7 +62,21 @@ impl DeploymentSettings {
                 ),
             });
         }
+        let key = "METRICS__STORED_SESSIONS_INTERVAL_SECONDS";
+        let interval_seconds = match get(key) {
+            None => STORED_SESSIONS_INTERVAL_SECONDS,
+            Some(text) => match text.parse::<u64>() {
+                Ok(seconds) if seconds > 0 => seconds,
+                _ => {
+                    return Err(SettingsError {
+                        key: key.into(),
+                        message: format!("{text:?}: expected whole seconds, at least 1"),
+                    })
+                }
+            },
+        };
         Ok(DeploymentSettings {
+            stored_sessions_interval: Duration::from_secs(interval_seconds),
             trusted_proxies,
             metrics_token: get("METRICS__TOKEN").map(SecretString::from),
             database_schema: database_schema.to_string(),
@@ -85,6 +108,11 @@ mod tests {
     fn bad_values_are_named() {
         let error = parse(&[("SERVER__TRUSTED_PROXIES", "10.0.0.0/99")]).unwrap_err();
         assert_eq!(error.key, "SERVER__TRUSTED_PROXIES");
+        for interval in ["0", "soon", "-1"] {
+            let error =
+                parse(&[("METRICS__STORED_SESSIONS_INTERVAL_SECONDS", interval)]).unwrap_err();
+            assert_eq!(error.key, "METRICS__STORED_SESSIONS_INTERVAL_SECONDS");
+        }
         for schema in ["Public", "1abc", "a-b", "a;drop", &"x".repeat(64)] {
             let error = parse(&[("DATABASE__SCHEMA", schema)]).unwrap_err();
             assert_eq!(error.key, "DATABASE__SCHEMA", "{schema}");

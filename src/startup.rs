@@ -182,7 +182,11 @@ impl Application {
         extensions.tools.extend(mcp.tools);
         extensions.mcp_servers = mcp.servers;
         let metrics = Arc::new(Metrics::default());
-        spawn_stored_session_count(store.clone(), metrics.clone());
+        spawn_stored_session_count(
+            store.clone(),
+            metrics.clone(),
+            settings.deployment.stored_sessions_interval,
+        );
         let store = TimedStore::wrap(store, metrics.clone());
         let runtime = build_runtime_with(&settings, store, &extensions);
         if let Some(memory) = memory {
@@ -469,14 +473,11 @@ pub async fn migrate_only(settings: &Settings) -> Result<Vec<i32>, StartupError>
 
 /// Deletes expired sessions now and every `SESSION_PURGE_INTERVAL`, for as
 /// long as the server runs. A failed round is logged and retried next time.
-/// How often the stored-session gauge of `/metrics` is recounted.
-const STORED_SESSION_COUNT_INTERVAL: Duration = Duration::from_secs(30);
-
 /// Keeps `assistant_stored_sessions` current on a timer, so a scrape (which
 /// anyone allowed may send at any rate) never runs `count(*)` itself.
-fn spawn_stored_session_count(store: SharedStore, metrics: Arc<Metrics>) {
+fn spawn_stored_session_count(store: SharedStore, metrics: Arc<Metrics>, every: Duration) {
     actix_web::rt::spawn(async move {
-        let mut interval = actix_web::rt::time::interval(STORED_SESSION_COUNT_INTERVAL);
+        let mut interval = actix_web::rt::time::interval(every);
         loop {
             interval.tick().await;
             metrics.set_stored_sessions(store.count().await.ok());

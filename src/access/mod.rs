@@ -91,9 +91,11 @@ impl Access {
                 return Ok(());
             }
         }
-        let caller = self
-            .http_caller(headers)
-            .map_err(|why| ApiError::Unauthorized(format!("{why} (an admin's), or Authorization: Bearer <METRICS__TOKEN>")))?;
+        let caller = self.http_caller(headers).map_err(|why| {
+            ApiError::Unauthorized(format!(
+                "{why} (an admin's), or Authorization: Bearer <METRICS__TOKEN>"
+            ))
+        })?;
         if !caller.admin {
             return Err(ApiError::Session(SessionError::Forbidden(
                 "/metrics is for an admin or a METRICS__TOKEN bearer".into(),

@@ -42,7 +42,9 @@ impl Cidr {
     pub fn contains(&self, address: IpAddr) -> bool {
         match (self.network, address.to_canonical()) {
             (IpAddr::V4(network), IpAddr::V4(address)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(network) & mask == u32::from(address) & mask
             }
             (IpAddr::V6(network), IpAddr::V6(address)) => {
@@ -184,7 +186,12 @@ mod tests {
 
     #[test]
     fn an_untrusted_peer_is_the_client_whatever_it_forwards() {
-        check("", "203.0.113.9", &[("x-forwarded-for", "10.9.9.9")], "203.0.113.9");
+        check(
+            "",
+            "203.0.113.9",
+            &[("x-forwarded-for", "10.9.9.9")],
+            "203.0.113.9",
+        );
         check(
             "127.0.0.1",
             "203.0.113.9",
@@ -206,10 +213,18 @@ mod tests {
         check(
             trusted,
             "127.0.0.1",
-            &[("x-forwarded-for", "6.6.6.6"), ("x-forwarded-for", "198.51.100.7")],
+            &[
+                ("x-forwarded-for", "6.6.6.6"),
+                ("x-forwarded-for", "198.51.100.7"),
+            ],
             "198.51.100.7",
         );
-        check(trusted, "127.0.0.1", &[("x-forwarded-for", "10.0.0.5")], "10.0.0.5");
+        check(
+            trusted,
+            "127.0.0.1",
+            &[("x-forwarded-for", "10.0.0.5")],
+            "10.0.0.5",
+        );
         check(
             trusted,
             "127.0.0.1",
@@ -224,7 +239,10 @@ mod tests {
         check(
             trusted,
             "127.0.0.1",
-            &[("forwarded", "for=6.6.6.6, for=\"[2001:db8::7]:4711\";proto=https")],
+            &[(
+                "forwarded",
+                "for=6.6.6.6, for=\"[2001:db8::7]:4711\";proto=https",
+            )],
             "2001:db8::7",
         );
         check(

@@ -394,13 +394,15 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64, pending: us
         &[],
         snapshot.live_actors as f64,
     );
+    // The family is always declared; its sample only once the store has
+    // been counted (the count runs on a timer).
+    family(
+        &mut out,
+        "assistant_stored_sessions",
+        "gauge",
+        "Sessions in the store.",
+    );
     if let Some(stored) = snapshot.stored_sessions {
-        family(
-            &mut out,
-            "assistant_stored_sessions",
-            "gauge",
-            "Sessions in the store.",
-        );
         sample(&mut out, "assistant_stored_sessions", &[], stored as f64);
     }
     family(

@@ -904,7 +904,11 @@ async fn metrics_need_an_admin_or_the_metrics_token() {
         200
     );
     assert_eq!(
-        scrape(&header_app, &[("Authorization", "Bearer scrape-secret".into())]).await,
+        scrape(
+            &header_app,
+            &[("Authorization", "Bearer scrape-secret".into())]
+        )
+        .await,
         200
     );
 
@@ -915,12 +919,7 @@ async fn metrics_need_an_admin_or_the_metrics_token() {
         ("ACCESS__JWT_AUDIENCE", AUDIENCE),
     ])
     .await;
-    let bearer = |roles: &[&str]| {
-        format!(
-            "Bearer {}",
-            token(claims("carol", roles), JWT_SECRET)
-        )
-    };
+    let bearer = |roles: &[&str]| format!("Bearer {}", token(claims("carol", roles), JWT_SECRET));
     assert_eq!(scrape(&jwt_app, &[]).await, 401);
     assert_eq!(
         scrape(&jwt_app, &[("Authorization", bearer(&[]))]).await,
@@ -932,7 +931,11 @@ async fn metrics_need_an_admin_or_the_metrics_token() {
     );
     // No METRICS__TOKEN configured: no bearer other than a JWT is accepted.
     assert_eq!(
-        scrape(&jwt_app, &[("Authorization", "Bearer scrape-secret".into())]).await,
+        scrape(
+            &jwt_app,
+            &[("Authorization", "Bearer scrape-secret".into())]
+        )
+        .await,
         401
     );
 }
@@ -972,8 +975,8 @@ async fn invented_methods_leave_the_number_of_series_unchanged() {
     let before = n_request_series(&app).await;
     let before = before.max(n_request_series(&app).await);
     for index in 0..50 {
-        let method = reqwest::Method::from_bytes(format!("INVENTED{index}").as_bytes())
-            .expect("a method");
+        let method =
+            reqwest::Method::from_bytes(format!("INVENTED{index}").as_bytes()).expect("a method");
         let _ = app
             .client
             .request(method, format!("{}/health", app.address))

@@ -13,6 +13,7 @@ mod history;
 mod host_actions;
 mod hostile;
 mod mcp;
+mod migrations;
 mod nginx;
 mod observability;
 mod openapi;

@@ -352,7 +352,10 @@ async fn forged_principal_and_roles_headers_never_pass_nginx() {
         format!("{}/api/chat", processes[0].app.address),
     )
     .await;
-    assert_eq!(status, 200, "straight to a process the headers count: {body}");
+    assert_eq!(
+        status, 200,
+        "straight to a process the headers count: {body}"
+    );
 
     let scenario = json!({
         "headers": {"X-Assistant-Principal": "mallory", "X-Assistant-Roles": "admin"},
@@ -374,8 +377,9 @@ async fn a_twenty_megabyte_message_passes_nginx() {
         {"kind": "text", "text": "x".repeat(10_000_000)},
         {"kind": "text", "text": "y".repeat(10_000_000)},
     ]);
-    let body = json!({"id": "m1", "session_id": "big", "content": "hello", "attachments": attachments})
-        .to_string();
+    let body =
+        json!({"id": "m1", "session_id": "big", "content": "hello", "attachments": attachments})
+            .to_string();
     assert!(body.len() > 20_000_000);
     let response = reqwest::Client::new()
         .post(format!("{}/api/chat?session_id=big", nginx.url()))
@@ -436,13 +440,22 @@ async fn socketio_clients_without_a_session_id_connect_through_nginx() {
     for (session, mode, result) in &results {
         assert_eq!(result["error"], Value::Null, "{session}: {result:#}");
         assert_eq!(result["connected"], true, "{session}");
-        let expected_transport = if *mode == "polling" { "polling" } else { "websocket" };
-        assert_eq!(result["transport"], expected_transport, "{session}: {result:#}");
+        let expected_transport = if *mode == "polling" {
+            "polling"
+        } else {
+            "websocket"
+        };
+        assert_eq!(
+            result["transport"], expected_transport,
+            "{session}: {result:#}"
+        );
         let events = result["events"].as_array().cloned().unwrap_or_default();
         assert!(
-            events.iter().any(|event| event["event"] == "assistant:text_delta"
-                || event["event"] == "assistant:stream_chunk"
-                || event["event"] == "assistant:thinking_delta"),
+            events
+                .iter()
+                .any(|event| event["event"] == "assistant:text_delta"
+                    || event["event"] == "assistant:stream_chunk"
+                    || event["event"] == "assistant:thinking_delta"),
             "{session}: nothing streamed: {result:#}"
         );
         let finals = events
@@ -534,12 +547,20 @@ async fn the_playground_works_through_nginx() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
         .unwrap_or_else(|error| panic!("no JSON ({error}):\n{stdout}\n{stderr}"));
-    assert_eq!(result["error"], Value::Null, "{result:#} {}", nginx.errors());
+    assert_eq!(
+        result["error"],
+        Value::Null,
+        "{result:#} {}",
+        nginx.errors()
+    );
     let steps = result["steps"].as_array().expect("steps");
     for step in steps {
         assert_eq!(step["ok"], true, "{step} {}", nginx.errors());
     }
-    let names: Vec<&str> = steps.iter().filter_map(|step| step["name"].as_str()).collect();
+    let names: Vec<&str> = steps
+        .iter()
+        .filter_map(|step| step["name"].as_str())
+        .collect();
     assert!(names.contains(&"connects"), "{names:?}");
     assert!(names.contains(&"streams thinking and text"), "{names:?}");
 }

@@ -73,13 +73,20 @@ impl TestDb {
 
     /// A connection that sees the runtime's tables (in `assistant_runtime`,
     /// the default `DATABASE__SCHEMA`).
-    async fn client(&self) -> tokio_postgres::Client {
+    pub(crate) async fn client(&self) -> tokio_postgres::Client {
         let client = connect(&self.url).await;
         client
             .batch_execute("SET search_path TO assistant_runtime")
             .await
             .expect("set the search path");
         client
+    }
+}
+
+impl TestDb {
+    /// A connection with the server's default `search_path` (`public`).
+    pub(crate) async fn public_client(&self) -> tokio_postgres::Client {
+        connect(&self.url).await
     }
 }
 
@@ -620,7 +627,7 @@ async fn a_lost_database_answers_503_and_the_runtime_recovers_without_restart() 
 
 // ---- startup and migrations ------------------------------------------------
 
-fn run_binary(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_binary(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let dir = scratch_dir("ar_run");
     let output = server_command(&dir, args, env)
         .output()

@@ -167,7 +167,10 @@ pub async fn apply(client: &mut Client, schema: &str) -> Result<Vec<i32>, Migrat
     }
     let mut newly_applied = Vec::new();
     for migration in MIGRATIONS {
-        if applied.iter().any(|record| record.version == migration.version) {
+        if applied
+            .iter()
+            .any(|record| record.version == migration.version)
+        {
             continue;
         }
         transaction.batch_execute(migration.sql).await?;
@@ -175,7 +178,12 @@ pub async fn apply(client: &mut Client, schema: &str) -> Result<Vec<i32>, Migrat
             .execute(
                 "INSERT INTO schema_migrations (version, name, checksum, applied_by) \
                  VALUES ($1, $2, encode(sha256(convert_to($3::text, 'UTF8')), 'hex'), $4)",
-                &[&migration.version, &migration.name, &migration.sql, &BINARY_VERSION],
+                &[
+                    &migration.version,
+                    &migration.name,
+                    &migration.sql,
+                    &BINARY_VERSION,
+                ],
             )
             .await?;
         newly_applied.push(migration.version);
@@ -240,10 +248,7 @@ async fn move_legacy_layout(
     }
     for (kind, name) in LEGACY_RELATIONS {
         let exists: bool = transaction
-            .query_one(
-                "SELECT to_regclass('public.' || $1) IS NOT NULL",
-                &[&name],
-            )
+            .query_one("SELECT to_regclass('public.' || $1) IS NOT NULL", &[&name])
             .await?
             .get(0);
         if exists {
