@@ -4,6 +4,7 @@ mod access;
 mod agui;
 mod assistant_socket;
 mod cli;
+mod container;
 mod cors;
 mod decisions;
 mod embed;

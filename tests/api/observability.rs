@@ -299,6 +299,8 @@ async fn each_request_gets_one_access_log_line_at_info() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_assistant-runtime"))
         .args(["serve", "--port", &port.to_string()])
         .env_clear()
+        // This test's client plays a proxy on loopback for the first request.
+        .env("SERVER__TRUSTED_PROXIES", "127.0.0.1")
         .current_dir(&dir)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
@@ -314,6 +316,7 @@ async fn each_request_gets_one_access_log_line_at_info() {
     let reply = client
         .post(format!("{address}/api/chat"))
         .header("x-request-id", "req-log-1")
+        .header("x-forwarded-for", "6.6.6.6, 198.51.100.7")
         .json(&json!({"id": "m1", "session_id": "logged-session", "content": "say hi"}))
         .send()
         .await
@@ -339,12 +342,15 @@ async fn each_request_gets_one_access_log_line_at_info() {
     assert!(chat.contains(" INFO "), "{chat}");
     assert!(chat.contains("POST /api/chat 200 "), "{chat}");
     assert!(chat.contains("ms session=logged-session "), "{chat}");
+    // The rightmost hop the trusted proxy (loopback) was handed.
+    assert!(chat.ends_with("client=198.51.100.7"), "{chat}");
     let info = line("request_id=req-log-2");
     assert!(
         info.contains("GET /api/sessions/logged-session 200 "),
         "{info}"
     );
     assert!(info.contains("session=logged-session"), "{info}");
+    assert!(info.ends_with("client=127.0.0.1"), "{info}");
 }
 
 #[actix_web::test]
