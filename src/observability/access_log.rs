@@ -4,6 +4,7 @@
 //! (`edge::Edge`), so it sees the final status of every reply, error pages
 //! included.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -44,7 +45,7 @@ pub struct AccessLine {
     method: Method,
     /// The path, the client's address (`access::proxies`) and the start,
     /// only when the line is written at all.
-    written: Option<(String, String, Instant)>,
+    written: Option<(String, Option<IpAddr>, Instant)>,
     metrics: Option<web::Data<Metrics>>,
 }
 
@@ -57,8 +58,7 @@ impl AccessLine {
             request_id,
             method: request.method().clone(),
             written: log::log_enabled!(log::Level::Info).then(|| {
-                let client = crate::access::proxies::client_ip(request.request())
-                    .map_or_else(|| "-".to_string(), |address| address.to_string());
+                let client = crate::access::proxies::client_ip(request.request());
                 (request.path().to_string(), client, Instant::now())
             }),
             metrics: request.app_data::<web::Data<Metrics>>().cloned(),
@@ -80,12 +80,13 @@ impl AccessLine {
                 Err(_) => None,
             };
             log::info!(
-                "{} {path} {} {:.1}ms session={} request_id={} client={client}",
+                "{} {path} {} {:.1}ms session={} request_id={} client={}",
                 self.method,
                 status.as_u16(),
                 started.elapsed().as_secs_f64() * 1000.0,
                 session.as_deref().unwrap_or("-"),
                 self.request_id,
+                ClientAddress(client),
             );
         }
         if let Some(metrics) = self.metrics {
@@ -96,6 +97,19 @@ impl AccessLine {
             response.headers_mut().insert(HEADER, value);
         }
         Ok(response)
+    }
+}
+
+/// The client's address in a log line, `-` when unknown, formatted without
+/// an allocation of its own.
+struct ClientAddress(Option<IpAddr>);
+
+impl std::fmt::Display for ClientAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(address) => address.fmt(f),
+            None => f.write_str("-"),
+        }
     }
 }
 
