@@ -105,10 +105,22 @@ pub async fn apply(client: &mut Client, schema: &str) -> Result<Vec<i32>, Migrat
     transaction
         .batch_execute("SET LOCAL client_min_messages = warning")
         .await?;
-    // `schema` is a plain identifier (`valid_schema_name`), safe unquoted.
-    transaction
-        .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-        .await?;
+    // Created only when missing: `CREATE SCHEMA IF NOT EXISTS` checks the
+    // CREATE privilege on the database first, which a runtime user may lack
+    // when an operator made the schema for it. `schema` is a plain
+    // identifier (`valid_schema_name`), safe unquoted.
+    let schema_exists: bool = transaction
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .await?
+        .get(0);
+    if !schema_exists {
+        transaction
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await?;
+    }
     move_legacy_layout(&transaction, schema).await?;
     transaction
         .batch_execute(
