@@ -212,3 +212,33 @@ async fn a_database_of_the_previous_layout_is_moved_and_still_served() {
         .get(0);
     assert_eq!(n_checksums, 3);
 }
+
+/// An operator may create the schema for a runtime user that has no CREATE
+/// privilege on the database: migrating then works in that schema alone.
+#[actix_web::test]
+async fn a_schema_made_by_the_operator_serves_a_user_without_create_on_the_database() {
+    let db = TestDb::create().await;
+    let role = format!("ar_limited_{}", std::process::id());
+    let admin = db.public_client().await;
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role};
+             CREATE ROLE {role} LOGIN;
+             REVOKE CREATE ON DATABASE \"{}\" FROM PUBLIC;
+             CREATE SCHEMA assistant_runtime AUTHORIZATION {role};",
+            db.url.rsplit('/').next().expect("a database name")
+        ))
+        .await
+        .expect("a limited role and its schema");
+    let url = db.url.replacen("postgres@", &format!("{role}@"), 1);
+    let output = run_binary(&["migrate"], &[("DATABASE_URL", url.as_str())]);
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    // Owned objects go before the role can.
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA assistant_runtime CASCADE; DROP ROLE {role};"
+        ))
+        .await
+        .expect("drop the role");
+    assert!(output.status.success(), "{stderr}");
+}
