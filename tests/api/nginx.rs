@@ -564,3 +564,115 @@ async fn the_playground_works_through_nginx() {
     assert!(names.contains(&"connects"), "{names:?}");
     assert!(names.contains(&"streams thinking and text"), "{names:?}");
 }
+
+/// A request through nginx with an `Idempotency-Key`.
+fn keyed_chat(nginx: &Nginx, key: &str, body: &Value) -> reqwest::RequestBuilder {
+    let session = body["session_id"].as_str().expect("a session id");
+    reqwest::Client::new()
+        .post(format!("{}/api/chat?session_id={session}", nginx.url()))
+        .header("Content-Type", "application/json")
+        .header("Idempotency-Key", format!("\"{key}\""))
+        .body(body.to_string())
+}
+
+/// The process serving `session` behind nginx, from its access log.
+fn serving(nginx: &Nginx, processes: &[ServerProcess], session: &str) -> usize {
+    let routes = nginx.routes();
+    let upstream = routes
+        .get(session)
+        .and_then(|served| served.iter().next())
+        .unwrap_or_else(|| panic!("no request of {session} in the access log: {routes:?}"));
+    processes
+        .iter()
+        .position(|process| upstream.ends_with(&format!(":{}", process.app.port)))
+        .unwrap_or_else(|| panic!("{upstream} is none of the processes"))
+}
+
+/// The process running a turn is killed while its `POST /api/chat` waits:
+/// nginx answers 502, and the client cannot tell whether the message was
+/// stored. It was; the resend with the same key reaches another process,
+/// which runs the turn for the stored message and answers its final
+/// response. The conversation holds the message once.
+#[actix_web::test]
+async fn a_resend_with_its_idempotency_key_gets_the_answer_after_a_kill() {
+    let db = TestDb::create().await;
+    let (mut processes, nginx) = three_behind_nginx(&db, &[]).await;
+    let client = reqwest::Client::new();
+    let session = "idem";
+    let warm = json!({"id": "m0", "session_id": session, "content": "say ready"});
+    let response = keyed_chat(&nginx, "warm", &warm)
+        .send()
+        .await
+        .expect("warm");
+    assert_eq!(response.status(), 200);
+    let victim = serving(&nginx, &processes, session);
+
+    let body = json!({"id": "m1", "session_id": session,
+                      "content": "slow 400\nsay one two three four five"});
+    let in_flight = actix_web::rt::spawn(keyed_chat(&nginx, "k1", &body).send());
+    let messages_url = format!("{}/api/sessions/{session}/messages", nginx.url());
+    let deadline = Instant::now() + STARTUP_DEADLINE;
+    loop {
+        let path: Value = client
+            .get(&messages_url)
+            .send()
+            .await
+            .expect("messages")
+            .json()
+            .await
+            .expect("a JSON path");
+        if path
+            .as_array()
+            .is_some_and(|path| path.iter().any(|m| m["id"] == "m1"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "m1 was never stored: {path}");
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    processes.remove(victim).crash();
+    let cut = in_flight.await.expect("the request task");
+    if let Ok(response) = cut {
+        assert_eq!(response.status(), 502, "the turn's process was killed");
+    }
+
+    let response = keyed_chat(&nginx, "k1", &body)
+        .send()
+        .await
+        .expect("the resend");
+    let status = response.status();
+    let reply: Value = response.json().await.expect("a JSON reply");
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["content"], "one two three four five", "{reply}");
+    assert_eq!(reply["message_id"], "m1:reply");
+    // Sent once more, the stored outcome, not a second turn.
+    let again: Value = keyed_chat(&nginx, "k1", &body)
+        .send()
+        .await
+        .expect("again")
+        .json()
+        .await
+        .expect("a JSON reply");
+    assert_eq!(again, reply);
+
+    let tree: Value = client
+        .get(format!("{}/api/sessions/{session}/tree", nginx.url()))
+        .send()
+        .await
+        .expect("the tree")
+        .json()
+        .await
+        .expect("a JSON tree");
+    let ids: Vec<&str> = tree
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|message| message["id"].as_str())
+        .collect();
+    assert_eq!(ids.iter().filter(|id| **id == "m1").count(), 1, "{ids:?}");
+    assert_eq!(
+        ids.iter().filter(|id| **id == "m1:reply").count(),
+        1,
+        "{ids:?}"
+    );
+}

@@ -1087,3 +1087,67 @@ async fn a_large_session_reloads_whole_in_a_fresh_process() {
     let (status, next) = fresh.say("large", "m2", "say more", None).await;
     assert_eq!(status, 200, "{next}");
 }
+
+/// `POST /api/chat` as `principal` (header mode), with an optional key.
+async fn chat_as(
+    server: &ServerProcess,
+    principal: &str,
+    roles: &str,
+    key: Option<&str>,
+    body: &Value,
+) -> (StatusCode, Value) {
+    let mut request = server
+        .app
+        .client
+        .post(format!("{}/api/chat", server.app.address))
+        .header("X-Assistant-Principal", principal)
+        .header("X-Assistant-Roles", roles)
+        .json(body);
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    let response = request.send().await.expect("a response");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The key is stored with the message: after a restart the resend still
+/// gets the first final response (200, not 409) and another body under the
+/// key is a 422. Another principal's same key does not see the outcome
+/// (its resend is the duplicate id it always was), nor does a resend
+/// without the header.
+#[actix_web::test]
+async fn an_idempotency_key_survives_a_restart_and_stays_its_principals() {
+    let db = TestDb::create().await;
+    let env = [
+        ("DATABASE_URL", db.url.as_str()),
+        ("ACCESS__MODE", "header"),
+    ];
+    let server = ServerProcess::runtime(&env).await;
+    let body = json!({"id": "m1", "session_id": "keyed", "content": "say first answer"});
+    let (status, first) = chat_as(&server, "alice", "", Some("\"k1\""), &body).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    server.crash();
+
+    let server = ServerProcess::runtime(&env).await;
+    let (status, again) = chat_as(&server, "alice", "", Some("\"k1\""), &body).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again, first);
+
+    let other = json!({"id": "m2", "session_id": "keyed", "content": "say other"});
+    let (status, refused) = chat_as(&server, "alice", "", Some("\"k1\""), &other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let why = refused["error"].as_str().unwrap_or_default();
+    assert!(why.starts_with("Idempotency-Key"), "{refused}");
+    assert!(why.contains("another request body"), "{refused}");
+
+    let (status, reply) = chat_as(&server, "root", "admin", Some("\"k1\""), &body).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{reply}");
+    let (status, reply) = chat_as(&server, "alice", "", None, &body).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{reply}");
+
+    let (status, reply) = chat_as(&server, "alice", "", Some("\"open"), &other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{reply}");
+    let why = reply["error"].as_str().unwrap_or_default();
+    assert!(why.starts_with("Idempotency-Key"), "{reply}");
+}
