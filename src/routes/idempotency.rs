@@ -141,6 +141,13 @@ mod tests {
         assert_ne!(first.body, mark(&alice, "k", "", b"{ }").body);
         assert_ne!(first.body, mark(&alice, "k", "session_id=s", b"{}").body);
         // Fixed across processes and releases: the digests are stored.
-        assert_eq!(first.key.len(), 64);
+        assert_eq!(
+            first.key,
+            "cf318f046bf872be331a7d8e6601bdf4d09f6f89043114582076e898873c16c5"
+        );
+        assert_eq!(
+            first.body,
+            "d34d0feea31457a5633bae0a62fbf315182980f49571ed760d41eb1bdb95df87"
+        );
     }
 }
