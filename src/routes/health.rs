@@ -148,8 +148,8 @@ pub async fn readyz(runtime: web::Data<Runtime>) -> HttpResponse {
 /// (`access::metrics_allowed`): the figures include token counts and costs.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String),
-        (status = 401, description = "No admin credentials and no metrics token"),
-        (status = 403, description = "A caller who is not an admin")))]
+        (status = 401, description = "No admin credentials and no metrics token", body = crate::errors::ErrorBody),
+        (status = 403, description = "A caller who is not an admin", body = crate::errors::ErrorBody)))]
 pub async fn metrics(
     request: HttpRequest,
     runtime: web::Data<Runtime>,
