@@ -47,13 +47,15 @@ pub async fn post_chat(
     let key = idempotency::key(&http)?;
     let body = read_body(payload, &body_limits).await?;
     let query = http.query_string().to_string();
-    let principal = caller.clone();
+    // With the key only: the principal scopes it.
+    let keyed = key.map(|key| (key, caller.principal.clone()));
     let parsed = parse_off_worker(body, move |body| {
-        // Hashed here, off the worker with the parse: bodies reach 64 MiB.
-        let mark = key.map(|key| Box::new(idempotency::mark(&principal, &key, &query, body)));
         let parsed = parse_chat(body, &query)?;
+        // Hashed here, off the worker with the parse: bodies reach 64 MiB.
         Ok(parsed.map(|mut request| {
-            request.idempotency = mark;
+            request.idempotency = keyed.map(|(key, principal)| {
+                Box::new(idempotency::mark(&principal, &key, &query, body))
+            });
             request
         }))
     })
