@@ -297,6 +297,37 @@ mod tests {
         });
     }
 
+    /// The process running the first turn stops answering (its model never
+    /// ends, as a killed process never does): a second process over the same
+    /// store finds the message stored with no reply and no turn of its own,
+    /// and runs the turn, once; its resend after that is the stored answer.
+    #[test]
+    fn a_resend_to_another_process_runs_the_turn_the_first_never_finished() {
+        run(async {
+            let store = Arc::new(crate::store::memory::MemoryStore::new());
+            let stuck = ScriptedModel::new(vec![]);
+            let first = runtime_on(store.clone(), stuck.clone(), 10);
+            let (accepted, _never) =
+                send_keyed(&first, &caller(), body(), Some(mark("k", "b"))).await;
+            accepted.expect("accepted");
+            wait_for_requests(&stuck, 1).await;
+
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hello")])]);
+            let second = runtime_on(store, model.clone(), 10);
+            let answer = answered(&second, body(), mark("k", "b")).await;
+            assert_eq!(answer.content.as_deref(), Some("hello"));
+            assert_eq!(answer.message_id.as_str(), "m1:reply");
+            assert_eq!(answered(&second, body(), mark("k", "b")).await, answer);
+            assert_eq!(model.n_requests(), 1);
+            let tree = second
+                .tree(&caller(), &SessionId::new("s1"))
+                .await
+                .expect("the tree");
+            let ids: Vec<&str> = tree.iter().map(|message| message.id.as_str()).collect();
+            assert_eq!(ids, ["m1", "m1:reply"]);
+        });
+    }
+
     /// Without a key, or under another principal's key (another digest),
     /// a resent id is the duplicate it always was.
     #[test]
