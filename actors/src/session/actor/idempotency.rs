@@ -56,9 +56,10 @@ impl SessionActor {
         if running || self.deferred_has(&user.id) {
             return Earlier::Refused(in_progress(&user.id));
         }
-        match self.tree.contains(&reply) {
-            true => Earlier::Answered(reply),
-            false => Earlier::Unanswered(user.id.clone()),
+        if self.tree.contains(&reply) {
+            Earlier::Answered(reply)
+        } else {
+            Earlier::Unanswered(user.id.clone())
         }
     }
 
