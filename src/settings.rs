@@ -241,8 +241,8 @@ impl Settings {
         let every_key = every_key();
         for key in values.keys() {
             let owned = OWNED_PREFIXES.iter().any(|prefix| key.starts_with(prefix));
-            let known = every_key.contains(&key.as_str())
-                || crate::provider_settings::is_provider_key(key);
+            let known =
+                every_key.contains(&key.as_str()) || crate::provider_settings::is_provider_key(key);
             if owned && !known {
                 let hint = match near_miss::meant(key, &every_key) {
                     Some(meant) => format!("did you mean {meant}? "),
