@@ -30,6 +30,7 @@ pub mod api_docs;
 pub mod assistant_socket;
 pub mod body;
 pub mod cli;
+pub mod deployment;
 pub mod edge;
 pub mod embed;
 pub mod errors;

@@ -1,11 +1,12 @@
-//! The `assistant-runtime` binary: `serve` (default), `migrate`, `doctor`, `chat`.
+//! The `assistant-runtime` binary: `serve` (default), `migrate`, `doctor`,
+//! `healthcheck`, `chat`.
 //! The command line is parsed first (clap), so help and version never depend
 //! on the settings; a bad setting then exits 2 naming it.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use assistant_runtime::cli::{doctor, Cli, Command};
+use assistant_runtime::cli::{doctor, healthcheck, Cli, Command};
 use assistant_runtime::settings::Settings;
 use assistant_runtime::startup::{migrate_only, Application};
 use clap::Parser;
@@ -54,6 +55,13 @@ async fn main() -> ExitCode {
             serve(settings).await
         }
         Command::Migrate => migrate(settings).await,
+        Command::Healthcheck => {
+            if healthcheck::run(&settings).await {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
         Command::Doctor => {
             if doctor::run(&settings).await {
                 ExitCode::SUCCESS

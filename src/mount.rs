@@ -13,6 +13,7 @@ use actors::session::Runtime;
 
 use crate::access::cors::CorsPolicy;
 use crate::access::limits::Limits;
+use crate::access::proxies::TrustedProxies;
 use crate::access::Access;
 use crate::body::BodyLimits;
 use crate::errors::ApiError;
@@ -63,6 +64,7 @@ pub struct Assistant {
     pub(crate) access: web::Data<Access>,
     pub(crate) limits: web::Data<Limits>,
     pub(crate) body_limits: web::Data<BodyLimits>,
+    pub(crate) trusted_proxies: web::Data<TrustedProxies>,
     pub(crate) cors: Arc<CorsPolicy>,
     pub(crate) socket_io: SocketIo,
     pub(crate) max_body: usize,
@@ -106,6 +108,7 @@ impl Assistant {
             .app_data(self.metrics.clone())
             .app_data(self.access.clone())
             .app_data(self.limits.clone())
+            .app_data(self.trusted_proxies.clone())
             .app_data(self.body_limits.clone())
             .app_data(web::PayloadConfig::new(self.max_body))
             .app_data(

@@ -26,9 +26,10 @@ use crate::mcp::McpServerConfig;
 use serde_json::Value;
 
 use crate::access::config::{AccessSettings, ACCESS_KEYS};
+use crate::deployment::{DeploymentSettings, DEPLOYMENT_KEYS};
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
-const OWNED_PREFIXES: [&str; 9] = [
+const OWNED_PREFIXES: [&str; 10] = [
     "SERVER__",
     "HISTORY__",
     "LLM__",
@@ -38,6 +39,7 @@ const OWNED_PREFIXES: [&str; 9] = [
     "ACCESS__",
     "SOCKETIO__",
     "MCP__",
+    "METRICS__",
 ];
 
 const KNOWN_KEYS: &[&str] = &[
@@ -107,6 +109,7 @@ fn every_key() -> Vec<&'static str> {
     KNOWN_KEYS
         .iter()
         .chain(ACCESS_KEYS)
+        .chain(DEPLOYMENT_KEYS)
         .chain(OUTSIDE_KEYS)
         .copied()
         .collect()
@@ -176,6 +179,8 @@ pub struct Settings {
     pub max_sessions_per_ip: usize,
     /// Attachment bytes in flight at once, per session and per process.
     pub attachment_budget: actors::session::AttachmentBudget,
+    /// Proxies, the metrics token and the database schema (`deployment`).
+    pub deployment: DeploymentSettings,
 }
 
 /// A setting that could not be used, with its name.
@@ -435,6 +440,7 @@ impl Settings {
                     1024 * 1024 * 1024,
                 )?,
             ),
+            deployment: DeploymentSettings::from_map(values)?,
         })
     }
 }

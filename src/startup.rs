@@ -21,7 +21,7 @@ use actors::model::catalog::StandardCatalog;
 use actors::model::providers::ModelProviders;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
 use actors::store::memory::MemoryStore;
-use actors::store::postgres::{DatabaseError, PgStore};
+use actors::store::postgres::{DatabaseCause, DatabaseError, PgStore};
 use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
 use secrecy::ExposeSecret;
@@ -224,6 +224,11 @@ impl Application {
         extensions.tools.extend(mcp.tools);
         extensions.mcp_servers = mcp.servers;
         let metrics = Arc::new(Metrics::default());
+        spawn_stored_session_count(
+            store.clone(),
+            metrics.clone(),
+            settings.deployment.stored_sessions_interval,
+        );
         let store = TimedStore::wrap(store, metrics.clone());
         let runtime = build_runtime_with(settings, store, &extensions);
         if let Some(memory) = memory {
@@ -251,7 +256,9 @@ impl Application {
         runtime.start_idle_sweeper();
         let max_body = settings.max_body_bytes;
         let access = Arc::new(
-            Access::new(&settings.access, extensions.authenticate.clone()).map_err(StartupError)?,
+            Access::new(&settings.access, extensions.authenticate.clone())
+                .map_err(StartupError)?
+                .with_metrics_token(settings.deployment.metrics_token.clone()),
         );
         warn_if_exposed(settings);
         let cors = Arc::new(CorsPolicy::new(&settings.access.cors).map_err(StartupError)?);
@@ -289,6 +296,7 @@ impl Application {
                 max_bytes: max_body,
                 timeout: settings.body_timeout,
             }),
+            trusted_proxies: web::Data::new(settings.deployment.trusted_proxies.clone()),
             cors,
             socket_io,
             max_body,
@@ -471,11 +479,21 @@ const SESSION_PURGE_INTERVAL: Duration = Duration::from_secs(600);
 /// otherwise the runtime starts anyway, `/health` says 503, and the first
 /// request that reaches the database applies the migrations.
 pub async fn open_postgres(settings: &Settings, url: &str) -> Result<PgStore, StartupError> {
-    let store = PgStore::new(url, settings.database_pool_size)
-        .map_err(|error| StartupError(format!("setting DATABASE_URL: {error}")))?;
+    let store = PgStore::in_schema(
+        url,
+        settings.database_pool_size,
+        &settings.deployment.database_schema,
+    )
+    .map_err(|error| StartupError(format!("setting DATABASE_URL: {error}")))?;
     match store.migrate().await {
         Ok(applied) if applied.is_empty() => log::info!("database schema is up to date"),
         Ok(applied) => log::info!("database: applied migrations {applied:?}"),
+        // Waiting does not fix a database this binary may not serve.
+        Err(error) if error.cause == DatabaseCause::SchemaRefused => {
+            return Err(StartupError(format!(
+                "refusing the database: {error}"
+            )))
+        }
         Err(error) if settings.database_required => {
             return Err(StartupError(format!(
                 "DATABASE__REQUIRED is true and the database cannot be used: {error}"
@@ -495,7 +513,7 @@ pub async fn migrate_only(settings: &Settings) -> Result<Vec<i32>, StartupError>
             "migrate needs DATABASE_URL (or DATABASE__URL)".into(),
         ));
     };
-    let store = PgStore::new(url.expose_secret(), 1)
+    let store = PgStore::in_schema(url.expose_secret(), 1, &settings.deployment.database_schema)
         .map_err(|error| StartupError(format!("setting DATABASE_URL: {error}")))?;
     store.migrate().await.map_err(|error: DatabaseError| {
         StartupError(format!("cannot migrate the database: {error}"))
@@ -504,6 +522,18 @@ pub async fn migrate_only(settings: &Settings) -> Result<Vec<i32>, StartupError>
 
 /// Deletes expired sessions now and every `SESSION_PURGE_INTERVAL`, for as
 /// long as the server runs. A failed round is logged and retried next time.
+/// Keeps `assistant_stored_sessions` current on a timer, so a scrape (which
+/// anyone allowed may send at any rate) never runs `count(*)` itself.
+fn spawn_stored_session_count(store: SharedStore, metrics: Arc<Metrics>, every: Duration) {
+    actix_web::rt::spawn(async move {
+        let mut interval = actix_web::rt::time::interval(every);
+        loop {
+            interval.tick().await;
+            metrics.set_stored_sessions(store.count().await.ok());
+        }
+    });
+}
+
 fn spawn_session_purge(store: SharedStore, ttl: Duration) {
     actix_web::rt::spawn(async move {
         let mut interval = actix_web::rt::time::interval(SESSION_PURGE_INTERVAL);

@@ -100,11 +100,21 @@ impl JwtVerifier {
         validation.leeway = LEEWAY_SECS;
         validation.validate_nbf = true;
         validation.required_spec_claims = HashSet::from(["exp".to_string(), "sub".to_string()]);
+        // A configured issuer or audience is also a required claim:
+        // jsonwebtoken checks `iss` and `aud` only when they parse, so a
+        // token without them, or with a number or an object there, would
+        // otherwise pass (GHSA-h395-gr6q-cpjc). A required claim that does
+        // not parse counts as missing. `nbf` that does not parse is refused
+        // by jsonwebtoken itself since 10.3 (`validate_nbf`).
         if let Some(issuer) = &self.issuer {
             validation.set_issuer(&[issuer]);
+            validation.required_spec_claims.insert("iss".to_string());
         }
         match &self.audience {
-            Some(audience) => validation.set_audience(&[audience]),
+            Some(audience) => {
+                validation.set_audience(&[audience]);
+                validation.required_spec_claims.insert("aud".to_string());
+            }
             None => validation.validate_aud = false,
         }
         let data = decode::<Value>(token, key, &validation)

@@ -8,13 +8,14 @@ pub mod config;
 pub mod cors;
 pub mod jwt;
 pub mod limits;
+pub mod proxies;
 
 use std::future::{ready, Ready};
 
 use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::{web, FromRequest, HttpRequest};
-use actors::session::Caller;
+use actors::session::{Caller, SessionError};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
@@ -29,6 +30,8 @@ pub const ADMIN_ROLE: &str = "admin";
 /// The identity half of `ACCESS__*`, ready to check requests.
 pub struct Access {
     mode: Mode,
+    /// `METRICS__TOKEN`: a scraper's bearer token for `/metrics` alone.
+    metrics_token: Option<SecretString>,
 }
 
 enum Mode {
@@ -67,7 +70,38 @@ impl Access {
                  embed::AssistantDefinition::authenticate",
             )?),
         };
-        Ok(Access { mode })
+        Ok(Access {
+            mode,
+            metrics_token: None,
+        })
+    }
+
+    /// Lets a `METRICS__TOKEN` bearer read `/metrics` without being an admin.
+    pub fn with_metrics_token(mut self, token: Option<SecretString>) -> Access {
+        self.metrics_token = token;
+        self
+    }
+
+    /// Whether a request may read `/metrics`: it carries the metrics token,
+    /// or its caller is an admin (in `trusted_local` without a token, every
+    /// caller is). 401 without acceptable credentials, 403 for a non-admin.
+    pub fn metrics_allowed(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if let (Some(token), Some(offered)) = (&self.metrics_token, bearer(headers)) {
+            if bool::from(token.expose_secret().as_bytes().ct_eq(offered.as_bytes())) {
+                return Ok(());
+            }
+        }
+        let caller = self.http_caller(headers).map_err(|why| {
+            ApiError::Unauthorized(format!(
+                "{why} (an admin's), or Authorization: Bearer <METRICS__TOKEN>"
+            ))
+        })?;
+        if !caller.admin {
+            return Err(ApiError::Session(SessionError::Forbidden(
+                "/metrics is for an admin or a METRICS__TOKEN bearer".into(),
+            )));
+        }
+        Ok(())
     }
 
     /// The caller of an HTTP request (routes and AG-UI), or why not.

@@ -356,10 +356,11 @@ async fn database_check(settings: &Settings) -> Check {
             "none: sessions live in memory (set DATABASE_URL for PostgreSQL)",
         );
     };
-    let store = match PgStore::new(url.expose_secret(), 1) {
-        Ok(store) => store,
-        Err(error) => return Check::new(Verdict::Fail, "database", error),
-    };
+    let store =
+        match PgStore::in_schema(url.expose_secret(), 1, &settings.deployment.database_schema) {
+            Ok(store) => store,
+            Err(error) => return Check::new(Verdict::Fail, "database", error),
+        };
     match tokio::time::timeout(CHECK_TIMEOUT * 2, store.migration_status()).await {
         Err(_) => Check::new(Verdict::Fail, "database", "no answer in time"),
         Ok(Err(error)) => Check::new(Verdict::Fail, "database", error.to_string()),

@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod doctor;
+pub mod healthcheck;
 mod terminal;
 
 use clap::{Args, Parser, Subcommand};
@@ -37,6 +38,9 @@ pub enum Command {
     /// Show the settings in effect (secrets masked), check each provider and
     /// the database; exit 0 when the runtime can answer turns, 1 otherwise.
     Doctor,
+    /// Ask the local runtime's /readyz (SERVER__HOST, SERVER__PORT); exit 0
+    /// when it is ready, 1 otherwise. For a container HEALTHCHECK.
+    Healthcheck,
     /// Talk to a running server from the terminal: streamed answers, and a
     /// prompt for each host action's result.
     Chat(chat::ChatArgs),

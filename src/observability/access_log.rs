@@ -4,6 +4,7 @@
 //! (`edge::Edge`), so it sees the final status of every reply, error pages
 //! included.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -42,8 +43,9 @@ pub struct AccessLine {
     request_id: RequestId,
     /// A standard method is cloned without allocating.
     method: Method,
-    /// The path and the start, only when the line is written at all.
-    written: Option<(String, Instant)>,
+    /// The path, the client's address (`access::proxies`) and the start,
+    /// only when the line is written at all.
+    written: Option<(String, Option<IpAddr>, Instant)>,
     metrics: Option<web::Data<Metrics>>,
 }
 
@@ -55,8 +57,10 @@ impl AccessLine {
         AccessLine {
             request_id,
             method: request.method().clone(),
-            written: log::log_enabled!(log::Level::Info)
-                .then(|| (request.path().to_string(), Instant::now())),
+            written: log::log_enabled!(log::Level::Info).then(|| {
+                let client = crate::access::proxies::client_ip(request.request());
+                (request.path().to_string(), client, Instant::now())
+            }),
             metrics: request.app_data::<web::Data<Metrics>>().cloned(),
         }
     }
@@ -70,18 +74,19 @@ impl AccessLine {
             Ok(response) => response.status(),
             Err(error) => error.as_response_error().status_code(),
         };
-        if let Some((path, started)) = self.written {
+        if let Some((path, client, started)) = self.written {
             let session = match &result {
                 Ok(response) => session_of(response.request()),
                 Err(_) => None,
             };
             log::info!(
-                "{} {path} {} {:.1}ms session={} request_id={}",
+                "{} {path} {} {:.1}ms session={} request_id={} client={}",
                 self.method,
                 status.as_u16(),
                 started.elapsed().as_secs_f64() * 1000.0,
                 session.as_deref().unwrap_or("-"),
                 self.request_id,
+                ClientAddress(client),
             );
         }
         if let Some(metrics) = self.metrics {
@@ -92,6 +97,19 @@ impl AccessLine {
             response.headers_mut().insert(HEADER, value);
         }
         Ok(response)
+    }
+}
+
+/// The client's address in a log line, `-` when unknown, formatted without
+/// an allocation of its own.
+struct ClientAddress(Option<IpAddr>);
+
+impl std::fmt::Display for ClientAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(address) => address.fmt(f),
+            None => f.write_str("-"),
+        }
     }
 }
 

@@ -163,6 +163,20 @@ pub struct Metrics {
     /// pending has nothing to remove while no session waits.
     n_pending: AtomicUsize,
     socket_connections: AtomicI64,
+    /// The store's session count as of the last refresh (`refresh_stored_sessions`,
+    /// on a timer): a scrape never runs a query.
+    stored_sessions: Mutex<Option<u64>>,
+}
+
+/// The methods counted under their own name; any other is `other`.
+const KNOWN_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
+fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or("other")
 }
 
 /// This thread's registry, chosen the first time it counts.
@@ -211,12 +225,25 @@ impl Metrics {
         self.n_pending.store(sessions.len(), Ordering::Release);
     }
 
+    /// Counts a reply. The method label is one of a closed set, so invented
+    /// methods cannot grow the number of series.
     pub fn count_http_request(&self, method: &str, status: u16) {
+        let method = method_label(method);
         self.with(|registry| {
             *slot(&mut registry.http_requests, method)
                 .entry(status)
                 .or_default() += 1;
         });
+    }
+
+    /// Records the store's session count (`None`: the store could not count).
+    pub fn set_stored_sessions(&self, count: Option<u64>) {
+        *lock(&self.stored_sessions) = count;
+    }
+
+    /// The session count of the last refresh.
+    pub fn stored_sessions(&self) -> Option<u64> {
+        *lock(&self.stored_sessions)
     }
 
     pub fn socket_connected(&self) {
@@ -367,13 +394,15 @@ fn render(registry: &Registry, snapshot: Snapshot, connections: i64, pending: us
         &[],
         snapshot.live_actors as f64,
     );
+    // The family is always declared; its sample only once the store has
+    // been counted (the count runs on a timer).
+    family(
+        &mut out,
+        "assistant_stored_sessions",
+        "gauge",
+        "Sessions in the store.",
+    );
     if let Some(stored) = snapshot.stored_sessions {
-        family(
-            &mut out,
-            "assistant_stored_sessions",
-            "gauge",
-            "Sessions in the store.",
-        );
         sample(&mut out, "assistant_stored_sessions", &[], stored as f64);
     }
     family(
@@ -703,6 +732,21 @@ mod tests {
             )),
             "{text}"
         );
+    }
+
+    #[test]
+    fn invented_methods_share_one_label() {
+        let metrics = Metrics::default();
+        for index in 0..50 {
+            metrics.count_http_request(&format!("INVENTED{index}"), 405);
+        }
+        metrics.count_http_request("get", 405);
+        let text = scrape(&metrics);
+        assert!(
+            text.contains("assistant_http_requests_total{method=\"other\",status=\"405\"} 51\n"),
+            "{text}"
+        );
+        assert!(!text.contains("INVENTED"), "{text}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use actors::events::{EventSink, FinalResponse};
 use actors::session::{Runtime, SessionError, DATABASE_UNREACHABLE};
 use serde_json::json;
 
+use super::idempotency;
 use crate::access::limits::Limits;
 use crate::access::{require_json, Authenticated};
 use crate::body::{parse_off_worker, read_body, BodyLimits};
@@ -22,12 +23,15 @@ struct ChatQuery {
 }
 
 #[utoipa::path(post, path = "/api/chat", tag = "chat",
+    params(
+        ("session_id" = Option<String>, Query, description = "The body's session_id, for a load balancer routing by session; must equal the body's when both are given"),
+        ("Idempotency-Key" = Option<String>, Header, description = "IETF Idempotency-Key (an sf-string, or its bare text; 1..255 printable ASCII). Resent with the same key and the byte-identical request, a new message gets the first one's outcome: its final response once its turn ended (a turn the process running it never finished runs again), 409 \"in progress\" while it runs; another body under the key is 422. Scoped to the session and the principal; kept as long as the message. Without it a resent message id is a 409")),
     request_body(content = crate::routes::openapi::MessageBody, description = "The message body (docs/protocol.md)"),
     responses(
-        (status = 200, description = "The turn ended: an answer, a pending host action, a decision, or a saved cancelled/usage-limited turn", body = FinalResponse),
-        (status = 409, description = "session_error: the message does not fit the session", body = ErrorBody),
+        (status = 200, description = "The turn ended: an answer, a pending host action, a decision, or a saved cancelled/usage-limited turn; for a resent Idempotency-Key, the first request's final response", body = FinalResponse),
+        (status = 409, description = "session_error: the message does not fit the session (a duplicate id), or the turn of the message first sent with this Idempotency-Key is in progress", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 422, description = "validation: names the field path", body = ErrorBody),
+        (status = 422, description = "validation: names the field path (`Idempotency-Key` for a malformed key or one used with another body)", body = ErrorBody),
         (status = 500, description = "The turn failed; `type` is its error_type, with the final response fields", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn post_chat(
@@ -40,23 +44,19 @@ pub async fn post_chat(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     require_json(&http, None)?;
+    let key = idempotency::key(&http)?;
     let body = read_body(payload, &body_limits).await?;
     let query = http.query_string().to_string();
+    // With the key only: the principal scopes it.
+    let keyed = key.map(|key| (key, caller.principal.clone()));
     let parsed = parse_off_worker(body, move |body| {
-        if query.is_empty() {
-            if let Some(request) = ChatRequest::parse_plain(body) {
-                return Ok(Ok(request));
-            }
-        }
-        let mut value = parse_json(body)?;
-        merge_query_session(&mut value, &query)?;
-        Ok(ChatRequest::parse(&value).map_err(|error| {
-            let session_id = value
-                .get("session_id")
-                .or_else(|| value.get("sessionId"))
-                .and_then(|id| id.as_str())
-                .map(str::to_string);
-            (session_id, error)
+        let parsed = parse_chat(body, &query)?;
+        // Hashed here, off the worker with the parse: bodies reach 64 MiB.
+        Ok(parsed.map(|mut request| {
+            request.idempotency = keyed.map(|(key, principal)| {
+                Box::new(idempotency::mark(&principal, &key, &query, body))
+            });
+            request
         }))
     })
     .await?;
@@ -95,6 +95,29 @@ pub async fn post_chat(
         &outcome.response,
     );
     Ok(final_reply(*outcome.response))
+}
+
+/// The body as a request, or the field it fails on with the session it
+/// names (for the access log).
+fn parse_chat(
+    body: &[u8],
+    query: &str,
+) -> Result<Result<ChatRequest, (Option<String>, ValidationError)>, ApiError> {
+    if query.is_empty() {
+        if let Some(request) = ChatRequest::parse_plain(body) {
+            return Ok(Ok(request));
+        }
+    }
+    let mut value = parse_json(body)?;
+    merge_query_session(&mut value, query)?;
+    Ok(ChatRequest::parse(&value).map_err(|error| {
+        let session_id = value
+            .get("session_id")
+            .or_else(|| value.get("sessionId"))
+            .and_then(|id| id.as_str())
+            .map(str::to_string);
+        (session_id, error)
+    }))
 }
 
 /// Takes `?session_id=` into the body: it fills a body without one, and must

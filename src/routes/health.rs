@@ -1,13 +1,13 @@
 //! `GET /health`, `/livez`, `/readyz`, `/metrics`, `GET /api/models`,
 //! `GET /api/debug/tools` and `GET /api/debug/prompt`.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actors::session::{Runtime, SessionError};
 use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::access::Authenticated;
+use crate::access::{Access, Authenticated};
 use crate::errors::ApiError;
 use crate::observability::metrics::Snapshot;
 use crate::observability::Metrics;
@@ -178,20 +178,28 @@ pub async fn readyz(runtime: web::Data<Runtime>) -> HttpResponse {
     }
 }
 
-/// Prometheus text format.
+/// Prometheus text format, for an admin or a `METRICS__TOKEN` bearer
+/// (`access::metrics_allowed`): the figures include token counts and costs.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String)))]
-pub async fn metrics(runtime: web::Data<Runtime>, metrics: web::Data<Metrics>) -> HttpResponse {
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String),
+        (status = 401, description = "No admin credentials and no metrics token", body = crate::errors::ErrorBody),
+        (status = 403, description = "A caller who is not an admin", body = crate::errors::ErrorBody)))]
+pub async fn metrics(
+    request: HttpRequest,
+    runtime: web::Data<Runtime>,
+    metrics: web::Data<Metrics>,
+    access: web::Data<Access>,
+) -> Result<HttpResponse, ApiError> {
+    access.metrics_allowed(request.headers())?;
     let health = runtime.health().await;
-    let stored_sessions = runtime.deps().store.count().await.ok();
     let text = metrics.render(Snapshot {
         live_actors: health.live_sessions,
-        stored_sessions,
+        stored_sessions: metrics.stored_sessions(),
         store_reachable: health.store_reachable,
     });
-    HttpResponse::Ok()
+    Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(text)
+        .body(text))
 }
 
 #[utoipa::path(get, path = "/api/models", tag = "operations",

@@ -3,6 +3,7 @@
 
 mod chat;
 mod health;
+mod idempotency;
 pub mod openapi;
 mod sessions;
 

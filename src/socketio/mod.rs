@@ -337,13 +337,14 @@ async fn handle_get(req: HttpRequest, payload: Payload, shared: web::Data<Shared
         Ok(checked) => checked,
         Err(error) => return error_with_cors(&req, &shared, error),
     };
+    // The forwarded client behind a trusted proxy, so the per-address cap
+    // counts clients rather than the proxy.
+    let client = crate::access::proxies::client_ip(&req);
     let response = match (checked.transport, checked.sid.as_deref()) {
-        (_, None) if !shared.has_room(req.peer_addr().map(|addr| addr.ip())) => {
+        (_, None) if !shared.has_room(client) => {
             too_many_sessions(shared.config.max_sessions_per_ip)
         }
-        (TransportName::Polling, None) => {
-            polling::handshake(&req, &shared, req.peer_addr().map(|addr| addr.ip()))
-        }
+        (TransportName::Polling, None) => polling::handshake(&req, &shared, client),
         (TransportName::Polling, Some(sid)) => match shared.lookup(sid) {
             Some(addr) => polling::poll(addr).await,
             None => EngineError::SessionIdUnknown.response(),

@@ -872,3 +872,175 @@ async fn a_post_without_a_body_needs_no_content_type() {
     .await;
     assert_ne!(status, 200, "{body}");
 }
+
+/// Validly signed tokens whose `iss` or `aud` is not a string, or whose
+/// `nbf` is not a number, are refused (GHSA-h395-gr6q-cpjc: jsonwebtoken
+/// before 10.3 skipped those checks).
+#[actix_web::test]
+async fn jwt_mode_refuses_tokens_with_malformed_claims() {
+    let app = spawn_app_with(&[
+        ("ACCESS__MODE", "jwt"),
+        ("ACCESS__JWT_SECRET", JWT_SECRET),
+        ("ACCESS__JWT_ISSUER", ISSUER),
+        ("ACCESS__JWT_AUDIENCE", AUDIENCE),
+    ])
+    .await;
+    let mut issuer_not_a_string = claims("alice", &["admin"]);
+    issuer_not_a_string["iss"] = json!(42);
+    let mut audience_not_a_string = claims("alice", &["admin"]);
+    audience_not_a_string["aud"] = json!({"service": AUDIENCE});
+    let mut not_before_not_a_number = claims("alice", &["admin"]);
+    not_before_not_a_number["nbf"] = json!("tomorrow");
+    let mut no_issuer = claims("alice", &["admin"]);
+    no_issuer.as_object_mut().expect("object").remove("iss");
+    for (case, claims) in [
+        ("iss absent while ACCESS__JWT_ISSUER is set", no_issuer),
+        ("iss not a string", issuer_not_a_string),
+        ("aud not a string", audience_not_a_string),
+        ("nbf not a number", not_before_not_a_number),
+    ] {
+        let caller = as_caller(
+            &app,
+            &[(
+                "Authorization".into(),
+                format!("Bearer {}", token(claims, JWT_SECRET)),
+            )],
+        );
+        let (status, body) = caller.say("jwt-malformed", "m1", "hi", None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{case}: {body}");
+        let (status, body) = caller.get("/api/sessions").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{case}: {body}");
+    }
+    // The same claims, well formed, pass.
+    let caller = as_caller(
+        &app,
+        &[(
+            "Authorization".into(),
+            format!("Bearer {}", token(claims("alice", &[]), JWT_SECRET)),
+        )],
+    );
+    let (status, body) = caller.say("jwt-malformed", "m1", "hi", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// `GET /metrics` with `headers`, its status.
+async fn scrape(app: &TestApp, headers: &[(&str, String)]) -> u16 {
+    let mut request = app.client.get(format!("{}/metrics", app.address));
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    request.send().await.expect("a response").status().as_u16()
+}
+
+/// `/metrics` answers an admin or a METRICS__TOKEN bearer, in header and
+/// jwt modes; without credentials 401, a caller who is no admin 403.
+#[actix_web::test]
+async fn metrics_need_an_admin_or_the_metrics_token() {
+    let header_app = spawn_app_with(&[
+        ("ACCESS__MODE", "header"),
+        ("METRICS__TOKEN", "scrape-secret"),
+    ])
+    .await;
+    assert_eq!(scrape(&header_app, &[]).await, 401);
+    assert_eq!(
+        scrape(&header_app, &[("Authorization", "Bearer wrong".into())]).await,
+        401
+    );
+    assert_eq!(
+        scrape(&header_app, &[("X-Assistant-Principal", "bob".into())]).await,
+        403
+    );
+    assert_eq!(
+        scrape(
+            &header_app,
+            &[
+                ("X-Assistant-Principal", "root".into()),
+                ("X-Assistant-Roles", "admin".into())
+            ]
+        )
+        .await,
+        200
+    );
+    assert_eq!(
+        scrape(
+            &header_app,
+            &[("Authorization", "Bearer scrape-secret".into())]
+        )
+        .await,
+        200
+    );
+
+    let jwt_app = spawn_app_with(&[
+        ("ACCESS__MODE", "jwt"),
+        ("ACCESS__JWT_SECRET", JWT_SECRET),
+        ("ACCESS__JWT_ISSUER", ISSUER),
+        ("ACCESS__JWT_AUDIENCE", AUDIENCE),
+    ])
+    .await;
+    let bearer = |roles: &[&str]| format!("Bearer {}", token(claims("carol", roles), JWT_SECRET));
+    assert_eq!(scrape(&jwt_app, &[]).await, 401);
+    assert_eq!(
+        scrape(&jwt_app, &[("Authorization", bearer(&[]))]).await,
+        403
+    );
+    assert_eq!(
+        scrape(&jwt_app, &[("Authorization", bearer(&["admin"]))]).await,
+        200
+    );
+    // No METRICS__TOKEN configured: no bearer other than a JWT is accepted.
+    assert_eq!(
+        scrape(
+            &jwt_app,
+            &[("Authorization", "Bearer scrape-secret".into())]
+        )
+        .await,
+        401
+    );
+}
+
+/// The number of `assistant_http_requests_total` series.
+async fn n_request_series(app: &TestApp) -> usize {
+    let text = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .header("Authorization", "Bearer scrape-secret")
+        .send()
+        .await
+        .expect("a response")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter(|line| line.starts_with("assistant_http_requests_total{"))
+        .count()
+}
+
+/// 50 requests with invented methods add no series: they are all `other`.
+#[actix_web::test]
+async fn invented_methods_leave_the_number_of_series_unchanged() {
+    let app = spawn_app_with(&[
+        ("ACCESS__MODE", "header"),
+        ("METRICS__TOKEN", "scrape-secret"),
+    ])
+    .await;
+    let method = reqwest::Method::from_bytes(b"WARMUP").expect("a method");
+    let _ = app
+        .client
+        .request(method, format!("{}/health", app.address))
+        .send()
+        .await;
+    // Counts the scrape itself and the first `other`.
+    let before = n_request_series(&app).await;
+    let before = before.max(n_request_series(&app).await);
+    for index in 0..50 {
+        let method =
+            reqwest::Method::from_bytes(format!("INVENTED{index}").as_bytes()).expect("a method");
+        let _ = app
+            .client
+            .request(method, format!("{}/health", app.address))
+            .send()
+            .await
+            .expect("a response");
+    }
+    assert_eq!(n_request_series(&app).await, before);
+}

@@ -38,7 +38,7 @@ async fn scrape(app: &TestApp) -> String {
 
 #[actix_web::test]
 async fn metrics_move_after_turns_on_http_agui_and_socketio() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(&[("METRICS__STORED_SESSIONS_INTERVAL_SECONDS", "1")]).await;
     let before = scrape(&app).await;
     for family in [
         "# TYPE assistant_turns_total counter",
@@ -148,8 +148,13 @@ async fn metrics_move_after_turns_on_http_agui_and_socketio() {
     );
     assert!(moved("assistant_http_requests_total{method=\"POST\",status=\"200\"}") >= 3.0);
     assert_eq!(sample(&after, "assistant_store_reachable"), 1.0);
-    // Five sessions: three over HTTP, one AG-UI thread, one socket session.
-    assert_eq!(moved("assistant_stored_sessions"), 5.0, "{after}");
+    // Five sessions: three over HTTP, one AG-UI thread, one socket session,
+    // once the timer has recounted them.
+    let stored_before = sample(&before, "assistant_stored_sessions");
+    crate::helpers::eventually("the stored-session gauge to count five more", || async {
+        sample(&scrape(&app).await, "assistant_stored_sessions") - stored_before == 5.0
+    })
+    .await;
 
     // Answering the host action resolves the pending gauge.
     let call_id = reply["pending_tool_call"]["call_id"].clone();
@@ -294,6 +299,8 @@ async fn each_request_gets_one_access_log_line_at_info() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_assistant-runtime"))
         .args(["serve", "--port", &port.to_string()])
         .env_clear()
+        // This test's client plays a proxy on loopback for the first request.
+        .env("SERVER__TRUSTED_PROXIES", "127.0.0.1")
         .current_dir(&dir)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
@@ -309,6 +316,7 @@ async fn each_request_gets_one_access_log_line_at_info() {
     let reply = client
         .post(format!("{address}/api/chat"))
         .header("x-request-id", "req-log-1")
+        .header("x-forwarded-for", "6.6.6.6, 198.51.100.7")
         .json(&json!({"id": "m1", "session_id": "logged-session", "content": "say hi"}))
         .send()
         .await
@@ -334,12 +342,15 @@ async fn each_request_gets_one_access_log_line_at_info() {
     assert!(chat.contains(" INFO "), "{chat}");
     assert!(chat.contains("POST /api/chat 200 "), "{chat}");
     assert!(chat.contains("ms session=logged-session "), "{chat}");
+    // The rightmost hop the trusted proxy (loopback) was handed.
+    assert!(chat.ends_with("client=198.51.100.7"), "{chat}");
     let info = line("request_id=req-log-2");
     assert!(
         info.contains("GET /api/sessions/logged-session 200 "),
         "{info}"
     );
     assert!(info.contains("session=logged-session"), "{info}");
+    assert!(info.ends_with("client=127.0.0.1"), "{info}");
 }
 
 #[actix_web::test]
@@ -364,13 +375,21 @@ async fn stored_sessions_are_counted_in_postgres_too() {
         .await
         .expect("create database");
     let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
-    let app = spawn_app_with(&[("DATABASE_URL", url.as_str())]).await;
+    let app = spawn_app_with(&[
+        ("DATABASE_URL", url.as_str()),
+        ("METRICS__STORED_SESSIONS_INTERVAL_SECONDS", "1"),
+    ])
+    .await;
     for session in ["pg-a", "pg-b"] {
         let (status, _) = app
             .post_chat(&json!({"id": "m1", "session_id": session, "content": "say hi"}))
             .await;
         assert_eq!(status, 200);
     }
+    crate::helpers::eventually("the stored-session gauge to count two", || async {
+        sample(&scrape(&app).await, "assistant_stored_sessions") == 2.0
+    })
+    .await;
     let text = scrape(&app).await;
     admin
         .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))

@@ -71,7 +71,21 @@ impl TestDb {
         TestDb { name, url }
     }
 
-    async fn client(&self) -> tokio_postgres::Client {
+    /// A connection that sees the runtime's tables (in `assistant_runtime`,
+    /// the default `DATABASE__SCHEMA`).
+    pub(crate) async fn client(&self) -> tokio_postgres::Client {
+        let client = connect(&self.url).await;
+        client
+            .batch_execute("SET search_path TO assistant_runtime")
+            .await
+            .expect("set the search path");
+        client
+    }
+}
+
+impl TestDb {
+    /// A connection with the server's default `search_path` (`public`).
+    pub(crate) async fn public_client(&self) -> tokio_postgres::Client {
         connect(&self.url).await
     }
 }
@@ -613,7 +627,7 @@ async fn a_lost_database_answers_503_and_the_runtime_recovers_without_restart() 
 
 // ---- startup and migrations ------------------------------------------------
 
-fn run_binary(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_binary(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let dir = scratch_dir("ar_run");
     let output = server_command(&dir, args, env)
         .output()
@@ -1150,4 +1164,68 @@ async fn point_10_a_missing_database_names_its_cause_and_fix_everywhere() {
             .is_some_and(|error| error.contains(&fix)),
         "{body}"
     );
+}
+
+/// `POST /api/chat` as `principal` (header mode), with an optional key.
+async fn chat_as(
+    server: &ServerProcess,
+    principal: &str,
+    roles: &str,
+    key: Option<&str>,
+    body: &Value,
+) -> (StatusCode, Value) {
+    let mut request = server
+        .app
+        .client
+        .post(format!("{}/api/chat", server.app.address))
+        .header("X-Assistant-Principal", principal)
+        .header("X-Assistant-Roles", roles)
+        .json(body);
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    let response = request.send().await.expect("a response");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The key is stored with the message: after a restart the resend still
+/// gets the first final response (200, not 409) and another body under the
+/// key is a 422. Another principal's same key does not see the outcome
+/// (its resend is the duplicate id it always was), nor does a resend
+/// without the header.
+#[actix_web::test]
+async fn an_idempotency_key_survives_a_restart_and_stays_its_principals() {
+    let db = TestDb::create().await;
+    let env = [
+        ("DATABASE_URL", db.url.as_str()),
+        ("ACCESS__MODE", "header"),
+    ];
+    let server = ServerProcess::runtime(&env).await;
+    let body = json!({"id": "m1", "session_id": "keyed", "content": "say first answer"});
+    let (status, first) = chat_as(&server, "alice", "", Some("\"k1\""), &body).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    server.crash();
+
+    let server = ServerProcess::runtime(&env).await;
+    let (status, again) = chat_as(&server, "alice", "", Some("\"k1\""), &body).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again, first);
+
+    let other = json!({"id": "m2", "session_id": "keyed", "content": "say other"});
+    let (status, refused) = chat_as(&server, "alice", "", Some("\"k1\""), &other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let why = refused["error"].as_str().unwrap_or_default();
+    assert!(why.starts_with("Idempotency-Key"), "{refused}");
+    assert!(why.contains("another request body"), "{refused}");
+
+    let (status, reply) = chat_as(&server, "root", "admin", Some("\"k1\""), &body).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{reply}");
+    let (status, reply) = chat_as(&server, "alice", "", None, &body).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{reply}");
+
+    let (status, reply) = chat_as(&server, "alice", "", Some("\"open"), &other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{reply}");
+    let why = reply["error"].as_str().unwrap_or_default();
+    assert!(why.starts_with("Idempotency-Key"), "{reply}");
 }

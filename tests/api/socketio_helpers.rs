@@ -205,7 +205,7 @@ pub async fn run_probe(
 }
 
 /// Runs `sio_scenario.{py,mjs}` against the whole server at `url` (`mode` is
-/// `default` or `websocket`) and parses the JSON document it prints: the
+/// `default` (polling, then the upgrade), `websocket` or `polling` (never upgrades)) and parses the JSON document it prints: the
 /// `assistant:*` events in arrival order, the acks and the final transport.
 pub async fn run_scenario(client: Client, url: String, mode: &str, scenario: Value) -> Value {
     let mode = mode.to_owned();

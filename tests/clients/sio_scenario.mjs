@@ -3,7 +3,7 @@
 // event in arrival order, the acks, and the final transport. The scenario
 // format is the one sio_scenario.py documents.
 //
-// usage: node sio_scenario.mjs URL {default,websocket} SCENARIO_JSON
+// usage: node sio_scenario.mjs URL {default,websocket,polling} SCENARIO_JSON
 import { io } from "socket.io-client";
 
 const NAMESPACE = "/assistant";
@@ -56,7 +56,7 @@ const deadline = setTimeout(() => { result.error = "timed out"; finish(); }, 6 *
 // handshake, each poll, the websocket upgrade), so a balancer can route by it
 // (config/nginx-sticky.conf hashes on `session_id`).
 const socket = io(url + NAMESPACE, {
-  transports: mode === "websocket" ? ["websocket"] : ["polling", "websocket"],
+  transports: { websocket: ["websocket"], polling: ["polling"] }[mode] ?? ["polling", "websocket"],
   reconnection: false,
   timeout: WAIT_MS,
   ...(scenario.auth ? { auth: scenario.auth } : {}),
@@ -122,7 +122,7 @@ socket.once("connect", async () => {
       }
     }
     if (!disconnected) {
-      if (mode !== "websocket") await waitForWebsocket();
+      if (mode === "default") await waitForWebsocket();
       result.transport = socket.io.engine.transport.name;
     }
   } catch (err) {

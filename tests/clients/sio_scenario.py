@@ -2,7 +2,7 @@
 python-socketio client and prints one JSON document: every `assistant:*`
 event in arrival order, the acks, and the final transport.
 
-usage: sio_scenario.py URL {default,websocket} SCENARIO_JSON
+usage: sio_scenario.py URL {default,websocket,polling} SCENARIO_JSON
 
 The scenario is `{"steps": [...]}` with an optional `"query"` object: its
 parameters go on the connect URL, so they ride on every Engine.IO request of
@@ -54,7 +54,7 @@ def substitute(value, pending_call_id):
 
 def main():
     url, mode, scenario = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    transports = ["websocket"] if mode == "websocket" else ["polling", "websocket"]
+    transports = {"websocket": ["websocket"], "polling": ["polling"]}.get(mode, ["polling", "websocket"])
     result = {"client": "python-socketio", "mode": mode, "connected": False, "error": None,
               "events": [], "acks": [], "transport": None}
     received = threading.Condition()

@@ -43,6 +43,8 @@ pub struct ChatRequest {
     pub config: RequestConfig,
     /// Present when the body answers a pending host action.
     pub continuation: Option<Continuation>,
+    /// Set by the edge from an `Idempotency-Key` header, never from the body.
+    pub idempotency: Option<Box<crate::conversation::IdempotencyMark>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,6 +174,7 @@ impl ChatRequest {
             host_context,
             config,
             continuation,
+            idempotency: None,
         })
     }
 }
@@ -316,6 +319,7 @@ impl ChatRequest {
             host_context,
             config: RequestConfig::default(),
             continuation,
+            idempotency: None,
         })
     }
 }

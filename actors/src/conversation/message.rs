@@ -57,8 +57,24 @@ pub struct Message {
     /// On an assistant message: the session's working memory after its turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_memory: Option<Vec<String>>,
+    /// On a user message sent with an `Idempotency-Key`: the key's and the
+    /// body's digests, so a resend is answered with this message's outcome.
+    /// Boxed: most messages have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency: Option<Box<IdempotencyMark>>,
     /// Unix milliseconds.
     pub created_at: u64,
+}
+
+/// What an `Idempotency-Key` leaves on the message it sent: digests only, so
+/// neither the key nor the principal is shown with the conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyMark {
+    /// The key, scoped to its principal (a digest of both): another caller's
+    /// identical key is another key.
+    pub key: String,
+    /// A digest of the request as sent (its body and query string).
+    pub body: String,
 }
 
 // A message lives in an `Arc` (16 bytes of counts) in the tree and the
@@ -170,6 +186,7 @@ impl Message {
             error_type: None,
             memory_block: None,
             working_memory: None,
+            idempotency: None,
             created_at,
         }
     }

@@ -57,6 +57,7 @@ impl CompactionJob {
             error_type: None,
             memory_block: None,
             working_memory: None,
+            idempotency: None,
             created_at: now_millis(),
         };
         let retained: Vec<&Message> = self.retained.iter().collect();
@@ -290,6 +291,7 @@ mod tests {
             error_type: None,
             memory_block: None,
             working_memory: None,
+            idempotency: None,
             created_at: 0,
         }
     }

@@ -161,6 +161,7 @@ mod tests {
             error_type: None,
             memory_block: None,
             working_memory: None,
+            idempotency: None,
             created_at: 0,
         };
         let (entries, usage) = runtime.block_on(job.run(&assistant)).unwrap();

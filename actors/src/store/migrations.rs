@@ -33,9 +33,9 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/0003_session_owner.sql"),
     },
     Migration {
-        version: 9,
-        name: "0009_lean_turn_writes.sql",
-        sql: include_str!("../../sql/0009_lean_turn_writes.sql"),
+        version: 4,
+        name: "0004_lean_turn_writes.sql",
+        sql: include_str!("../../sql/0004_lean_turn_writes.sql"),
     },
 ];
 
@@ -43,13 +43,65 @@ pub const MIGRATIONS: &[Migration] = &[
 /// (an arbitrary constant: the ASCII of "ar-migr" read as a number).
 const MIGRATION_LOCK_KEY: i64 = 0x61_72_2d_6d_69_67_72;
 
-/// Applies the migrations this database has not seen, returning their versions.
+/// The release that applies a migration, recorded beside it so that a
+/// refusal can name the binary that went ahead.
+const BINARY_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The tables (and the free-standing sequence) of the layout before the
+/// runtime had a schema of its own, all in `public`.
+const LEGACY_RELATIONS: [(&str, &str); 4] = [
+    ("TABLE", "schema_migrations"),
+    ("TABLE", "sessions"),
+    ("TABLE", "messages"),
+    ("SEQUENCE", "session_versions"),
+];
+
+/// Why migrating did not happen.
+#[derive(Debug)]
+pub enum MigrationError {
+    /// The database answered with an error (or did not answer).
+    Database(tokio_postgres::Error),
+    /// The database is not one this binary may run on: migrated by a newer
+    /// binary, or an applied migration differs from this binary's file.
+    Refused(String),
+}
+
+impl std::fmt::Display for MigrationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MigrationError::Database(error) => write!(f, "{error}"),
+            MigrationError::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for MigrationError {
+    fn from(error: tokio_postgres::Error) -> MigrationError {
+        MigrationError::Database(error)
+    }
+}
+
+/// A migration as recorded in `schema_migrations`.
+struct Applied {
+    version: i32,
+    name: String,
+    checksum: Option<String>,
+    applied_by: Option<String>,
+}
+
+/// Applies the migrations this database has not seen in `schema` (which the
+/// connection's `search_path` names), returning their versions.
 ///
 /// Everything runs in one transaction holding `pg_advisory_xact_lock`, so two
 /// processes starting together take turns (the second finds nothing to do),
 /// and a failing file leaves the schema as it was (Postgres DDL is
 /// transactional). The lock ends with the transaction, even on error.
-pub async fn apply(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Error> {
+///
+/// Before anything is applied, the recorded migrations are checked: one this
+/// binary does not know (a newer binary's) or one whose SHA-256 differs from
+/// the embedded file refuses the database. The tables of the layout before
+/// `schema` existed are moved into it on first sight (`move_legacy_layout`).
+pub async fn apply(client: &mut Client, schema: &str) -> Result<Vec<i32>, MigrationError> {
     let transaction = client.transaction().await?;
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])
@@ -58,37 +110,172 @@ pub async fn apply(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Erro
     transaction
         .batch_execute("SET LOCAL client_min_messages = warning")
         .await?;
+    // Created only when missing: `CREATE SCHEMA IF NOT EXISTS` checks the
+    // CREATE privilege on the database first, which a runtime user may lack
+    // when an operator made the schema for it. `schema` is a plain
+    // identifier (`valid_schema_name`), safe unquoted.
+    let schema_exists: bool = transaction
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .await?
+        .get(0);
+    if !schema_exists {
+        transaction
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await?;
+    }
+    move_legacy_layout(&transaction, schema).await?;
     transaction
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (
                  version    integer PRIMARY KEY,
                  name       text NOT NULL,
                  applied_at timestamptz NOT NULL DEFAULT now()
-             )",
+             );
+             ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text;
+             ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS applied_by text;",
         )
         .await?;
-    let applied: Vec<i32> = transaction
-        .query("SELECT version FROM schema_migrations", &[])
+    let applied: Vec<Applied> = transaction
+        .query(
+            "SELECT version, name, checksum, applied_by FROM schema_migrations ORDER BY version",
+            &[],
+        )
         .await?
         .iter()
-        .map(|row| row.get(0))
+        .map(|row| Applied {
+            version: row.get(0),
+            name: row.get(1),
+            checksum: row.get(2),
+            applied_by: row.get(3),
+        })
         .collect();
+    check_known(&applied)?;
+    for record in &applied {
+        let Some(migration) = MIGRATIONS.iter().find(|m| m.version == record.version) else {
+            continue;
+        };
+        let expected: String = transaction
+            .query_one(CHECKSUM_SQL, &[&migration.sql])
+            .await?
+            .get(0);
+        match &record.checksum {
+            Some(recorded) if *recorded != expected => {
+                return Err(MigrationError::Refused(format!(
+                    "migration {} ({}) was applied with checksum {recorded}, but this binary's file has {expected}: \
+                     an applied migration was edited; restore the file (migrations are append-only)",
+                    record.version, record.name
+                )));
+            }
+            Some(_) => {}
+            // Recorded by a binary from before checksums: its file is taken
+            // as the one applied.
+            None => {
+                transaction
+                    .execute(
+                        "UPDATE schema_migrations SET checksum = $2 WHERE version = $1",
+                        &[&record.version, &expected],
+                    )
+                    .await?;
+            }
+        }
+    }
     let mut newly_applied = Vec::new();
     for migration in MIGRATIONS {
-        if applied.contains(&migration.version) {
+        if applied
+            .iter()
+            .any(|record| record.version == migration.version)
+        {
             continue;
         }
         transaction.batch_execute(migration.sql).await?;
         transaction
             .execute(
-                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                &[&migration.version, &migration.name],
+                "INSERT INTO schema_migrations (version, name, checksum, applied_by) \
+                 VALUES ($1, $2, encode(sha256(convert_to($3::text, 'UTF8')), 'hex'), $4)",
+                &[
+                    &migration.version,
+                    &migration.name,
+                    &migration.sql,
+                    &BINARY_VERSION,
+                ],
             )
             .await?;
         newly_applied.push(migration.version);
     }
     transaction.commit().await?;
     Ok(newly_applied)
+}
+
+/// The SHA-256 of a migration's text, computed by the server (PostgreSQL 11+),
+/// so the runtime needs no hashing crate.
+const CHECKSUM_SQL: &str = "SELECT encode(sha256(convert_to($1::text, 'UTF8')), 'hex')";
+
+/// Refuses a database that has a migration this binary does not know.
+fn check_known(applied: &[Applied]) -> Result<(), MigrationError> {
+    let newest_known = MIGRATIONS.last().map_or(0, |migration| migration.version);
+    let Some(unknown) = applied
+        .iter()
+        .filter(|record| !MIGRATIONS.iter().any(|m| m.version == record.version))
+        .max_by_key(|record| record.version)
+    else {
+        return Ok(());
+    };
+    Err(MigrationError::Refused(format!(
+        "the database was migrated by a newer binary: it has migration {} ({}, applied by assistant-runtime {}), \
+         and this binary (assistant-runtime {BINARY_VERSION}) knows migrations up to {newest_known}; \
+         run the newer binary, or restore a backup taken before it",
+        unknown.version,
+        unknown.name,
+        unknown.applied_by.as_deref().unwrap_or("before 0.1.0"),
+    )))
+}
+
+/// Moves the runtime's tables of the layout before `DATABASE__SCHEMA` from
+/// `public` into `schema`, once: when `schema` has no `schema_migrations`
+/// yet and `public` holds ours (an integer `version` beside a `name`, and a
+/// `sessions` table). Another application's `schema_migrations` (Rails',
+/// with a text version) is left alone.
+async fn move_legacy_layout(
+    transaction: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+) -> Result<(), MigrationError> {
+    if schema == "public" {
+        return Ok(());
+    }
+    let legacy: bool = transaction
+        .query_one(
+            "SELECT to_regclass($1 || '.schema_migrations') IS NULL
+                AND to_regclass('public.sessions') IS NOT NULL
+                AND to_regclass('public.messages') IS NOT NULL
+                AND EXISTS (SELECT 1 FROM information_schema.columns
+                            WHERE table_schema = 'public' AND table_name = 'schema_migrations'
+                              AND column_name = 'version' AND data_type = 'integer')
+                AND EXISTS (SELECT 1 FROM information_schema.columns
+                            WHERE table_schema = 'public' AND table_name = 'schema_migrations'
+                              AND column_name = 'name')",
+            &[&schema],
+        )
+        .await?
+        .get(0);
+    if !legacy {
+        return Ok(());
+    }
+    for (kind, name) in LEGACY_RELATIONS {
+        let exists: bool = transaction
+            .query_one("SELECT to_regclass('public.' || $1) IS NOT NULL", &[&name])
+            .await?
+            .get(0);
+        if exists {
+            transaction
+                .batch_execute(&format!("ALTER {kind} public.{name} SET SCHEMA {schema}"))
+                .await?;
+        }
+    }
+    log::info!("moved the runtime's tables from schema public into {schema}");
+    Ok(())
 }
 
 /// Which embedded migrations a database has and which it still lacks.
@@ -113,7 +300,7 @@ pub async fn status(client: &Client) -> Result<MigrationStatus, tokio_postgres::
             )
             .await?
             .iter()
-            .map(|row| row.get(0))
+            .filter_map(|row| row.try_get(0).ok())
             .collect()
     } else {
         Vec::new()
@@ -126,13 +313,26 @@ pub async fn status(client: &Client) -> Result<MigrationStatus, tokio_postgres::
     Ok(MigrationStatus { applied, pending })
 }
 
+/// Whether `name` may be a `DATABASE__SCHEMA`: lower-case letters, digits
+/// and `_`, not starting with a digit, at most 63 bytes. Such a name needs no
+/// quoting in SQL or in a connection's `search_path` option.
+pub fn valid_schema_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|first| first.is_ascii_lowercase() || first == '_');
+    first_ok
+        && name.len() <= 63
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn embedded_migrations_match_the_sql_folder() {
-        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql");
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/sql");
         let mut files: Vec<(String, String)> = std::fs::read_dir(folder)
             .expect("sql/ exists")
             .map(|entry| entry.expect("readable entry").path())

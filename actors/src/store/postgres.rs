@@ -24,6 +24,9 @@ use super::{
 use crate::conversation::{Message, PendingAction, Role, SessionRecord};
 use crate::ids::SessionId;
 
+/// The schema of the runtime's tables unless `DATABASE__SCHEMA` names another.
+pub const DEFAULT_SCHEMA: &str = "assistant_runtime";
+
 /// How long opening a connection may take before the database counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request waits for a free pooled connection.
@@ -42,6 +45,9 @@ pub enum DatabaseCause {
     DatabaseMissing,
     /// Connected, but a migration failed.
     MigrationFailed,
+    /// The database is not one this binary may serve: migrated by a newer
+    /// binary, or an applied migration was edited. Not transient.
+    SchemaRefused,
 }
 
 impl DatabaseCause {
@@ -51,6 +57,7 @@ impl DatabaseCause {
             DatabaseCause::AuthRefused => "auth_refused",
             DatabaseCause::DatabaseMissing => "database_missing",
             DatabaseCause::MigrationFailed => "migration_failed",
+            DatabaseCause::SchemaRefused => "schema_refused",
         }
     }
 }
@@ -79,6 +86,9 @@ pub struct PgStore {
 
 pub(super) struct Shared {
     pool: Pool,
+    /// `DATABASE__SCHEMA`: every connection's `search_path`, so the SQL
+    /// stays unqualified; created by the migrations.
+    schema: String,
     /// Whether this process has applied (or found) every migration. False after
     /// a start without a reachable database: the first connection that works
     /// migrates, so the runtime recovers without a restart.
@@ -88,12 +98,32 @@ pub(super) struct Shared {
 }
 
 impl PgStore {
-    /// A store for `url` with at most `pool_size` connections. Connects lazily:
-    /// only a malformed URL fails here.
+    /// A store for `url` with at most `pool_size` connections, its tables
+    /// in the default schema (`DEFAULT_SCHEMA`). Connects lazily: only a
+    /// malformed URL fails here.
     pub fn new(url: &str, pool_size: usize) -> Result<PgStore, String> {
+        PgStore::in_schema(url, pool_size, DEFAULT_SCHEMA)
+    }
+
+    /// `new` with the tables in `schema` (a plain identifier,
+    /// `migrations::valid_schema_name`).
+    pub fn in_schema(url: &str, pool_size: usize, schema: &str) -> Result<PgStore, String> {
+        if !migrations::valid_schema_name(schema) {
+            return Err(format!(
+                "{schema:?} is not a plain schema name (lower-case letters, digits, _)"
+            ));
+        }
         let mut pg_config: tokio_postgres::Config = url
             .parse()
             .map_err(|error| format!("not a PostgreSQL URL: {error}"))?;
+        // Set by the server at connect time: no extra round trip, and no
+        // pooled connection can miss it. Later `-c` options win, so this
+        // comes after any the URL carries.
+        let options = match pg_config.get_options() {
+            Some(options) => format!("{options} -c search_path={schema}"),
+            None => format!("-c search_path={schema}"),
+        };
+        pg_config.options(&options);
         pg_config.connect_timeout(CONNECT_TIMEOUT);
         if pg_config.get_application_name().is_none() {
             pg_config.application_name("assistant-runtime");
@@ -119,6 +149,7 @@ impl PgStore {
             .map_err(|error| format!("cannot build the connection pool: {error}"))?;
         let shared = Arc::new(Shared {
             pool,
+            schema: schema.to_string(),
             schema_ready: AtomicBool::new(false),
             migrating: tokio::sync::Mutex::new(()),
         });
@@ -140,9 +171,15 @@ impl PgStore {
             },
         })?;
         let _migrating = self.shared.migrating.lock().await;
-        let applied = migrations::apply(&mut client)
+        let applied = migrations::apply(&mut client, &self.shared.schema)
             .await
-            .map_err(|error| startup_error(&error, true))?;
+            .map_err(|error| match error {
+                migrations::MigrationError::Database(error) => startup_error(&error, true),
+                migrations::MigrationError::Refused(detail) => DatabaseError {
+                    cause: DatabaseCause::SchemaRefused,
+                    detail,
+                },
+            })?;
         self.shared.schema_ready.store(true, Ordering::Release);
         Ok(applied)
     }
@@ -185,14 +222,19 @@ impl Shared {
         if !self.schema_ready.load(Ordering::Acquire) {
             let _migrating = self.migrating.lock().await;
             if !self.schema_ready.load(Ordering::Acquire) {
-                match migrations::apply(&mut client).await {
+                match migrations::apply(&mut client, &self.schema).await {
                     Ok(applied) => {
                         if !applied.is_empty() {
                             log::info!("database reachable again: applied migrations {applied:?}");
                         }
                         self.schema_ready.store(true, Ordering::Release);
                     }
-                    Err(error) => return Err(settle_error(client, error)),
+                    Err(migrations::MigrationError::Database(error)) => {
+                        return Err(settle_error(client, error))
+                    }
+                    Err(migrations::MigrationError::Refused(why)) => {
+                        return Err(StoreError::Failed(why.into()))
+                    }
                 }
             }
         }

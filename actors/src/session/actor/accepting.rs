@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
+use super::idempotency::{reply_id, Earlier};
 use super::screenshot::strip_screenshots;
 use super::turns::{pending_for, TurnEnding};
 use super::{
@@ -21,7 +22,7 @@ use crate::conversation::{
     Segment, StoredContext, ToolRecord,
 };
 use crate::events::{Decision, EventSink, ToolResultEvent, TurnEvent, TurnStatus};
-use crate::ids::{MessageId, ToolCallId};
+use crate::ids::ToolCallId;
 use crate::prompt::host_block::render_host_context;
 use crate::session::messages::{AcceptedAs, SendMessage, TurnAccepted};
 use crate::session::SessionError;
@@ -38,7 +39,7 @@ impl SessionActor {
 
     /// A new message's turn has a screenshot only if the message brings one:
     /// an older turn's screenshot is not offered again.
-    fn reset_screenshot(&mut self, request: &ChatRequest) {
+    pub(super) fn reset_screenshot(&mut self, request: &ChatRequest) {
         self.screenshot = None;
         self.take_screenshot(request);
     }
@@ -235,9 +236,33 @@ impl SessionActor {
         reply: Reply,
         ctx: &mut Context<Self>,
     ) {
-        if let Err(error) = self.check_new_message(&request) {
-            self.refuse(request, sink, reply, error, ctx);
-            return;
+        // A stored message whose turn never ended, waiting for a live turn.
+        let mut unanswered = false;
+        if let Some(mark) = request.idempotency.as_deref() {
+            match self.earlier(mark) {
+                Earlier::None => {}
+                Earlier::Refused(error) => {
+                    let _ = reply.send(Err(error));
+                    return;
+                }
+                Earlier::Answered(reply_id) => {
+                    self.answer_again(&request, &reply_id, sink, reply);
+                    return;
+                }
+                Earlier::Unanswered(user) if !matches!(self.phase, Phase::Running(_)) => {
+                    self.answer_unanswered(request, user, sink, reply, ctx);
+                    return;
+                }
+                // Another message's turn is live: it is cancelled, as for any
+                // new message, and this one decided again once it ended.
+                Earlier::Unanswered(_) => unanswered = true,
+            }
+        }
+        if !unanswered {
+            if let Err(error) = self.check_new_message(&request) {
+                self.refuse(request, sink, reply, error, ctx);
+                return;
+            }
         }
         if let Phase::Running(live) = &mut self.phase {
             live.cancel.cancel();
@@ -285,6 +310,7 @@ impl SessionActor {
             error_type: None,
             memory_block,
             working_memory: None,
+            idempotency: request.idempotency.clone(),
             created_at: now_millis(),
         };
         let mut record = self.record.clone();
@@ -331,7 +357,7 @@ impl SessionActor {
             actor.record = record;
             actor.phase = Phase::Idle;
             let assistant = StoredMessage::empty(
-                MessageId::new(format!("{}:reply", user_id)),
+                reply_id(&user_id),
                 Some(user_id),
                 Role::Assistant,
                 now_millis(),

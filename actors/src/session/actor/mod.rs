@@ -7,6 +7,7 @@
 
 mod accepting;
 mod admin;
+mod idempotency;
 mod screenshot;
 #[cfg(test)]
 mod test_support;

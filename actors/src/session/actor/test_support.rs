@@ -93,8 +93,18 @@ impl ModelCatalog for OneModel {
 /// A runtime over the memory store whose every model is `model`, with at most
 /// `max_turns` model requests per turn.
 pub(super) fn runtime(model: Arc<ScriptedModel>, max_turns: u32) -> Runtime {
+    runtime_on(Arc::new(MemoryStore::new()), model, max_turns)
+}
+
+/// `runtime` over `store`: runtimes sharing one store are processes sharing
+/// one database.
+pub(super) fn runtime_on(
+    store: Arc<MemoryStore>,
+    model: Arc<ScriptedModel>,
+    max_turns: u32,
+) -> Runtime {
     Runtime::new(SessionDeps {
-        store: Arc::new(MemoryStore::new()),
+        store,
         models: Arc::new(OneModel(model)),
         tools: ToolRegistry::default(),
         invalidations: Arc::new(HashMap::new()),

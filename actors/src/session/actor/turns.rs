@@ -124,7 +124,11 @@ pub(super) struct TurnFailure {
 }
 
 impl TurnFailure {
-    fn new(error_type: ErrorType, message: impl Into<String>, retry_allowed: bool) -> TurnFailure {
+    pub(super) fn new(
+        error_type: ErrorType,
+        message: impl Into<String>,
+        retry_allowed: bool,
+    ) -> TurnFailure {
         TurnFailure {
             error_type,
             message: message.into(),
@@ -133,7 +137,7 @@ impl TurnFailure {
     }
 
     /// The terminal `error` event that follows the final response.
-    fn into_event(self) -> TurnErrorEvent {
+    pub(super) fn into_event(self) -> TurnErrorEvent {
         TurnErrorEvent {
             kind: "error",
             message: self.message,
@@ -609,6 +613,7 @@ impl SessionActor {
                 host_context: None,
                 config: Default::default(),
                 continuation: None,
+                idempotency: None,
             };
             // Nobody waits for this reply: the steering was already acknowledged.
             let (reply, _unanswered) = oneshot::channel();

@@ -1,4 +1,4 @@
--- 0009: a turn's two writes touch fewer index pages.
+-- 0004: a turn's two writes touch fewer index pages.
 --
 -- A session row is rewritten on every write (its version changes). When no
 -- indexed column changes and the new row version fits on the same page,

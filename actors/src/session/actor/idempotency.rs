@@ -1,0 +1,351 @@
+//! A message resent with its `Idempotency-Key` (the IETF draft): answered
+//! with the first one's outcome instead of a duplicate-id 409. The key lives
+//! on the stored user message (`IdempotencyMark`), so it is scoped to the
+//! session, kept as long as the message, and survives a restart.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use super::turns::{TurnEnding, TurnFailure};
+use super::{status, Phase, Reply, SessionActor};
+use crate::contract::{ChatRequest, OutputMode};
+use crate::conversation::{now_millis, IdempotencyMark, Message as StoredMessage, Role};
+use crate::error_type::ErrorType;
+use crate::events::{Decision, EventSink, TurnEvent, TurnStatus};
+use crate::ids::MessageId;
+use crate::session::messages::{AcceptedAs, TurnAccepted};
+use crate::session::SessionError;
+
+/// The id of the reply to the user message `user`.
+pub(super) fn reply_id(user: &MessageId) -> MessageId {
+    MessageId::new(format!("{user}:reply"))
+}
+
+/// What a message sent with a key finds of an earlier one with that key.
+pub(super) enum Earlier {
+    /// No message of the session carries the key: the message is new.
+    None,
+    /// Another body under the key (422), or its turn still running (409).
+    Refused(SessionError),
+    /// Its turn ended: the stored reply's id, whose final response is sent again.
+    Answered(MessageId),
+    /// Stored, but no turn runs for it and no reply was stored: the process
+    /// running its turn stopped (a crash). The turn runs again for it.
+    Unanswered(MessageId),
+}
+
+impl SessionActor {
+    /// The earlier message sent with `mark`'s key, and what to answer.
+    pub(super) fn earlier(&self, mark: &IdempotencyMark) -> Earlier {
+        let found = self.tree.all().rev().find(|message| {
+            message.role == Role::User
+                && message
+                    .idempotency
+                    .as_deref()
+                    .is_some_and(|stored| stored.key == mark.key)
+        });
+        let Some(user) = found else {
+            return self.deferred_with(mark);
+        };
+        if user.idempotency.as_deref().map(|stored| &stored.body) != Some(&mark.body) {
+            return Earlier::Refused(different_body());
+        }
+        let reply = reply_id(&user.id);
+        let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
+        if running || self.deferred_has(&user.id) {
+            return Earlier::Refused(in_progress(&user.id));
+        }
+        if self.tree.contains(&reply) {
+            Earlier::Answered(reply)
+        } else {
+            Earlier::Unanswered(user.id.clone())
+        }
+    }
+
+    /// A message not stored yet may wait behind a live turn with the key.
+    fn deferred_with(&self, mark: &IdempotencyMark) -> Earlier {
+        let waiting = self.deferred.iter().find(|deferred| {
+            deferred
+                .request
+                .idempotency
+                .as_deref()
+                .is_some_and(|earlier| earlier.key == mark.key)
+        });
+        match waiting {
+            None => Earlier::None,
+            Some(deferred) if deferred.request.idempotency.as_deref() == Some(mark) => {
+                Earlier::Refused(in_progress(&deferred.request.id))
+            }
+            Some(_) => Earlier::Refused(different_body()),
+        }
+    }
+
+    fn deferred_has(&self, id: &MessageId) -> bool {
+        self.deferred
+            .iter()
+            .any(|deferred| &deferred.request.id == id)
+    }
+
+    /// The stored reply's final response, as its turn ended: its text,
+    /// usage, pending call and error type.
+    pub(super) fn answer_again(
+        &self,
+        request: &ChatRequest,
+        reply_id: &MessageId,
+        sink: EventSink,
+        reply: Reply,
+    ) {
+        let Some(assistant) = self.tree.get(reply_id) else {
+            let _ = reply.send(Err(SessionError::Internal(
+                "a stored reply went missing".into(),
+            )));
+            return;
+        };
+        let _ = reply.send(Ok(TurnAccepted {
+            accepted_as: AcceptedAs::Turn,
+            message_id: Some(assistant.id.clone()),
+        }));
+        let pending = match &self.phase {
+            Phase::AwaitingHost(pending) if pending.assistant_message_id == assistant.id => {
+                Some(Arc::clone(pending))
+            }
+            _ => None,
+        };
+        let failure = assistant
+            .error_type
+            .as_deref()
+            .and_then(ErrorType::parse)
+            .map(|error_type| {
+                TurnFailure::new(
+                    error_type,
+                    format!(
+                        "The turn ended with {}; this is its stored outcome.",
+                        error_type.as_str()
+                    ),
+                    true,
+                )
+            });
+        let silent = request.output_mode == OutputMode::HostTools;
+        let decision = match (silent, &pending) {
+            (false, _) => None,
+            (true, Some(_)) => Some(Decision::Pending),
+            (true, None) => assistant
+                .tool_records()
+                .any(|tool| tool.name == crate::tools::HOLD_TOOL)
+                .then_some(Decision::Hold),
+        };
+        status(&sink, &self.id, TurnStatus::Started);
+        self.send_final(
+            &sink,
+            TurnEnding {
+                assistant,
+                model: assistant.model.clone().unwrap_or_default(),
+                pending: pending.as_deref(),
+                decision,
+                output_mode: request.output_mode,
+                failure: failure.as_ref(),
+            },
+        );
+        if let Some(failure) = failure {
+            sink.send(TurnEvent::Error(failure.into_event()));
+        }
+        status(&sink, &self.id, TurnStatus::Completed);
+    }
+
+    /// Runs the turn of a stored message whose turn never ended, on a copy
+    /// known current (another process may have stored its reply since).
+    pub(super) fn answer_unanswered(
+        &mut self,
+        request: ChatRequest,
+        user: MessageId,
+        sink: EventSink,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if !self.fresh {
+            self.reload_then(ctx, super::redo_request(request, sink, reply));
+            return;
+        }
+        if matches!(self.phase, Phase::AwaitingHost(_)) {
+            let _ = reply.send(Err(SessionError::Conflict(format!(
+                "message {:?} sent with this Idempotency-Key has no reply, and the session now waits for a host result of a later message; send that result first",
+                user.as_str()
+            ))));
+            return;
+        }
+        self.reset_screenshot(&request);
+        let assistant =
+            StoredMessage::empty(reply_id(&user), Some(user), Role::Assistant, now_millis());
+        self.start_turn(&request, assistant, None, sink, reply, ctx);
+    }
+}
+
+fn different_body() -> SessionError {
+    SessionError::validation(
+        "Idempotency-Key",
+        "this key was already used with another request body in this session; a resend must repeat the body byte for byte, or use a new key",
+    )
+}
+
+fn in_progress(id: &MessageId) -> SessionError {
+    SessionError::Conflict(format!(
+        "message {:?} sent with this Idempotency-Key is in progress; send it again once its turn has ended to get its final response",
+        id.as_str()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+    use tokio::sync::Notify;
+
+    use super::super::test_support::*;
+    use crate::contract::ChatRequest;
+    use crate::conversation::IdempotencyMark;
+    use crate::events::{EventSink, EventStream, FinalResponse, TurnEvent};
+    use crate::ids::SessionId;
+    use crate::session::{Caller, Runtime, SessionError, TurnAccepted};
+
+    fn mark(key: &str, body: &str) -> IdempotencyMark {
+        IdempotencyMark {
+            key: key.into(),
+            body: body.into(),
+        }
+    }
+
+    async fn send_keyed(
+        runtime: &Runtime,
+        caller: &Caller,
+        body: Value,
+        mark: Option<IdempotencyMark>,
+    ) -> (Result<TurnAccepted, SessionError>, EventStream) {
+        let mut request = ChatRequest::parse(&body).expect("a valid body");
+        request.idempotency = mark.map(Box::new);
+        let (sink, events) = EventSink::new(true);
+        (runtime.send_message(caller, request, sink).await, events)
+    }
+
+    async fn answered(runtime: &Runtime, body: Value, mark: IdempotencyMark) -> FinalResponse {
+        let (accepted, mut events) = send_keyed(runtime, &caller(), body, Some(mark)).await;
+        accepted.expect("accepted");
+        final_response(&until_completed(&mut events).await).clone()
+    }
+
+    fn body() -> Value {
+        json!({"id": "m1", "session_id": "s1", "content": "hi"})
+    }
+
+    #[test]
+    fn a_resend_after_the_turn_gets_its_final_response_without_a_second_turn() {
+        run(async {
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hello")])]);
+            let runtime = runtime(model.clone(), 10);
+            let first = answered(&runtime, body(), mark("k", "b")).await;
+            let again = answered(&runtime, body(), mark("k", "b")).await;
+            assert_eq!(again, first);
+            assert_eq!(again.content.as_deref(), Some("hello"));
+            assert_eq!(model.n_requests(), 1);
+            let path = runtime
+                .messages(&caller(), &SessionId::new("s1"), None)
+                .await
+                .expect("the path");
+            assert_eq!(path.len(), 2, "{path:?}");
+        });
+    }
+
+    #[test]
+    fn the_same_key_with_another_body_is_refused_naming_the_header() {
+        run(async {
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hello")])]);
+            let runtime = runtime(model, 10);
+            answered(&runtime, body(), mark("k", "b")).await;
+            let other = json!({"id": "m2", "session_id": "s1", "content": "other"});
+            let (accepted, _) = send_keyed(&runtime, &caller(), other, Some(mark("k", "c"))).await;
+            match accepted {
+                Err(SessionError::Validation(error)) => {
+                    assert_eq!(error.path, "Idempotency-Key");
+                    assert!(error.message.contains("another request body"), "{error:?}");
+                }
+                other => panic!("expected a validation error, got {other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn a_resend_while_the_turn_runs_is_in_progress() {
+        run(async {
+            let gate = Arc::new(Notify::new());
+            let model = ScriptedModel::new(vec![Reply::After(gate.clone(), vec![text("late")])]);
+            let runtime = runtime(model.clone(), 10);
+            let (accepted, mut events) =
+                send_keyed(&runtime, &caller(), body(), Some(mark("k", "b"))).await;
+            accepted.expect("accepted");
+            wait_for_requests(&model, 1).await;
+            let (again, _) = send_keyed(&runtime, &caller(), body(), Some(mark("k", "b"))).await;
+            match again {
+                Err(SessionError::Conflict(why)) => assert!(why.contains("in progress"), "{why}"),
+                other => panic!("expected a conflict, got {other:?}"),
+            }
+            gate.notify_one();
+            let turn = until_completed(&mut events).await;
+            assert_eq!(final_response(&turn).content.as_deref(), Some("late"));
+            assert!(turn
+                .iter()
+                .all(|event| !matches!(event, TurnEvent::Error(_))));
+        });
+    }
+
+    /// The process running the first turn stops answering (its model never
+    /// ends, as a killed process never does): a second process over the same
+    /// store finds the message stored with no reply and no turn of its own,
+    /// and runs the turn, once; its resend after that is the stored answer.
+    #[test]
+    fn a_resend_to_another_process_runs_the_turn_the_first_never_finished() {
+        run(async {
+            let store = Arc::new(crate::store::memory::MemoryStore::new());
+            let stuck = ScriptedModel::new(vec![]);
+            let first = runtime_on(store.clone(), stuck.clone(), 10);
+            let (accepted, _never) =
+                send_keyed(&first, &caller(), body(), Some(mark("k", "b"))).await;
+            accepted.expect("accepted");
+            wait_for_requests(&stuck, 1).await;
+
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hello")])]);
+            let second = runtime_on(store, model.clone(), 10);
+            let answer = answered(&second, body(), mark("k", "b")).await;
+            assert_eq!(answer.content.as_deref(), Some("hello"));
+            assert_eq!(answer.message_id.as_str(), "m1:reply");
+            assert_eq!(answered(&second, body(), mark("k", "b")).await, answer);
+            assert_eq!(model.n_requests(), 1);
+            let tree = second
+                .tree(&caller(), &SessionId::new("s1"))
+                .await
+                .expect("the tree");
+            let ids: Vec<&str> = tree.iter().map(|message| message.id.as_str()).collect();
+            assert_eq!(ids, ["m1", "m1:reply"]);
+        });
+    }
+
+    /// Without a key, or under another principal's key (another digest),
+    /// a resent id is the duplicate it always was.
+    #[test]
+    fn without_the_key_a_resent_id_is_a_duplicate() {
+        run(async {
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hello")])]);
+            let runtime = runtime(model, 10);
+            answered(&runtime, body(), mark("k", "b")).await;
+            for resent in [None, Some(mark("another principal's k", "b"))] {
+                let (accepted, _) = send_keyed(&runtime, &caller(), body(), resent).await;
+                match accepted {
+                    Err(SessionError::Conflict(why)) => {
+                        assert!(why.contains("already exists"), "{why}")
+                    }
+                    other => panic!("expected a duplicate, got {other:?}"),
+                }
+            }
+        });
+    }
+}
