@@ -1,9 +1,10 @@
 //! The in-memory store: the default, lasting for the process. A message is
 //! kept as the actor's own shared copy while the session's actor is in
 //! memory (a write costs a reference count, not an encoding), and serialised
-//! (compact JSON, one buffer per message) when the actor hibernates
-//! (`Store::settle`), so that an idle session costs a few hundred bytes
-//! rather than its full object graph; the session row keeps its few small
+//! (compact JSON) when the actor hibernates (`Store::settle`): then a
+//! session's messages are packed into one buffer, each its id and its JSON,
+//! so that an idle session costs a few hundred bytes and a handful of
+//! allocations rather than its full object graph; the session row keeps its few small
 //! fields as they are and its host context as JSON (`StoredRecord`). Shards
 //! with a mutex each keep unrelated sessions from contending.
 
@@ -23,7 +24,7 @@ use super::{
     SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
 };
 use crate::conversation::{Message, PendingAction, SessionRecord, StoredContext};
-use crate::ids::{MessageId, SessionId};
+use crate::ids::{fnv1a, MessageId, SessionId};
 use crate::offload;
 
 /// Enough shards that two busy workers rarely meet on one lock.
@@ -51,9 +52,139 @@ struct StoredSession {
     record: StoredRecord,
     created_at: u64,
     version: Version,
-    messages: Vec<StoredMessage>,
+    messages: Messages,
     /// The last write, for the TTL purge.
     updated_at: Instant,
+}
+
+/// A session's messages: one by one while its actor writes them, packed
+/// once it has settled. Packed, an idle session holds one allocation for all
+/// its messages instead of a vector and two boxes per message, each
+/// rounded up to the allocator's size class; a write to a packed session
+/// unpacks it first (it comes from an actor that has just loaded it).
+#[derive(Clone)]
+enum Messages {
+    Each(Vec<StoredMessage>),
+    Packed(Packed),
+}
+
+impl Default for Messages {
+    fn default() -> Self {
+        Messages::Each(Vec::new())
+    }
+}
+
+impl Messages {
+    fn len(&self) -> usize {
+        match self {
+            Messages::Each(messages) => messages.len(),
+            Messages::Packed(packed) => packed.iter().count(),
+        }
+    }
+
+    /// The bytes a load must decode.
+    fn n_encoded_bytes(&self) -> usize {
+        match self {
+            Messages::Each(messages) => messages.iter().map(StoredMessage::n_encoded_bytes).sum(),
+            Messages::Packed(packed) => packed.0.len(),
+        }
+    }
+
+    fn load(&self) -> StoreResult<Vec<Arc<Message>>> {
+        match self {
+            Messages::Each(messages) => messages.iter().map(StoredMessage::load).collect(),
+            Messages::Packed(packed) => packed
+                .iter()
+                .map(|(_, bytes)| decode(bytes).map(Arc::new))
+                .collect(),
+        }
+    }
+
+    /// The messages one by one, for a write to change.
+    fn each(&mut self) -> &mut Vec<StoredMessage> {
+        if let Messages::Packed(packed) = self {
+            *self = Messages::Each(packed.unpack());
+        }
+        match self {
+            Messages::Each(messages) => messages,
+            Messages::Packed(_) => unreachable!("unpacked above"),
+        }
+    }
+
+    /// Packs the messages when every one is encoded.
+    fn pack_if_settled(&mut self) {
+        let Messages::Each(messages) = self else {
+            return;
+        };
+        if let Some(packed) = Packed::new(messages) {
+            *self = Messages::Packed(packed);
+        }
+    }
+}
+
+/// Settled messages in one buffer: for each, its id's length (u32, little
+/// endian), the id, its JSON's length, the JSON.
+#[derive(Clone)]
+struct Packed(Box<[u8]>);
+
+impl Packed {
+    /// `None` when a message is still shared with an actor.
+    fn new(messages: &[StoredMessage]) -> Option<Packed> {
+        let mut n_bytes = 0;
+        for message in messages {
+            let Body::Encoded { id, bytes } = &message.body else {
+                return None;
+            };
+            n_bytes += 8 + id.len() + bytes.len();
+        }
+        let mut packed = Vec::with_capacity(n_bytes);
+        for message in messages {
+            if let Body::Encoded { id, bytes } = &message.body {
+                put_part(&mut packed, id.as_bytes());
+                put_part(&mut packed, bytes);
+            }
+        }
+        Some(Packed(packed.into_boxed_slice()))
+    }
+
+    /// Each message's id and JSON.
+    fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        let mut rest: &[u8] = &self.0;
+        std::iter::from_fn(move || {
+            let id = take_part(&mut rest)?;
+            let bytes = take_part(&mut rest)?;
+            // Written from a `str` by `Packed::new`.
+            let id = std::str::from_utf8(id).unwrap_or_default();
+            Some((id, bytes))
+        })
+    }
+
+    fn unpack(&self) -> Vec<StoredMessage> {
+        self.iter()
+            .map(|(id, bytes)| StoredMessage {
+                id_hash: fnv1a(id),
+                body: Body::Encoded {
+                    id: id.into(),
+                    bytes: bytes.into(),
+                },
+            })
+            .collect()
+    }
+}
+
+fn put_part(packed: &mut Vec<u8>, part: &[u8]) {
+    // A part is a message or its id, far below 4 GiB (bodies are capped).
+    let n_bytes = u32::try_from(part.len()).unwrap_or(u32::MAX);
+    packed.extend_from_slice(&n_bytes.to_le_bytes());
+    packed.extend_from_slice(part);
+}
+
+fn take_part<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let (n_bytes, after) = rest.split_first_chunk::<4>()?;
+    let n_bytes = u32::from_le_bytes(*n_bytes) as usize;
+    let part = after.get(..n_bytes)?;
+    *rest = &after[n_bytes..];
+    Some(part)
 }
 
 /// One stored message, and a hash of its id: a write looks for each of its
@@ -229,7 +360,7 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
 struct RawSession {
     id: SessionId,
     record: StoredRecord,
-    messages: Vec<StoredMessage>,
+    messages: Messages,
     version: Version,
 }
 
@@ -251,15 +382,12 @@ impl RawSession {
 fn decode_snapshot(
     id: &SessionId,
     record: &StoredRecord,
-    messages: &[StoredMessage],
+    messages: &Messages,
     version: Version,
 ) -> StoreResult<SessionSnapshot> {
     Ok(SessionSnapshot {
         record: record.decode(id)?,
-        messages: messages
-            .iter()
-            .map(StoredMessage::load)
-            .collect::<StoreResult<_>>()?,
+        messages: messages.load()?,
         version,
     })
 }
@@ -366,19 +494,18 @@ impl MemoryStore {
     /// message (one a later write replaced is left to that writer's settle).
     fn settle_session(&self, id: &SessionId) {
         let shared: Vec<Arc<Message>> = match self.shard(id).get(id) {
-            Some(stored) => stored
-                .messages
+            Some(StoredSession {
+                messages: Messages::Each(messages),
+                ..
+            }) => messages
                 .iter()
                 .filter_map(|message| match &message.body {
                     Body::Shared(message) => Some(message.clone()),
                     Body::Encoded { .. } => None,
                 })
                 .collect(),
-            None => return,
+            Some(_) | None => return,
         };
-        if shared.is_empty() {
-            return;
-        }
         // Keyed by address: `shared` keeps every message alive until the
         // swap, so no address is reused meanwhile.
         let mut encoded: HashMap<*const Message, Box<[u8]>> = HashMap::with_capacity(shared.len());
@@ -398,7 +525,10 @@ impl MemoryStore {
         let Some(stored) = shard.get_mut(id) else {
             return;
         };
-        for message in &mut stored.messages {
+        let Messages::Each(messages) = &mut stored.messages else {
+            return;
+        };
+        for message in messages.iter_mut() {
             let Body::Shared(shared) = &message.body else {
                 continue;
             };
@@ -409,6 +539,7 @@ impl MemoryStore {
                 };
             }
         }
+        stored.messages.pack_if_settled();
     }
 
     /// The session, decoded under its shard's lock when it is small; a
@@ -418,11 +549,7 @@ impl MemoryStore {
         let Some(stored) = shard.get(id) else {
             return Snapshot::Decoded(Ok(None));
         };
-        let n_bytes: usize = stored
-            .messages
-            .iter()
-            .map(StoredMessage::n_encoded_bytes)
-            .sum();
+        let n_bytes = stored.messages.n_encoded_bytes();
         if n_bytes + stored.record.n_encoded_bytes() > offload::INLINE_BYTES {
             return Snapshot::Large(RawSession {
                 id: id.clone(),
@@ -499,24 +626,24 @@ impl<'a> Change<'a> {
             record: StoredRecord::default(),
             created_at,
             version: 0,
-            messages: Vec::new(),
+            messages: Messages::default(),
             updated_at: now,
         });
         stored.record = self.record;
         stored.updated_at = now;
         stored.version = version;
+        let messages = stored.messages.each();
         for message in self.messages {
             let message = StoredMessage::shared(message);
             let id = message.id();
             // A rewritten message is usually one of the newest.
-            match stored
-                .messages
+            match messages
                 .iter_mut()
                 .rev()
                 .find(|existing| existing.is(message.id_hash, id))
             {
                 Some(existing) => *existing = message,
-                None => stored.messages.push(message),
+                None => messages.push(message),
             }
         }
     }
@@ -741,12 +868,17 @@ mod readback_tests {
         {
             let mut shard = store.shard(&id);
             let stored = shard.get_mut(&id).expect("stored");
-            let Body::Encoded { bytes, .. } = &mut stored.messages[0].body else {
+            let Messages::Packed(packed) = &stored.messages else {
                 panic!("settled");
+            };
+            let mut messages = packed.unpack();
+            let Body::Encoded { bytes, .. } = &mut messages[0].body else {
+                panic!("encoded");
             };
             let text = String::from_utf8(bytes.to_vec()).expect("utf-8");
             let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
             *bytes = text.replace("\"PLANTED\"", &deep).into_bytes().into();
+            stored.messages = Messages::Packed(Packed::new(&messages).expect("encoded"));
         }
 
         let load = |store: &MemoryStore| {
@@ -773,9 +905,10 @@ mod readback_tests {
         assert_eq!(rewritten, Some(Ok(Written::Committed(2))));
         store.settle(&id);
         let shard = store.shard(&id);
-        let Body::Encoded { bytes, .. } = &shard.get(&id).expect("stored").messages[0].body else {
+        let Messages::Packed(packed) = &shard.get(&id).expect("stored").messages else {
             panic!("settled");
         };
+        let (_, bytes) = packed.iter().next().expect("a message");
         assert!(serde_json::from_slice::<Value>(bytes).is_ok());
     }
 }
@@ -802,10 +935,51 @@ mod settle_tests {
 
     fn is_encoded(store: &MemoryStore, id: &SessionId) -> bool {
         let shard = store.shard(id);
-        matches!(
-            shard.get(id).expect("stored").messages[0].body,
-            Body::Encoded { .. }
-        )
+        matches!(shard.get(id).expect("stored").messages, Messages::Packed(_))
+    }
+
+    fn message_with_id(id: &str, content: &str) -> Arc<Message> {
+        let mut message = Message::empty(MessageId::new(id), None, Role::User, 0);
+        message.content = content.into();
+        Arc::new(message)
+    }
+
+    /// A settled session is packed into one buffer; a write to it replaces
+    /// a message by its id and appends a new one, in order, and settling
+    /// packs it again.
+    #[test]
+    fn a_packed_session_takes_writes_in_place_and_packs_again() {
+        let store = MemoryStore::new();
+        let id = SessionId::new("packed");
+        let record = SessionRecord::new(id.clone(), 0);
+        let first: Vec<Arc<Message>> = ["a", "b", "c"]
+            .iter()
+            .map(|message_id| message_with_id(message_id, message_id))
+            .collect();
+        let written = store.save_messages(0, &record, &first).now_or_never();
+        assert_eq!(written, Some(Ok(Written::Committed(1))));
+        store.settle(&id);
+        assert!(is_encoded(&store, &id));
+        assert_eq!(load(&store, &id).messages, first);
+
+        let changed = vec![message_with_id("b", "b again"), message_with_id("d", "d")];
+        let written = store.save_messages(1, &record, &changed).now_or_never();
+        assert_eq!(written, Some(Ok(Written::Committed(2))));
+        assert!(!is_encoded(&store, &id));
+        store.settle(&id);
+        assert!(is_encoded(&store, &id));
+        let expected = vec![
+            first[0].clone(),
+            changed[0].clone(),
+            first[2].clone(),
+            changed[1].clone(),
+        ];
+        assert_eq!(load(&store, &id).messages, expected);
+        let listed = store.list(None, 10, 0).now_or_never();
+        let n_listed = listed
+            .and_then(Result::ok)
+            .map(|page| page[0].message_count);
+        assert_eq!(n_listed, Some(4));
     }
 
     /// While the writer is resident its message is kept as it is, not
