@@ -34,7 +34,10 @@ const N_SHARDS: usize = 64;
 type Evictable = Box<dyn Fn(&SessionId) -> bool + Send + Sync>;
 
 pub struct MemoryStore {
-    shards: Vec<Mutex<HashMap<SessionId, StoredSession>>>,
+    shards: Vec<Mutex<Shard>>,
+    /// What write times count from: eight bytes a session where an
+    /// `Instant` takes sixteen.
+    epoch: Instant,
     /// Sessions one shard holds at most (`None`: unbounded). The bound is per
     /// shard so that making room looks at one shard only, under its lock.
     shard_limit: Option<usize>,
@@ -47,14 +50,19 @@ pub struct MemoryStore {
     last_version: AtomicU64,
 }
 
+/// A shard's map. A session is boxed so that the table holds a key and a
+/// pointer per slot: tables run a third to a half empty and leave their
+/// smaller predecessors behind as they grow, and a slot of the whole session
+/// (its row inline) cost more than the session's own box.
+type Shard = HashMap<SessionId, Box<StoredSession>>;
+
 /// One session. The version writes are conditional on is kept beside it.
 struct StoredSession {
     record: StoredRecord,
-    created_at: u64,
     version: Version,
     messages: Messages,
-    /// The last write, for the TTL purge.
-    updated_at: Instant,
+    /// The last write (`MemoryStore::tick`), for the TTL purge and eviction.
+    updated_at: u64,
 }
 
 /// A session's messages: one by one while its actor writes them, packed
@@ -396,6 +404,7 @@ impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore {
             shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            epoch: Instant::now(),
             shard_limit: None,
             evictable: OnceLock::new(),
             n_evicted: AtomicU64::new(0),
@@ -427,7 +436,12 @@ impl MemoryStore {
     }
 
     /// Makes room in a full shard before `id` is inserted into it.
-    fn make_room(&self, shard: &mut HashMap<SessionId, StoredSession>, id: &SessionId) {
+    /// Nanoseconds since the store was made (585 years before it wraps).
+    fn tick(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn make_room(&self, shard: &mut Shard, id: &SessionId) {
         let Some(limit) = self.shard_limit else {
             return;
         };
@@ -453,7 +467,7 @@ impl MemoryStore {
         }
     }
 
-    fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, StoredSession>> {
+    fn shard(&self, id: &SessionId) -> MutexGuard<'_, Shard> {
         // The map under the lock hashes the id with its keyed hasher.
         let index = (id.shard_hash() as usize) % N_SHARDS;
         // Only plain map operations run under the lock; a poisoned shard
@@ -485,7 +499,7 @@ impl MemoryStore {
             return Ok(Written::Stale);
         }
         let version = self.last_version.fetch_add(1, Ordering::Relaxed) + 1;
-        change.apply(entry, record.created_at, version);
+        change.apply(entry, self.tick(), version);
         Ok(Written::Committed(version))
     }
 
@@ -493,11 +507,9 @@ impl MemoryStore {
     /// the lock, then swapped in where the shard still holds that same
     /// message (one a later write replaced is left to that writer's settle).
     fn settle_session(&self, id: &SessionId) {
-        let shared: Vec<Arc<Message>> = match self.shard(id).get(id) {
-            Some(StoredSession {
-                messages: Messages::Each(messages),
-                ..
-            }) => messages
+        let shared: Vec<Arc<Message>> = match self.shard(id).get(id).map(|stored| &stored.messages)
+        {
+            Some(Messages::Each(messages)) => messages
                 .iter()
                 .filter_map(|message| match &message.body {
                     Body::Shared(message) => Some(message.clone()),
@@ -580,7 +592,7 @@ impl MemoryStore {
                     .filter(|(_, stored)| {
                         owner.is_none() || stored.record.owner_id.as_deref() == owner
                     })
-                    .map(|(id, stored)| (stored.created_at, id.clone())),
+                    .map(|(id, stored)| (stored.record.created_at, id.clone())),
             );
         }
         // Newest first, ties by id, so pages are stable.
@@ -620,14 +632,14 @@ impl<'a> Change<'a> {
     }
 
     /// Applies the change, giving the session `version`.
-    fn apply(self, entry: Entry<'_, SessionId, StoredSession>, created_at: u64, version: Version) {
-        let now = Instant::now();
-        let stored = entry.or_insert_with(|| StoredSession {
-            record: StoredRecord::default(),
-            created_at,
-            version: 0,
-            messages: Messages::default(),
-            updated_at: now,
+    fn apply(self, entry: Entry<'_, SessionId, Box<StoredSession>>, now: u64, version: Version) {
+        let stored = entry.or_insert_with(|| {
+            Box::new(StoredSession {
+                record: StoredRecord::default(),
+                version: 0,
+                messages: Messages::default(),
+                updated_at: now,
+            })
         });
         stored.record = self.record;
         stored.updated_at = now;
@@ -696,12 +708,14 @@ impl Store for MemoryStore {
 
     fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>> {
         let mut n_deleted = 0;
+        let now = self.tick();
+        let ttl = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
         for shard in &self.shards {
             let mut shard = shard
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let n_before = shard.len();
-            shard.retain(|_, stored| stored.updated_at.elapsed() < ttl);
+            shard.retain(|_, stored| now.saturating_sub(stored.updated_at) < ttl);
             n_deleted += (n_before - shard.len()) as u64;
         }
         future::ready(Ok(n_deleted)).boxed()
