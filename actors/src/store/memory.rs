@@ -130,8 +130,10 @@ impl Messages {
     }
 }
 
-/// Settled messages in one buffer: for each, its id's length (u32, little
-/// endian), the id, its JSON's length, the JSON.
+/// Settled messages in one buffer: for each, its id's length, the id, its
+/// JSON's length, the JSON. A length is a LEB128 varint (seven bits a byte,
+/// the high bit set on all but the last): one byte for an id, two for most
+/// messages, where a fixed `u32` took four each.
 #[derive(Clone)]
 struct Packed(Box<[u8]>);
 
@@ -143,7 +145,7 @@ impl Packed {
             let Body::Encoded { id, bytes } = &message.body else {
                 return None;
             };
-            n_bytes += 8 + id.len() + bytes.len();
+            n_bytes += varint_len(id.len()) + id.len() + varint_len(bytes.len()) + bytes.len();
         }
         let mut packed = Vec::with_capacity(n_bytes);
         for message in messages {
@@ -180,18 +182,36 @@ impl Packed {
     }
 }
 
+/// The bytes `put_part` takes for the length `n`.
+fn varint_len(n: usize) -> usize {
+    let n_bits = (usize::BITS - n.leading_zeros()).max(1) as usize;
+    n_bits.div_ceil(7)
+}
+
 fn put_part(packed: &mut Vec<u8>, part: &[u8]) {
-    // A part is a message or its id, far below 4 GiB (bodies are capped).
-    let n_bytes = u32::try_from(part.len()).unwrap_or(u32::MAX);
-    packed.extend_from_slice(&n_bytes.to_le_bytes());
+    let mut n = part.len();
+    while n >= 0x80 {
+        packed.push((n & 0x7f) as u8 | 0x80);
+        n >>= 7;
+    }
+    packed.push(n as u8);
     packed.extend_from_slice(part);
 }
 
 fn take_part<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
-    let (n_bytes, after) = rest.split_first_chunk::<4>()?;
-    let n_bytes = u32::from_le_bytes(*n_bytes) as usize;
-    let part = after.get(..n_bytes)?;
-    *rest = &after[n_bytes..];
+    let mut n_bytes = 0usize;
+    let mut shift = 0;
+    loop {
+        let (&byte, after) = rest.split_first()?;
+        *rest = after;
+        n_bytes |= usize::from(byte & 0x7f).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    let part = rest.get(..n_bytes)?;
+    *rest = &rest[n_bytes..];
     Some(part)
 }
 
@@ -924,6 +944,34 @@ mod readback_tests {
         };
         let (_, bytes) = packed.iter().next().expect("a message");
         assert!(serde_json::from_slice::<Value>(bytes).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod packed_tests {
+    use super::*;
+
+    /// Lengths on each side of a varint byte boundary come back whole, and
+    /// `varint_len` is what `put_part` wrote.
+    #[test]
+    fn parts_of_every_length_class_read_back_whole() {
+        for n in [0, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
+            let part = vec![b'x'; n];
+            let mut packed = Vec::new();
+            put_part(&mut packed, b"id");
+            put_part(&mut packed, &part);
+            assert_eq!(packed.len(), 1 + 2 + varint_len(n) + n, "length {n}");
+            let mut rest = &packed[..];
+            assert_eq!(take_part(&mut rest), Some(&b"id"[..]));
+            assert_eq!(take_part(&mut rest), Some(&part[..]));
+            assert!(rest.is_empty());
+            assert_eq!(take_part(&mut rest), None);
+        }
+        // Cut short, a buffer yields no part rather than a wrong one.
+        let mut packed = Vec::new();
+        put_part(&mut packed, &[b'y'; 200]);
+        let mut rest = &packed[..100];
+        assert_eq!(take_part(&mut rest), None);
     }
 }
 
