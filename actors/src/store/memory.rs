@@ -664,6 +664,10 @@ impl<'a> Change<'a> {
         stored.record = self.record;
         stored.updated_at = now;
         stored.version = version;
+        // A write of the row alone leaves a packed session packed.
+        if self.messages.is_empty() {
+            return;
+        }
         let messages = stored.messages.each();
         for message in self.messages {
             let message = StoredMessage::shared(message);
@@ -1023,10 +1027,13 @@ mod settle_tests {
         store.settle(&id);
         assert!(is_encoded(&store, &id));
         assert_eq!(load(&store, &id).messages, first);
+        let written = store.save_session(1, &record).now_or_never();
+        assert_eq!(written, Some(Ok(Written::Committed(2))));
+        assert!(is_encoded(&store, &id), "a row-only write leaves it packed");
 
         let changed = vec![message_with_id("b", "b again"), message_with_id("d", "d")];
-        let written = store.save_messages(1, &record, &changed).now_or_never();
-        assert_eq!(written, Some(Ok(Written::Committed(2))));
+        let written = store.save_messages(2, &record, &changed).now_or_never();
+        assert_eq!(written, Some(Ok(Written::Committed(3))));
         assert!(!is_encoded(&store, &id));
         store.settle(&id);
         assert!(is_encoded(&store, &id));
