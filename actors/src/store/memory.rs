@@ -3,10 +3,11 @@
 //! memory (a write costs a reference count, not an encoding), and serialised
 //! (compact JSON) when the actor hibernates (`Store::settle`): then a
 //! session's messages are packed into one buffer, each its id and its JSON,
-//! so that an idle session costs a few hundred bytes and a handful of
-//! allocations rather than its full object graph; the session row keeps its few small
-//! fields as they are and its host context as JSON (`StoredRecord`). Shards
-//! with a mutex each keep unrelated sessions from contending.
+//! so that an idle session costs a few hundred bytes in a handful of
+//! allocations rather than its full object graph; the session row keeps its
+//! few small fields as they are and its host context as JSON
+//! (`StoredRecord`). Shards with a mutex each keep unrelated sessions from
+//! contending.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -455,12 +456,12 @@ impl MemoryStore {
         self.n_evicted.load(Ordering::Relaxed)
     }
 
-    /// Makes room in a full shard before `id` is inserted into it.
     /// Nanoseconds since the store was made (585 years before it wraps).
     fn tick(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// Makes room in a full shard before `id` is inserted into it.
     fn make_room(&self, shard: &mut Shard, id: &SessionId) {
         let Some(limit) = self.shard_limit else {
             return;
