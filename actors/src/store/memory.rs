@@ -1,11 +1,13 @@
 //! The in-memory store: the default, lasting for the process. A message is
 //! kept as the actor's own shared copy while the session's actor is in
 //! memory (a write costs a reference count, not an encoding), and serialised
-//! (compact JSON, one buffer per message) when the actor hibernates
-//! (`Store::settle`), so that an idle session costs a few hundred bytes
-//! rather than its full object graph; the session row keeps its few small
-//! fields as they are and its host context as JSON (`StoredRecord`). Shards
-//! with a mutex each keep unrelated sessions from contending.
+//! (compact JSON) when the actor hibernates (`Store::settle`): then a
+//! session's messages are packed into one buffer, each its id and its JSON,
+//! so that an idle session costs a few hundred bytes in a handful of
+//! allocations rather than its full object graph; the session row keeps its
+//! few small fields as they are and its host context as JSON
+//! (`StoredRecord`). Shards with a mutex each keep unrelated sessions from
+//! contending.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -23,7 +25,7 @@ use super::{
     SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
 };
 use crate::conversation::{Message, PendingAction, SessionRecord, StoredContext};
-use crate::ids::{MessageId, SessionId};
+use crate::ids::{fnv1a, MessageId, SessionId};
 use crate::offload;
 
 /// Enough shards that two busy workers rarely meet on one lock.
@@ -33,7 +35,10 @@ const N_SHARDS: usize = 64;
 type Evictable = Box<dyn Fn(&SessionId) -> bool + Send + Sync>;
 
 pub struct MemoryStore {
-    shards: Vec<Mutex<HashMap<SessionId, StoredSession>>>,
+    shards: Vec<Mutex<Shard>>,
+    /// What write times count from: eight bytes a session where an
+    /// `Instant` takes sixteen.
+    epoch: Instant,
     /// Sessions one shard holds at most (`None`: unbounded). The bound is per
     /// shard so that making room looks at one shard only, under its lock.
     shard_limit: Option<usize>,
@@ -46,14 +51,169 @@ pub struct MemoryStore {
     last_version: AtomicU64,
 }
 
+/// A shard's map. A session is boxed so that the table holds a key and a
+/// pointer per slot: tables run a third to a half empty and leave their
+/// smaller predecessors behind as they grow, and a slot of the whole session
+/// (its row inline) cost more than the session's own box.
+type Shard = HashMap<SessionId, Box<StoredSession>>;
+
 /// One session. The version writes are conditional on is kept beside it.
 struct StoredSession {
     record: StoredRecord,
-    created_at: u64,
     version: Version,
-    messages: Vec<StoredMessage>,
-    /// The last write, for the TTL purge.
-    updated_at: Instant,
+    messages: Messages,
+    /// The last write (`MemoryStore::tick`), for the TTL purge and eviction.
+    updated_at: u64,
+}
+
+/// A session's messages: one by one while its actor writes them, packed
+/// once it has settled. Packed, an idle session holds one allocation for all
+/// its messages instead of a vector and two boxes per message, each
+/// rounded up to the allocator's size class; a write to a packed session
+/// unpacks it first (it comes from an actor that has just loaded it).
+#[derive(Clone)]
+enum Messages {
+    Each(Vec<StoredMessage>),
+    Packed(Packed),
+}
+
+impl Default for Messages {
+    fn default() -> Self {
+        Messages::Each(Vec::new())
+    }
+}
+
+impl Messages {
+    fn len(&self) -> usize {
+        match self {
+            Messages::Each(messages) => messages.len(),
+            Messages::Packed(packed) => packed.iter().count(),
+        }
+    }
+
+    /// The bytes a load must decode.
+    fn n_encoded_bytes(&self) -> usize {
+        match self {
+            Messages::Each(messages) => messages.iter().map(StoredMessage::n_encoded_bytes).sum(),
+            Messages::Packed(packed) => packed.0.len(),
+        }
+    }
+
+    fn load(&self) -> StoreResult<Vec<Arc<Message>>> {
+        match self {
+            Messages::Each(messages) => messages.iter().map(StoredMessage::load).collect(),
+            Messages::Packed(packed) => packed
+                .iter()
+                .map(|(_, bytes)| decode(bytes).map(Arc::new))
+                .collect(),
+        }
+    }
+
+    /// The messages one by one, for a write to change.
+    fn each(&mut self) -> &mut Vec<StoredMessage> {
+        if let Messages::Packed(packed) = self {
+            *self = Messages::Each(packed.unpack());
+        }
+        match self {
+            Messages::Each(messages) => messages,
+            Messages::Packed(_) => unreachable!("unpacked above"),
+        }
+    }
+
+    /// Packs the messages when every one is encoded.
+    fn pack_if_settled(&mut self) {
+        let Messages::Each(messages) = self else {
+            return;
+        };
+        if let Some(packed) = Packed::new(messages) {
+            *self = Messages::Packed(packed);
+        }
+    }
+}
+
+/// Settled messages in one buffer: for each, its id's length, the id, its
+/// JSON's length, the JSON. A length is a LEB128 varint (seven bits a byte,
+/// the high bit set on all but the last): one byte for an id, two for most
+/// messages, where a fixed `u32` took four each.
+#[derive(Clone)]
+struct Packed(Box<[u8]>);
+
+impl Packed {
+    /// `None` when a message is still shared with an actor.
+    fn new(messages: &[StoredMessage]) -> Option<Packed> {
+        let mut n_bytes = 0;
+        for message in messages {
+            let Body::Encoded { id, bytes } = &message.body else {
+                return None;
+            };
+            n_bytes += varint_len(id.len()) + id.len() + varint_len(bytes.len()) + bytes.len();
+        }
+        let mut packed = Vec::with_capacity(n_bytes);
+        for message in messages {
+            if let Body::Encoded { id, bytes } = &message.body {
+                put_part(&mut packed, id.as_bytes());
+                put_part(&mut packed, bytes);
+            }
+        }
+        Some(Packed(packed.into_boxed_slice()))
+    }
+
+    /// Each message's id and JSON.
+    fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        let mut rest: &[u8] = &self.0;
+        std::iter::from_fn(move || {
+            let id = take_part(&mut rest)?;
+            let bytes = take_part(&mut rest)?;
+            // Written from a `str` by `Packed::new`.
+            let id = std::str::from_utf8(id).unwrap_or_default();
+            Some((id, bytes))
+        })
+    }
+
+    fn unpack(&self) -> Vec<StoredMessage> {
+        self.iter()
+            .map(|(id, bytes)| StoredMessage {
+                id_hash: fnv1a(id),
+                body: Body::Encoded {
+                    id: id.into(),
+                    bytes: bytes.into(),
+                },
+            })
+            .collect()
+    }
+}
+
+/// The bytes `put_part` takes for the length `n`.
+fn varint_len(n: usize) -> usize {
+    let n_bits = (usize::BITS - n.leading_zeros()).max(1) as usize;
+    n_bits.div_ceil(7)
+}
+
+fn put_part(packed: &mut Vec<u8>, part: &[u8]) {
+    let mut n = part.len();
+    while n >= 0x80 {
+        packed.push((n & 0x7f) as u8 | 0x80);
+        n >>= 7;
+    }
+    packed.push(n as u8);
+    packed.extend_from_slice(part);
+}
+
+fn take_part<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let mut n_bytes = 0usize;
+    let mut shift = 0;
+    loop {
+        let (&byte, after) = rest.split_first()?;
+        *rest = after;
+        n_bytes |= usize::from(byte & 0x7f).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    let part = rest.get(..n_bytes)?;
+    *rest = &rest[n_bytes..];
+    Some(part)
 }
 
 /// One stored message, and a hash of its id: a write looks for each of its
@@ -229,7 +389,7 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
 struct RawSession {
     id: SessionId,
     record: StoredRecord,
-    messages: Vec<StoredMessage>,
+    messages: Messages,
     version: Version,
 }
 
@@ -251,15 +411,12 @@ impl RawSession {
 fn decode_snapshot(
     id: &SessionId,
     record: &StoredRecord,
-    messages: &[StoredMessage],
+    messages: &Messages,
     version: Version,
 ) -> StoreResult<SessionSnapshot> {
     Ok(SessionSnapshot {
         record: record.decode(id)?,
-        messages: messages
-            .iter()
-            .map(StoredMessage::load)
-            .collect::<StoreResult<_>>()?,
+        messages: messages.load()?,
         version,
     })
 }
@@ -268,6 +425,7 @@ impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore {
             shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            epoch: Instant::now(),
             shard_limit: None,
             evictable: OnceLock::new(),
             n_evicted: AtomicU64::new(0),
@@ -298,8 +456,13 @@ impl MemoryStore {
         self.n_evicted.load(Ordering::Relaxed)
     }
 
+    /// Nanoseconds since the store was made (585 years before it wraps).
+    fn tick(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Makes room in a full shard before `id` is inserted into it.
-    fn make_room(&self, shard: &mut HashMap<SessionId, StoredSession>, id: &SessionId) {
+    fn make_room(&self, shard: &mut Shard, id: &SessionId) {
         let Some(limit) = self.shard_limit else {
             return;
         };
@@ -325,7 +488,7 @@ impl MemoryStore {
         }
     }
 
-    fn shard(&self, id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, StoredSession>> {
+    fn shard(&self, id: &SessionId) -> MutexGuard<'_, Shard> {
         // The map under the lock hashes the id with its keyed hasher.
         let index = (id.shard_hash() as usize) % N_SHARDS;
         // Only plain map operations run under the lock; a poisoned shard
@@ -357,7 +520,7 @@ impl MemoryStore {
             return Ok(Written::Stale);
         }
         let version = self.last_version.fetch_add(1, Ordering::Relaxed) + 1;
-        change.apply(entry, record.created_at, version);
+        change.apply(entry, self.tick(), version);
         Ok(Written::Committed(version))
     }
 
@@ -365,20 +528,17 @@ impl MemoryStore {
     /// the lock, then swapped in where the shard still holds that same
     /// message (one a later write replaced is left to that writer's settle).
     fn settle_session(&self, id: &SessionId) {
-        let shared: Vec<Arc<Message>> = match self.shard(id).get(id) {
-            Some(stored) => stored
-                .messages
+        let shared: Vec<Arc<Message>> = match self.shard(id).get(id).map(|stored| &stored.messages)
+        {
+            Some(Messages::Each(messages)) => messages
                 .iter()
                 .filter_map(|message| match &message.body {
                     Body::Shared(message) => Some(message.clone()),
                     Body::Encoded { .. } => None,
                 })
                 .collect(),
-            None => return,
+            Some(_) | None => return,
         };
-        if shared.is_empty() {
-            return;
-        }
         // Keyed by address: `shared` keeps every message alive until the
         // swap, so no address is reused meanwhile.
         let mut encoded: HashMap<*const Message, Box<[u8]>> = HashMap::with_capacity(shared.len());
@@ -398,7 +558,10 @@ impl MemoryStore {
         let Some(stored) = shard.get_mut(id) else {
             return;
         };
-        for message in &mut stored.messages {
+        let Messages::Each(messages) = &mut stored.messages else {
+            return;
+        };
+        for message in messages.iter_mut() {
             let Body::Shared(shared) = &message.body else {
                 continue;
             };
@@ -409,6 +572,7 @@ impl MemoryStore {
                 };
             }
         }
+        stored.messages.pack_if_settled();
     }
 
     /// The session, decoded under its shard's lock when it is small; a
@@ -418,11 +582,7 @@ impl MemoryStore {
         let Some(stored) = shard.get(id) else {
             return Snapshot::Decoded(Ok(None));
         };
-        let n_bytes: usize = stored
-            .messages
-            .iter()
-            .map(StoredMessage::n_encoded_bytes)
-            .sum();
+        let n_bytes = stored.messages.n_encoded_bytes();
         if n_bytes + stored.record.n_encoded_bytes() > offload::INLINE_BYTES {
             return Snapshot::Large(RawSession {
                 id: id.clone(),
@@ -453,7 +613,7 @@ impl MemoryStore {
                     .filter(|(_, stored)| {
                         owner.is_none() || stored.record.owner_id.as_deref() == owner
                     })
-                    .map(|(id, stored)| (stored.created_at, id.clone())),
+                    .map(|(id, stored)| (stored.record.created_at, id.clone())),
             );
         }
         // Newest first, ties by id, so pages are stable.
@@ -493,30 +653,34 @@ impl<'a> Change<'a> {
     }
 
     /// Applies the change, giving the session `version`.
-    fn apply(self, entry: Entry<'_, SessionId, StoredSession>, created_at: u64, version: Version) {
-        let now = Instant::now();
-        let stored = entry.or_insert_with(|| StoredSession {
-            record: StoredRecord::default(),
-            created_at,
-            version: 0,
-            messages: Vec::new(),
-            updated_at: now,
+    fn apply(self, entry: Entry<'_, SessionId, Box<StoredSession>>, now: u64, version: Version) {
+        let stored = entry.or_insert_with(|| {
+            Box::new(StoredSession {
+                record: StoredRecord::default(),
+                version: 0,
+                messages: Messages::default(),
+                updated_at: now,
+            })
         });
         stored.record = self.record;
         stored.updated_at = now;
         stored.version = version;
+        // A write of the row alone leaves a packed session packed.
+        if self.messages.is_empty() {
+            return;
+        }
+        let messages = stored.messages.each();
         for message in self.messages {
             let message = StoredMessage::shared(message);
             let id = message.id();
             // A rewritten message is usually one of the newest.
-            match stored
-                .messages
+            match messages
                 .iter_mut()
                 .rev()
                 .find(|existing| existing.is(message.id_hash, id))
             {
                 Some(existing) => *existing = message,
-                None => stored.messages.push(message),
+                None => messages.push(message),
             }
         }
     }
@@ -569,12 +733,14 @@ impl Store for MemoryStore {
 
     fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>> {
         let mut n_deleted = 0;
+        let now = self.tick();
+        let ttl = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
         for shard in &self.shards {
             let mut shard = shard
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let n_before = shard.len();
-            shard.retain(|_, stored| stored.updated_at.elapsed() < ttl);
+            shard.retain(|_, stored| now.saturating_sub(stored.updated_at) < ttl);
             n_deleted += (n_before - shard.len()) as u64;
         }
         future::ready(Ok(n_deleted)).boxed()
@@ -741,12 +907,17 @@ mod readback_tests {
         {
             let mut shard = store.shard(&id);
             let stored = shard.get_mut(&id).expect("stored");
-            let Body::Encoded { bytes, .. } = &mut stored.messages[0].body else {
+            let Messages::Packed(packed) = &stored.messages else {
                 panic!("settled");
+            };
+            let mut messages = packed.unpack();
+            let Body::Encoded { bytes, .. } = &mut messages[0].body else {
+                panic!("encoded");
             };
             let text = String::from_utf8(bytes.to_vec()).expect("utf-8");
             let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
             *bytes = text.replace("\"PLANTED\"", &deep).into_bytes().into();
+            stored.messages = Messages::Packed(Packed::new(&messages).expect("encoded"));
         }
 
         let load = |store: &MemoryStore| {
@@ -773,10 +944,39 @@ mod readback_tests {
         assert_eq!(rewritten, Some(Ok(Written::Committed(2))));
         store.settle(&id);
         let shard = store.shard(&id);
-        let Body::Encoded { bytes, .. } = &shard.get(&id).expect("stored").messages[0].body else {
+        let Messages::Packed(packed) = &shard.get(&id).expect("stored").messages else {
             panic!("settled");
         };
+        let (_, bytes) = packed.iter().next().expect("a message");
         assert!(serde_json::from_slice::<Value>(bytes).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod packed_tests {
+    use super::*;
+
+    /// Lengths on each side of a varint byte boundary come back whole, and
+    /// `varint_len` is what `put_part` wrote.
+    #[test]
+    fn parts_of_every_length_class_read_back_whole() {
+        for n in [0, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
+            let part = vec![b'x'; n];
+            let mut packed = Vec::new();
+            put_part(&mut packed, b"id");
+            put_part(&mut packed, &part);
+            assert_eq!(packed.len(), 1 + 2 + varint_len(n) + n, "length {n}");
+            let mut rest = &packed[..];
+            assert_eq!(take_part(&mut rest), Some(&b"id"[..]));
+            assert_eq!(take_part(&mut rest), Some(&part[..]));
+            assert!(rest.is_empty());
+            assert_eq!(take_part(&mut rest), None);
+        }
+        // Cut short, a buffer yields no part rather than a wrong one.
+        let mut packed = Vec::new();
+        put_part(&mut packed, &[b'y'; 200]);
+        let mut rest = &packed[..100];
+        assert_eq!(take_part(&mut rest), None);
     }
 }
 
@@ -802,10 +1002,54 @@ mod settle_tests {
 
     fn is_encoded(store: &MemoryStore, id: &SessionId) -> bool {
         let shard = store.shard(id);
-        matches!(
-            shard.get(id).expect("stored").messages[0].body,
-            Body::Encoded { .. }
-        )
+        matches!(shard.get(id).expect("stored").messages, Messages::Packed(_))
+    }
+
+    fn message_with_id(id: &str, content: &str) -> Arc<Message> {
+        let mut message = Message::empty(MessageId::new(id), None, Role::User, 0);
+        message.content = content.into();
+        Arc::new(message)
+    }
+
+    /// A settled session is packed into one buffer; a write to it replaces
+    /// a message by its id and appends a new one, in order, and settling
+    /// packs it again.
+    #[test]
+    fn a_packed_session_takes_writes_in_place_and_packs_again() {
+        let store = MemoryStore::new();
+        let id = SessionId::new("packed");
+        let record = SessionRecord::new(id.clone(), 0);
+        let first: Vec<Arc<Message>> = ["a", "b", "c"]
+            .iter()
+            .map(|message_id| message_with_id(message_id, message_id))
+            .collect();
+        let written = store.save_messages(0, &record, &first).now_or_never();
+        assert_eq!(written, Some(Ok(Written::Committed(1))));
+        store.settle(&id);
+        assert!(is_encoded(&store, &id));
+        assert_eq!(load(&store, &id).messages, first);
+        let written = store.save_session(1, &record).now_or_never();
+        assert_eq!(written, Some(Ok(Written::Committed(2))));
+        assert!(is_encoded(&store, &id), "a row-only write leaves it packed");
+
+        let changed = vec![message_with_id("b", "b again"), message_with_id("d", "d")];
+        let written = store.save_messages(2, &record, &changed).now_or_never();
+        assert_eq!(written, Some(Ok(Written::Committed(3))));
+        assert!(!is_encoded(&store, &id));
+        store.settle(&id);
+        assert!(is_encoded(&store, &id));
+        let expected = vec![
+            first[0].clone(),
+            changed[0].clone(),
+            first[2].clone(),
+            changed[1].clone(),
+        ];
+        assert_eq!(load(&store, &id).messages, expected);
+        let listed = store.list(None, 10, 0).now_or_never();
+        let n_listed = listed
+            .and_then(Result::ok)
+            .map(|page| page[0].message_count);
+        assert_eq!(n_listed, Some(4));
     }
 
     /// While the writer is resident its message is kept as it is, not
