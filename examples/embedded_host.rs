@@ -1,6 +1,6 @@
 //! A Rust host's own runtime binary, built with the embedding API
-//! (`assistant_runtime::embed::AssistantDefinition`): one backend tool that
-//! reads per-turn deps, an authenticate hook, a profile and usage limits.
+//! (`assistant_runtime::embed::AssistantDefinition`): one typed tool that
+//! reads per-turn deps (`State`), an authenticate hook, a profile and usage limits.
 //! Settings come from `config/`, `.env` and the environment as for
 //! `assistant-runtime`; `--port` and `--host` as for `serve`. The hook
 //! applies without any `ACCESS__*` setting: a request needs the demo token.
@@ -12,10 +12,11 @@
 use std::process::ExitCode;
 
 use actors::prompt::profile::Profile;
-use actors::tools::{Tool, ToolContext, ToolError, ToolFuture};
+use actors::tools::ToolError;
 use actors::turn::Budget;
-use assistant_runtime::embed::{AssistantDefinition, Principal, Refusal};
-use serde_json::{json, Value};
+use assistant_runtime::embed::{AssistantDefinition, Principal, Refusal, State, TypedTool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// What the host hands each turn's tools: here its shop and the session.
 struct ShopDeps {
@@ -23,57 +24,65 @@ struct ShopDeps {
     session_id: String,
 }
 
+/// The tool's arguments; the model sees the schema derived from them.
+#[derive(Deserialize, JsonSchema)]
+struct OrderStatusArgs {
+    /// The order's id, e.g. A-17.
+    #[schemars(length(min = 1))]
+    order_id: String,
+}
+
+#[derive(Serialize)]
+struct OrderStatus {
+    order_id: String,
+    status: &'static str,
+    shop: String,
+    session_id: String,
+}
+
+/// Why a lookup failed; becomes the result's `error` and `error_code`.
+#[derive(Debug, thiserror::Error)]
+enum OrderError {
+    #[error("no such order")]
+    NotFound,
+}
+
+impl From<OrderError> for ToolError {
+    fn from(error: OrderError) -> ToolError {
+        let code = match error {
+            OrderError::NotFound => "not_found",
+        };
+        ToolError::new(code, error.to_string())
+    }
+}
+
 /// Looks up an order in the host's own system (a fixed answer here).
-struct OrderStatus;
-
-impl Tool for OrderStatus {
-    fn name(&self) -> &str {
-        "order_status"
+async fn order_status(
+    args: OrderStatusArgs,
+    deps: State<ShopDeps>,
+) -> Result<OrderStatus, OrderError> {
+    if args.order_id == "missing" {
+        return Err(OrderError::NotFound);
     }
-
-    fn description(&self) -> &str {
-        "Look up the status of an order by its id."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"order_id": {"type": "string", "minLength": 1}},
-            "required": ["order_id"],
-            "additionalProperties": false
-        })
-    }
-
-    fn invalidates(&self) -> Vec<String> {
-        vec!["orders".to_string()]
-    }
-
-    fn call(&self, arguments: Value, context: ToolContext) -> ToolFuture {
-        let order_id = arguments["order_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let deps = context
-            .deps::<ShopDeps>()
-            .map(|deps| (deps.shop.clone(), deps.session_id.clone()));
-        Box::pin(async move {
-            let Some((shop, session_id)) = deps else {
-                return Err(ToolError::new("no_deps", "the shop is not configured"));
-            };
-            if order_id == "missing" {
-                return Err(ToolError::new("not_found", "no such order"));
-            }
-            Ok(
-                json!({"order_id": order_id, "status": "shipped", "shop": shop, "session_id": session_id}),
-            )
-        })
-    }
+    Ok(OrderStatus {
+        order_id: args.order_id,
+        status: "shipped",
+        shop: deps.shop.clone(),
+        session_id: deps.session_id.clone(),
+    })
 }
 
 #[actix_web::main]
 async fn main() -> ExitCode {
     let definition = AssistantDefinition::new()
-        .tool(OrderStatus)
+        .tool(
+            TypedTool::new(
+                "order_status",
+                "Look up the status of an order by its id.",
+                order_status,
+            )
+            .invalidates(["orders"]),
+        )
         .deps(|session_id| ShopDeps {
             shop: "Demo Shop".to_string(),
             session_id: session_id.to_string(),

@@ -1,16 +1,32 @@
-//! The embedding API: a Rust host builds its own runtime binary from this
-//! crate and `actors`, without forking. `AssistantDefinition` takes the
-//! host's backend tools (`actors::tools::Tool`), a per-turn deps factory,
-//! the profile, usage limits (the stricter of these and the settings apply)
-//! and an `authenticate` hook, then builds the same `Application` the
-//! `assistant-runtime` binary serves. See `examples/embedded_host.rs`.
+//! The embedding API, for Rust hosts. [`AssistantDefinition`] takes the
+//! host's backend tools (typed, [`TypedTool`], or hand-written,
+//! `actors::tools::Tool`), its state ([`State`]), the profile, usage limits
+//! (the stricter of these and the settings apply) and an `authenticate`
+//! hook. Then either:
+//! - [`AssistantDefinition::assistant`] builds an [`Assistant`] the host
+//!   mounts in its own actix-web `App` under a prefix
+//!   (`App::new().service(assistant.scope("/assistant"))`), beside its own
+//!   routes, middleware and TLS (`examples/mounted_host.rs`); or
+//! - [`AssistantDefinition::serve`] runs the standalone server, as the
+//!   `assistant-runtime` binary does (`examples/embedded_host.rs`).
+//!
+//! Settings come from [`SettingsBuilder`] in code, or from the environment
+//! when the host asks for it (`SettingsBuilder::from_env`, `Settings::load`).
+//! Apart from `serve`, nothing here reads files or the environment, sets up
+//! logging or installs an allocator.
+
+mod typed;
+
+pub use crate::mount::Assistant;
+pub use crate::settings::SettingsBuilder;
+pub use typed::{parameters_of, State, TypedTool};
 
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
 
 use actors::prompt::profile::Profile;
-use actors::tools::{is_valid_schema, BackendTool, DepsFactory, SharedTool, Tool};
+use actors::tools::{check_schema, BackendTool, DepsFactory, SharedTool, Tool};
 use actors::turn::Budget;
 use serde_json::Value;
 
@@ -22,19 +38,20 @@ use crate::settings::Settings;
 use crate::startup::{Application, StartupError};
 
 /// What `build` adds to the settings' runtime. `Default` adds nothing.
+/// Internal: a host describes these through `AssistantDefinition`.
 #[derive(Clone, Default)]
-pub struct Extensions {
+pub(crate) struct Extensions {
     /// Backend tools offered after the built-in ones, in this order.
-    pub tools: Vec<SharedTool>,
+    pub(crate) tools: Vec<SharedTool>,
     /// Reports of MCP servers (filled by startup).
-    pub mcp_servers: Vec<Value>,
-    pub deps: Option<DepsFactory>,
+    pub(crate) mcp_servers: Vec<Value>,
+    pub(crate) deps: Option<DepsFactory>,
     /// Used when neither `ASSISTANT__PROFILE` nor `ASSISTANT__SYSTEM_PROMPT` is set.
-    pub profile: Option<Profile>,
-    pub max_turns: Option<u32>,
-    pub budget: Budget,
+    pub(crate) profile: Option<Profile>,
+    pub(crate) max_turns: Option<u32>,
+    pub(crate) budget: Budget,
     /// Who a caller is (`ACCESS__MODE=host`, which a hook makes the default).
-    pub authenticate: Option<AuthenticateHook>,
+    pub(crate) authenticate: Option<AuthenticateHook>,
 }
 
 impl std::fmt::Debug for Extensions {
@@ -53,7 +70,7 @@ impl std::fmt::Debug for Extensions {
 impl Extensions {
     /// The profile the system prompt comes from: an operator's setting wins
     /// over the host's default profile, which wins over the builtin one.
-    pub fn profile(&self, settings: &Settings) -> Profile {
+    pub(crate) fn profile(&self, settings: &Settings) -> Profile {
         match (&self.profile, &settings.profile, &settings.system_prompt) {
             (Some(profile), None, None) => profile.clone(),
             _ => settings.effective_profile(),
@@ -61,12 +78,13 @@ impl Extensions {
     }
 
     /// The stricter of the settings' and the host's limits.
-    pub fn max_turns(&self, settings: &Settings) -> u32 {
+    pub(crate) fn max_turns(&self, settings: &Settings) -> u32 {
         self.max_turns
             .map_or(settings.max_turns, |own| own.min(settings.max_turns))
     }
 
-    pub fn budget(&self, settings: &Settings) -> Budget {
+    /// Each ceiling is the stricter of the settings' and the host's.
+    pub(crate) fn budget(&self, settings: &Settings) -> Budget {
         fn stricter<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
             match (a, b) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -88,11 +106,14 @@ impl Extensions {
 /// names), or a socket's `auth` payload.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Credentials {
+    /// The request's headers, names in lower case.
     pub headers: Vec<(String, String)>,
+    /// A Socket.IO connect's `auth` payload (`None` for HTTP requests).
     pub socket_auth: Option<Value>,
 }
 
 impl Credentials {
+    /// The first header named `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -104,17 +125,48 @@ impl Credentials {
 /// Who a request acts for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// A stable id: sessions belong to it, limits count per it.
     pub id: String,
 }
 
 /// Why a request was refused; its sentence goes back to the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
+    /// Why, in a sentence for the client (the 401's `error`).
     pub message: String,
 }
 
 /// Maps credentials to a principal or a refusal (`ACCESS__MODE=host`).
 pub type AuthenticateHook = Arc<dyn Fn(&Credentials) -> Result<Principal, Refusal> + Send + Sync>;
+
+/// Why a definition could not be built: each names what to change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// A tool's name is empty, too long or has other characters.
+    #[error("tool {0:?}: a name is 1..64 letters, digits, '_' or '-'")]
+    ToolName(String),
+    /// A tool's name is a built-in tool's or another host tool's.
+    #[error("tool {0:?}: another tool has this name")]
+    ToolNameTaken(String),
+    /// A tool's parameters schema is outside what the validator accepts.
+    #[error("tool {tool:?}: its parameters schema does not compile: {reason}")]
+    ToolSchema {
+        /// The tool's name.
+        tool: String,
+        /// What the validator refused in the schema.
+        reason: String,
+    },
+    /// `ACCESS__MODE` names another mode than the hook's.
+    #[error("{0}")]
+    AccessMode(String),
+    /// The profile directory could not be read.
+    #[error("profile: {0}")]
+    Profile(String),
+    /// The store, the access settings or CORS could not be set up.
+    #[error("{0}")]
+    Startup(String),
+}
 
 /// The command line of a host's binary: `serve`'s flags.
 #[derive(Debug, Parser)]
@@ -145,7 +197,10 @@ fn mode_name(mode: &AccessMode) -> &'static str {
     }
 }
 
-/// A host's assistant: its tools, deps, profile, limits and authentication.
+/// A host's assistant: its tools, state, profile, limits and
+/// authentication. Build it with [`AssistantDefinition::assistant`] to
+/// mount in the host's own `App`, or run it with
+/// [`AssistantDefinition::serve`].
 #[derive(Default)]
 pub struct AssistantDefinition {
     extensions: Extensions,
@@ -153,18 +208,43 @@ pub struct AssistantDefinition {
 }
 
 impl AssistantDefinition {
+    /// A definition with no tools, no state, the settings' profile and
+    /// limits, and the settings' access mode.
+    ///
+    /// ```
+    /// use assistant_runtime::embed::{AssistantDefinition, Principal, Refusal};
+    ///
+    /// let definition = AssistantDefinition::new()
+    ///     .max_turns(4)
+    ///     .authenticate(|credentials| match credentials.header("authorization") {
+    ///         Some("Bearer demo-token") => Ok(Principal { id: "demo".into() }),
+    ///         _ => Err(Refusal { message: "a bearer token is required".into() }),
+    ///     });
+    /// assert!(definition.authenticate_hook().is_some());
+    /// ```
     pub fn new() -> AssistantDefinition {
         AssistantDefinition::default()
     }
 
-    /// Adds a backend tool. Its name must not be a built-in tool's.
+    /// The host's state the typed tools receive as [`State<T>`] (one value
+    /// shared by every session). Replaces a `deps` factory.
+    pub fn state<T: Any + Send + Sync>(mut self, state: T) -> AssistantDefinition {
+        let state: Arc<dyn Any + Send + Sync> = Arc::new(state);
+        self.extensions.deps = Some(DepsFactory(Arc::new(move |_session_id| state.clone())));
+        self
+    }
+
+    /// Adds a backend tool: a [`TypedTool`], or a hand-written `Tool` (its
+    /// JSON schema given as a value, for tools known only at run time). Its
+    /// name must not be a built-in tool's.
     pub fn tool(mut self, tool: impl Tool) -> AssistantDefinition {
         self.extensions.tools.push(SharedTool::new(tool));
         self
     }
 
-    /// Makes the deps each accepted turn's tools receive (`ToolContext::deps`),
-    /// from the session id.
+    /// Makes the deps each accepted turn's tools receive, from the session
+    /// id: a typed tool takes them as [`State<T>`], a hand-written one
+    /// reads `ToolContext::deps`. Replaces `state`.
     pub fn deps<T, F>(mut self, factory: F) -> AssistantDefinition
     where
         T: Any + Send + Sync,
@@ -183,8 +263,9 @@ impl AssistantDefinition {
     }
 
     /// `profile` from a directory of markdown parts.
-    pub fn profile_dir(self, dir: impl AsRef<Path>) -> Result<AssistantDefinition, String> {
-        Ok(self.profile(Profile::load(dir.as_ref())?))
+    pub fn profile_dir(self, dir: impl AsRef<Path>) -> Result<AssistantDefinition, EmbedError> {
+        let profile = Profile::load(dir.as_ref()).map_err(EmbedError::Profile)?;
+        Ok(self.profile(profile))
     }
 
     /// Model requests per turn; the stricter of this and `ASSISTANT__MAX_TURNS` applies.
@@ -212,15 +293,49 @@ impl AssistantDefinition {
         self
     }
 
+    /// The hook given to `authenticate`, if any.
     pub fn authenticate_hook(&self) -> Option<&AuthenticateHook> {
         self.authenticate.as_ref()
     }
 
-    /// Builds the server (store, MCP servers, models) from `settings`. A
-    /// tool with a bad or taken name, or a schema that does not compile, is
-    /// a startup error naming it.
-    pub async fn build(self, mut settings: Settings) -> Result<Application, StartupError> {
-        self.check_tools().map_err(StartupError)?;
+    /// Builds the assistant (store, MCP servers, models) from `settings`,
+    /// to mount in the host's own `App` with [`Assistant::scope`]. It serves
+    /// nothing by itself and reads no file and no environment variable.
+    ///
+    /// ```no_run
+    /// # use assistant_runtime::embed::{AssistantDefinition, SettingsBuilder};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let settings = SettingsBuilder::new().model("builtin:echo").build()?;
+    /// let assistant = AssistantDefinition::new().assistant(settings).await?;
+    /// actix_web::HttpServer::new(move || {
+    ///     actix_web::App::new().service(assistant.scope("/assistant"))
+    /// })
+    /// .bind(("127.0.0.1", 7100))?
+    /// .run()
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn assistant(self, settings: Settings) -> Result<Assistant, EmbedError> {
+        let (settings, extensions) = self.prepare(settings)?;
+        Application::assemble_for_host(settings, extensions)
+            .await
+            .map_err(|error| EmbedError::Startup(error.0))
+    }
+
+    /// Builds the standalone server (store, MCP servers, models, listener)
+    /// from `settings`. A tool with a bad or taken name, or a schema that
+    /// does not compile, is a startup error naming it.
+    pub async fn build(self, settings: Settings) -> Result<Application, StartupError> {
+        let (settings, extensions) = self
+            .prepare(settings)
+            .map_err(|error| StartupError(error.to_string()))?;
+        Application::build_extended(settings, extensions).await
+    }
+
+    /// The checks and the access mode both `build` and `assistant` apply.
+    fn prepare(self, mut settings: Settings) -> Result<(Settings, Extensions), EmbedError> {
+        self.check_tools()?;
         if self.authenticate.is_some() {
             if let AccessMode::TrustedLocal { token: Some(_) } = &settings.access.mode {
                 if !settings.access.mode_chosen {
@@ -228,15 +343,15 @@ impl AssistantDefinition {
                 }
             }
             settings.access.mode = hook_mode(&settings.access.mode, settings.access.mode_chosen)
-                .map_err(StartupError)?;
+                .map_err(EmbedError::AccessMode)?;
             log::info!("access: every request goes through this host's authenticate hook (ACCESS__MODE=host)");
         }
         let mut extensions = self.extensions;
         extensions.authenticate = self.authenticate;
-        Application::build_extended(settings, extensions).await
+        Ok((settings, extensions))
     }
 
-    fn check_tools(&self) -> Result<(), String> {
+    fn check_tools(&self) -> Result<(), EmbedError> {
         let mut taken: Vec<&str> = BackendTool::ALL.iter().map(|tool| tool.name()).collect();
         for tool in &self.extensions.tools {
             let name = tool.name();
@@ -246,17 +361,16 @@ impl AssistantDefinition {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             if !valid {
-                return Err(format!(
-                    "tool {name:?}: a name is 1..64 letters, digits, '_' or '-'"
-                ));
+                return Err(EmbedError::ToolName(name.to_string()));
             }
             if taken.contains(&name) {
-                return Err(format!("tool {name:?}: another tool has this name"));
+                return Err(EmbedError::ToolNameTaken(name.to_string()));
             }
-            if !is_valid_schema(&tool.parameters()) {
-                return Err(format!(
-                    "tool {name:?}: its parameters schema does not compile"
-                ));
+            if let Err(reason) = check_schema(&tool.parameters()) {
+                return Err(EmbedError::ToolSchema {
+                    tool: name.to_string(),
+                    reason,
+                });
             }
             taken.push(name);
         }
@@ -278,5 +392,53 @@ impl AssistantDefinition {
             .run_until_stopped()
             .await
             .map_err(|error| StartupError(format!("server stopped: {error}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn settings(values: &[(&str, &str)]) -> Settings {
+        let mut map = BTreeMap::new();
+        map.insert("SERVER__PORT".to_string(), "0".to_string());
+        for (key, value) in values {
+            map.insert(key.to_string(), value.to_string());
+        }
+        Settings::from_map(&map).expect("valid settings")
+    }
+
+    #[test]
+    fn limits_are_the_stricter_and_an_operator_profile_wins() {
+        let extensions = Extensions {
+            max_turns: Some(20),
+            budget: Budget {
+                tool_calls: Some(3),
+                total_tokens: Some(1000),
+                ..Budget::default()
+            },
+            profile: Some(Profile::from_parts("host", &[("persona.md", "Host.")])),
+            ..Extensions::default()
+        };
+        let configured = settings(&[
+            ("ASSISTANT__MAX_TURNS", "5"),
+            ("ASSISTANT__BUDGET__TOOL_CALLS", "10"),
+            ("ASSISTANT__BUDGET__INPUT_TOKENS", "500"),
+        ]);
+        assert_eq!(extensions.max_turns(&configured), 5);
+        assert_eq!(
+            extensions.budget(&configured),
+            Budget {
+                tool_calls: Some(3),
+                input_tokens: Some(500),
+                output_tokens: None,
+                total_tokens: Some(1000),
+            }
+        );
+        assert_eq!(extensions.profile(&configured).compose(), "Host.");
+        let operator = settings(&[("ASSISTANT__SYSTEM_PROMPT", "Operator.")]);
+        assert_eq!(extensions.profile(&operator).compose(), "Operator.");
     }
 }

@@ -16,7 +16,10 @@
 //! - `playground`: the static page at `GET /`.
 //! - `api_docs`: Swagger UI at `GET /docs`.
 //! - `mcp`: MCP servers' tools (rmcp client, stdio and streamable HTTP).
-//! - `embed`: `AssistantDefinition`, for Rust hosts building their own binary.
+//! - `embed`: `AssistantDefinition`, for Rust hosts: mount the assistant in
+//!   their own actix-web `App`, or build their own binary.
+//! - `mount`: the assembled `Assistant` and its routes, served whole by
+//!   `startup` or mounted under a host's prefix.
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `body`: reading a request body within a size limit and a deadline.
 
@@ -32,6 +35,7 @@ pub mod edge;
 pub mod embed;
 pub mod errors;
 pub mod mcp;
+pub mod mount;
 pub mod observability;
 pub mod open_files;
 pub mod playground;

@@ -1049,3 +1049,70 @@ mod tests {
         assert_eq!(settings(&[]).unwrap().model_problem(), None);
     }
 }
+
+/// Settings given in code, for a Rust host (`embed`): typed setters for
+/// the common ones, [`SettingsBuilder::set`] for any other setting by its
+/// documented name (docs/configuration.md), then [`SettingsBuilder::build`],
+/// which checks them as startup does. It reads no file and no environment
+/// variable unless the host asks with [`SettingsBuilder::from_env`].
+///
+/// ```
+/// use assistant_runtime::settings::SettingsBuilder;
+///
+/// let settings = SettingsBuilder::new()
+///     .model("builtin:echo")
+///     .max_turns(4)
+///     .set("ASSISTANT__SESSION_IDLE_SECONDS", "600")
+///     .build()
+///     .expect("valid settings");
+/// assert_eq!(settings.max_turns, 4);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct SettingsBuilder {
+    values: BTreeMap<String, String>,
+}
+
+impl SettingsBuilder {
+    /// The documented defaults (in-memory store, `builtin:echo` without a
+    /// provider key, loopback on port 7100).
+    pub fn new() -> SettingsBuilder {
+        SettingsBuilder::default()
+            .set("SERVER__HOST", "127.0.0.1")
+            .set("SERVER__PORT", "7100")
+            .set("ASSISTANT__MAX_TURNS", "10")
+    }
+
+    /// The defaults overlaid with this process's environment variables,
+    /// when the host wants operators to configure the assistant that way.
+    pub fn from_env() -> SettingsBuilder {
+        let mut builder = SettingsBuilder::new();
+        builder.values.extend(std::env::vars());
+        builder
+    }
+
+    /// Any setting by its environment name, e.g. `ACCESS__CORS__ORIGINS`.
+    pub fn set(mut self, key: impl Into<String>, value: impl Into<String>) -> SettingsBuilder {
+        self.values.insert(key.into(), value.into());
+        self
+    }
+
+    /// The default model, `provider:name` (`LLM__PRIMARY_MODEL`).
+    pub fn model(self, model: &str) -> SettingsBuilder {
+        self.set("LLM__PRIMARY_MODEL", model)
+    }
+
+    /// Model requests per turn (`ASSISTANT__MAX_TURNS`).
+    pub fn max_turns(self, max_turns: u32) -> SettingsBuilder {
+        self.set("ASSISTANT__MAX_TURNS", max_turns.to_string())
+    }
+
+    /// A Postgres store instead of the in-memory one (`DATABASE_URL`).
+    pub fn database_url(self, url: &str) -> SettingsBuilder {
+        self.set("DATABASE_URL", url)
+    }
+
+    /// Checks and parses the settings; the error names the setting.
+    pub fn build(&self) -> Result<Settings, SettingsError> {
+        Settings::from_map(&self.values)
+    }
+}

@@ -16,7 +16,7 @@ use actix_service::{fn_factory, fn_service, map_config, IntoServiceFactory, Serv
 use actix_service::{ServiceExt, ServiceFactoryExt};
 use actix_web::dev::{AppConfig, Server, ServiceRequest, ServiceResponse};
 use actix_web::rt::net::TcpStream;
-use actix_web::{web, App, HttpResponse};
+use actix_web::{web, App};
 use actors::model::catalog::StandardCatalog;
 use actors::model::providers::ModelProviders;
 use actors::session::{Runtime, SessionConfig, SessionDeps};
@@ -30,7 +30,7 @@ use tokio::net::TcpSocket;
 
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
 use crate::embed::Extensions;
-use crate::errors::ApiError;
+use crate::mount::Assistant;
 use crate::observability::timed_store::TimedStore;
 use crate::observability::Metrics;
 use crate::settings::Settings;
@@ -140,7 +140,7 @@ impl Application {
     }
 
     /// `build` with a Rust host's additions (`embed::AssistantDefinition`).
-    pub async fn build_extended(
+    pub(crate) async fn build_extended(
         settings: Settings,
         extensions: Extensions,
     ) -> Result<Application, StartupError> {
@@ -171,8 +171,43 @@ impl Application {
         settings: Settings,
         store: SharedStore,
         memory: Option<Arc<MemoryStore>>,
-        mut extensions: Extensions,
+        extensions: Extensions,
     ) -> Result<Application, StartupError> {
+        let (assistant, store_kind) =
+            Application::assemble(&settings, store, memory, extensions).await?;
+        Application::serve(&settings, assistant, store_kind)
+    }
+
+    /// The assistant a Rust host mounts (`embed::AssistantDefinition::assistant`).
+    pub(crate) async fn assemble_for_host(
+        settings: Settings,
+        extensions: Extensions,
+    ) -> Result<Assistant, StartupError> {
+        let (store, memory): (SharedStore, _) = match &settings.database_url {
+            None => {
+                let memory = Arc::new(match settings.max_memory_sessions {
+                    0 => MemoryStore::new(),
+                    max => MemoryStore::bounded(max),
+                });
+                (memory.clone(), Some(memory))
+            }
+            Some(url) => (
+                Arc::new(open_postgres(&settings, url.expose_secret()).await?),
+                None,
+            ),
+        };
+        let (assistant, _) = Application::assemble(&settings, store, memory, extensions).await?;
+        Ok(assistant)
+    }
+
+    /// Builds the assistant (store wrapping, MCP servers, runtime, access,
+    /// Socket.IO) from the settings and a host's additions, without serving it.
+    pub(crate) async fn assemble(
+        settings: &Settings,
+        store: SharedStore,
+        memory: Option<Arc<MemoryStore>>,
+        mut extensions: Extensions,
+    ) -> Result<(Assistant, &'static str), StartupError> {
         if let Some(hours) = settings.session_ttl_hours {
             spawn_session_purge(store.clone(), Duration::from_secs(hours * 3600));
         }
@@ -195,13 +230,13 @@ impl Application {
             settings.deployment.stored_sessions_interval,
         );
         let store = TimedStore::wrap(store, metrics.clone());
-        let runtime = build_runtime_with(&settings, store, &extensions);
+        let runtime = build_runtime_with(settings, store, &extensions);
         if let Some(memory) = memory {
             // The bounded memory store never evicts a session whose actor is live.
             let live = runtime.liveness();
             memory.set_evictable(move |id| !live(id));
         }
-        let models = ModelsInfo::from_settings(&settings);
+        let models = ModelsInfo::from_settings(settings);
         for near_miss in &settings.near_misses {
             log::warn!(
                 "{} (LLM__REQUIRE_USABLE=true makes this a startup error)",
@@ -225,7 +260,7 @@ impl Application {
                 .map_err(StartupError)?
                 .with_metrics_token(settings.deployment.metrics_token.clone()),
         );
-        warn_if_exposed(&settings);
+        warn_if_exposed(settings);
         let cors = Arc::new(CorsPolicy::new(&settings.access.cors).map_err(StartupError)?);
         let limits = Limits::new(
             settings.turns_per_minute,
@@ -251,47 +286,45 @@ impl Application {
                 limits.clone(),
             ),
         );
-        let runtime = web::Data::new(runtime);
-        let models = web::Data::new(models);
-        let metrics = web::Data::from(metrics);
-        let access = web::Data::from(access);
-        let limits = web::Data::from(limits);
-        let trusted_proxies = web::Data::new(settings.deployment.trusted_proxies.clone());
-        let body_limits = web::Data::new(crate::body::BodyLimits {
-            max_bytes: max_body,
-            timeout: settings.body_timeout,
-        });
+        let assistant = Assistant {
+            runtime: web::Data::new(runtime),
+            models: web::Data::new(models),
+            metrics: web::Data::from(metrics),
+            access: web::Data::from(access),
+            limits: web::Data::from(limits),
+            body_limits: web::Data::new(crate::body::BodyLimits {
+                max_bytes: max_body,
+                timeout: settings.body_timeout,
+            }),
+            trusted_proxies: web::Data::new(settings.deployment.trusted_proxies.clone()),
+            cors,
+            socket_io,
+            max_body,
+        };
+        Ok((assistant, store_kind))
+    }
+
+    /// Serves `assistant` as the whole server on the settings' address.
+    fn serve(
+        settings: &Settings,
+        assistant: Assistant,
+        store_kind: &str,
+    ) -> Result<Application, StartupError> {
         let header_timeout = settings.header_timeout;
         let make_app = move || {
+            let routes = assistant.clone();
             App::new()
-                .app_data(runtime.clone())
-                .app_data(models.clone())
-                .app_data(metrics.clone())
-                .app_data(access.clone())
-                .app_data(limits.clone())
-                .app_data(trusted_proxies.clone())
-                .app_data(body_limits.clone())
-                .app_data(web::PayloadConfig::new(max_body))
-                .app_data(
-                    web::QueryConfig::default().error_handler(|error, _request| {
-                        actix_web::Error::from(ApiError::from(actors::contract::ValidationError {
-                            path: "query".into(),
-                            message: error.to_string(),
-                        }))
-                    }),
-                )
+                .configure(move |cfg| routes.register(cfg))
                 // Socket.IO answers CORS itself (same policy); everything
                 // else goes through actix-cors.
-                .wrap(cors.middleware(&crate::socketio::PATHS))
+                .wrap(assistant.cors.middleware(&crate::socketio::PATHS))
                 // Wrapped last, so outermost: JSON error pages (a refused
                 // origin's 400 included), then the access log, which sees
                 // the final status.
-                .wrap(crate::edge::Edge { max_body })
-                .configure(|cfg| socket_io.configure(cfg))
-                .configure(crate::routes::configure)
-                .default_service(web::to(|| async {
-                    HttpResponse::NotFound().json(crate::errors::no_such_route())
-                }))
+                .wrap(crate::edge::Edge {
+                    max_body: assistant.max_body,
+                })
+                .default_service(web::to(crate::mount::not_found))
         };
         let listeners = bind_listeners(&settings.host, settings.port).map_err(|error| {
             StartupError(format!(
@@ -520,7 +553,7 @@ pub fn build_runtime(settings: &Settings, store: SharedStore) -> Runtime {
 }
 
 /// `build_runtime` plus MCP tools and a Rust host's tools, deps, profile and limits.
-pub fn build_runtime_with(
+pub(crate) fn build_runtime_with(
     settings: &Settings,
     store: SharedStore,
     extensions: &Extensions,

@@ -187,7 +187,12 @@ where
     }
 
     fn call(&self, request: ServiceRequest) -> Self::Future {
-        if self.answering_itself.contains(&request.path()) {
+        // The path below the scope the routes are mounted in (all of it
+        // for the standalone server).
+        if self
+            .answering_itself
+            .contains(&request.match_info().unprocessed())
+        {
             let untouched: fn(ServiceResponse<B>) -> ServiceResponse<EitherBody<B>> =
                 ServiceResponse::map_into_left_body;
             return Either::Left(self.routes.call(request).map_ok(untouched));

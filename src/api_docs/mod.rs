@@ -7,6 +7,8 @@
 use actix_web::http::header::{CacheControl, CacheDirective, ContentType};
 use actix_web::{web, HttpResponse};
 
+use crate::mount::MountPrefix;
+
 const BUNDLE_JS: &str = include_str!("assets/swagger-ui-bundle.js");
 const STYLE_CSS: &str = include_str!("assets/swagger-ui.css");
 
@@ -37,10 +39,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[utoipa::path(get, path = "/docs", tag = "docs",
     responses((status = 200, description = "Swagger UI over /openapi.json (HTML)", content_type = "text/html", body = String)))]
-pub async fn docs() -> HttpResponse {
+pub async fn docs(prefix: Option<web::Data<MountPrefix>>) -> HttpResponse {
+    let page = match prefix.as_ref().map(|prefix| prefix.as_str()) {
+        None | Some("") => PAGE.into(),
+        // Mounted under a prefix: the assets and the document are there too.
+        Some(prefix) => PAGE
+            .replace("\"/docs/", &format!("\"{prefix}/docs/"))
+            .replace("\"/openapi.json\"", &format!("\"{prefix}/openapi.json\"")),
+    };
     HttpResponse::Ok()
         .content_type(ContentType::html())
-        .body(PAGE)
+        .body(page)
 }
 
 /// The bundle changes only with the binary: clients may keep it a day.

@@ -4,7 +4,7 @@
 //! exposition format by hand: the format is a few lines per family and needs
 //! no crate.
 //!
-//! Each thread counts into a registry of its own (one of [`N_SHARDS`],
+//! Each thread counts into a registry of its own (one of `N_SHARDS`,
 //! chosen once per thread): with one registry, every request and store
 //! operation on one worker took the lock the other worker had just taken,
 //! and the lock's cache line crossed between cores several times a turn

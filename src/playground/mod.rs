@@ -11,6 +11,8 @@
 use actix_web::http::header::{CacheControl, CacheDirective, ContentType};
 use actix_web::{web, HttpResponse};
 
+use crate::mount::MountPrefix;
+
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
@@ -26,11 +28,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[utoipa::path(get, path = "/", tag = "docs",
     responses((status = 200, description = "The playground (HTML)", content_type = "text/html", body = String)))]
-pub async fn index() -> HttpResponse {
+pub async fn index(prefix: Option<web::Data<MountPrefix>>) -> HttpResponse {
+    let page = match prefix.as_ref().map(|prefix| prefix.as_str()) {
+        None | Some("") => INDEX_HTML.into(),
+        Some(prefix) => mounted_page(prefix),
+    };
     HttpResponse::Ok()
         .content_type(ContentType::html())
         .insert_header(CacheControl(vec![CacheDirective::NoCache]))
-        .body(INDEX_HTML)
+        .body(page)
+}
+
+/// The page of an assistant mounted under `prefix`: its assets, the docs
+/// link and, through `window.ASSISTANT_PREFIX`, its script's requests and
+/// Socket.IO path all under the prefix.
+fn mounted_page(prefix: &str) -> String {
+    let quoted = serde_json::to_string(prefix).unwrap_or_else(|_| "\"\"".into());
+    INDEX_HTML
+        .replace("=\"/playground/", &format!("=\"{prefix}/playground/"))
+        .replace("href=\"/docs\"", &format!("href=\"{prefix}/docs\""))
+        .replace(
+            "window.ASSISTANT_PREFIX = \"\";",
+            &format!("window.ASSISTANT_PREFIX = {quoted};"),
+        )
 }
 
 fn javascript(body: &'static str) -> HttpResponse {

@@ -4,12 +4,13 @@
 //! from the code. `tests/api/openapi.rs` checks its paths equal the route
 //! table (`routes::ROUTE_TABLE`).
 
-use actix_web::HttpResponse;
+use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use serde_json::{json, Value};
 use utoipa::{OpenApi, ToSchema};
 
 use crate::errors::ErrorBody;
+use crate::mount::MountPrefix;
 use crate::routes::{chat, health, sessions};
 
 #[derive(OpenApi)]
@@ -146,6 +147,11 @@ fn with_access(document: &mut Value) {
 
 #[utoipa::path(get, path = "/openapi.json", tag = "docs",
     responses((status = 200, description = "This OpenAPI document", body = Object)))]
-pub async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().json(document())
+pub async fn openapi(prefix: Option<web::Data<MountPrefix>>) -> HttpResponse {
+    let mut document = document();
+    if let Some(prefix) = prefix.filter(|prefix| !prefix.as_str().is_empty()) {
+        // Mounted in a host's app: every path is relative to the prefix.
+        document["servers"] = json!([{"url": prefix.as_str()}]);
+    }
+    HttpResponse::Ok().json(document)
 }

@@ -6,10 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use actors::prompt::profile::Profile;
 use actors::tools::{Tool, ToolContext, ToolFuture};
-use actors::turn::Budget;
-use assistant_runtime::embed::{AssistantDefinition, Credentials, Extensions};
+use assistant_runtime::embed::{AssistantDefinition, Credentials};
 use assistant_runtime::settings::Settings;
 use serde_json::{json, Value};
 
@@ -201,38 +199,6 @@ async fn a_definition_builds_in_process_and_a_scalar_result_is_wrapped() {
         record["output"],
         json!({"success": true, "result": "pong Some(7)"})
     );
-}
-
-#[test]
-fn limits_are_the_stricter_and_an_operator_profile_wins() {
-    let extensions = Extensions {
-        max_turns: Some(20),
-        budget: Budget {
-            tool_calls: Some(3),
-            total_tokens: Some(1000),
-            ..Budget::default()
-        },
-        profile: Some(Profile::from_parts("host", &[("persona.md", "Host.")])),
-        ..Extensions::default()
-    };
-    let configured = settings(&[
-        ("ASSISTANT__MAX_TURNS", "5"),
-        ("ASSISTANT__BUDGET__TOOL_CALLS", "10"),
-        ("ASSISTANT__BUDGET__INPUT_TOKENS", "500"),
-    ]);
-    assert_eq!(extensions.max_turns(&configured), 5);
-    assert_eq!(
-        extensions.budget(&configured),
-        Budget {
-            tool_calls: Some(3),
-            input_tokens: Some(500),
-            output_tokens: None,
-            total_tokens: Some(1000),
-        }
-    );
-    assert_eq!(extensions.profile(&configured).compose(), "Host.");
-    let operator = settings(&[("ASSISTANT__SYSTEM_PROMPT", "Operator.")]);
-    assert_eq!(extensions.profile(&operator).compose(), "Operator.");
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod host_actions;
 mod hostile;
 mod mcp;
 mod migrations;
+mod mounted;
 mod nginx;
 mod observability;
 mod openapi;

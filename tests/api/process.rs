@@ -139,7 +139,8 @@ impl Drop for ServerProcess {
 }
 
 /// A binary of `examples/` (or an `[[example]]` of the test suite), built
-/// by `cargo test --all-targets`; built here with cargo if it is missing.
+/// here with cargo first, so a test never runs a stale one (a no-op when
+/// `cargo test --all-targets` just built it).
 pub fn example_binary(name: &str) -> PathBuf {
     let test_binary = std::env::current_exe().expect("the test binary's path");
     // target/debug/deps/api-<hash> → target/debug/examples/<name>
@@ -149,15 +150,19 @@ pub fn example_binary(name: &str) -> PathBuf {
         .expect("target/debug")
         .join("examples");
     let binary = examples.join(name);
-    if !binary.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-        let status = Command::new(cargo)
-            .args(["build", "--example", name])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build --example {name} failed");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut command = Command::new(cargo);
+    command
+        .args(["build", "--example", name])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if examples
+        .parent()
+        .is_some_and(|profile| profile.ends_with("release"))
+    {
+        command.arg("--release");
     }
+    let status = command.status().expect("run cargo build");
+    assert!(status.success(), "cargo build --example {name} failed");
     assert!(binary.exists(), "{} was not built", binary.display());
     binary
 }

@@ -6,7 +6,10 @@ usage: sio_scenario.py URL {default,websocket,polling} SCENARIO_JSON
 
 The scenario is `{"steps": [...]}` with an optional `"query"` object: its
 parameters go on the connect URL, so they ride on every Engine.IO request of
-the connection (a balancer can route by `session_id`). Each step is one of
+the connection (a balancer can route by `session_id`). Optional too:
+`"auth"` (the connect payload), `"headers"` (sent on every Engine.IO
+request) and `"socketio_path"` (for a server mounted under a prefix, e.g.
+`assistant/socket.io`). Each step is one of
 - `{"emit": EVENT, "data": {...}}`: emit without an ack;
 - `{"call": EVENT, "data": {...}}`: emit with an ack and record the ack;
 - `{"wait": EVENT, "count": N, "match": {...}}`: wait until N events named
@@ -91,7 +94,9 @@ def main():
         query = scenario.get("query")
         connect_url = f"{url}?{urllib.parse.urlencode(query)}" if query else url
         sio.connect(connect_url, namespaces=[NAMESPACE], transports=transports,
-                    wait_timeout=WAIT_SECONDS)
+                    wait_timeout=WAIT_SECONDS, auth=scenario.get("auth"),
+                    headers=scenario.get("headers") or {},
+                    socketio_path=scenario.get("socketio_path", "socket.io"))
     except socketio.exceptions.ConnectionError as error:
         result["error"] = f"connect: {error}"
         print(json.dumps(result))

@@ -20,22 +20,22 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_init.sql",
-        sql: include_str!("../../../sql/0001_init.sql"),
+        sql: include_str!("../../sql/0001_init.sql"),
     },
     Migration {
         version: 2,
         name: "0002_session_version.sql",
-        sql: include_str!("../../../sql/0002_session_version.sql"),
+        sql: include_str!("../../sql/0002_session_version.sql"),
     },
     Migration {
         version: 3,
         name: "0003_session_owner.sql",
-        sql: include_str!("../../../sql/0003_session_owner.sql"),
+        sql: include_str!("../../sql/0003_session_owner.sql"),
     },
     Migration {
         version: 4,
         name: "0004_lean_turn_writes.sql",
-        sql: include_str!("../../../sql/0004_lean_turn_writes.sql"),
+        sql: include_str!("../../sql/0004_lean_turn_writes.sql"),
     },
 ];
 
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn embedded_migrations_match_the_sql_folder() {
-        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql");
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/sql");
         let mut files: Vec<(String, String)> = std::fs::read_dir(folder)
             .expect("sql/ exists")
             .map(|entry| entry.expect("readable entry").path())

@@ -5,6 +5,9 @@
 "use strict";
 
 const { AssistantClient } = window.AssistantRuntime;
+// Where the server mounted the assistant ("" standalone, e.g. "/assistant"
+// inside a host's app): the session routes and Socket.IO live under it.
+const PREFIX = window.ASSISTANT_PREFIX || "";
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "assistant-runtime.playground.token";
 
@@ -54,7 +57,7 @@ function connection() {
   client = new AssistantClient({
     sessionId,
     token: token() || undefined,
-    socketOptions: { transports: ["polling", "websocket"] },
+    socketOptions: { transports: ["polling", "websocket"], path: `${PREFIX}/socket.io` },
   });
   client.on("connect", () => setStatus(true));
   client.on("disconnect", () => setStatus(false));
@@ -287,7 +290,7 @@ $("token").onchange = () => {
 // ---- sessions --------------------------------------------------------------
 
 async function refreshSessions() {
-  const response = await fetch("/api/sessions?limit=50", { headers: authHeaders() });
+  const response = await fetch(`${PREFIX}/api/sessions?limit=50`, { headers: authHeaders() });
   const sessions = await response.json();
   const list = $("sessions");
   list.replaceChildren();
@@ -303,7 +306,7 @@ async function refreshSessions() {
 }
 
 async function showTree(sessionId) {
-  const response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}/tree`, { headers: authHeaders() });
+  const response = await fetch(`${PREFIX}/api/sessions/${encodeURIComponent(sessionId)}/tree`, { headers: authHeaders() });
   const messages = await response.json();
   if (!Array.isArray(messages)) {
     $("tree").textContent = JSON.stringify(messages, null, 2);
