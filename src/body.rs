@@ -44,7 +44,7 @@ pub async fn read_body(mut payload: web::Payload, limits: &BodyLimits) -> Result
     let mut read = std::pin::pin!(read);
     // A small body has usually arrived with the request head: it is read
     // without arming a timer (a timer's entry and removal cost more than
-    // the read, issue 17). One still on its way gets the whole timeout.
+    // the read). One still on its way gets the whole timeout.
     if let Some(read) = read.as_mut().now_or_never() {
         return read;
     }

@@ -4,8 +4,7 @@
 //! id (`observability::access_log`), so the line and the metrics see the
 //! final status. One layer with a future of its own, not two actix
 //! middlewares: `middleware::from_fn` boxed two futures a request and
-//! `ErrorHandlers` cloned three `Rc`s and hashed the status of every reply
-//! (BENCHMARKS.md, issue 17, round eleven).
+//! `ErrorHandlers` cloned three `Rc`s and hashed the status of every reply.
 
 use std::future::{ready, Future, Ready};
 use std::pin::Pin;

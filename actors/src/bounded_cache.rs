@@ -1,6 +1,6 @@
 //! A bounded, process-wide cache of values made from host input, keyed by
 //! that input's JSON text, so what repeats is made once: a host action's
-//! compiled schema (`tools::schema`), a validated host context
+//! compiled schema (`schema`), a validated host context
 //! (`contract::host_context`). The same host context comes back with every
 //! request of a conversation, and with it its action schemas.
 //!

@@ -7,7 +7,8 @@
 //! - `prompt`: the system prompt and the rendered `<host_context>` block.
 //! - `conversation`: stored messages, the tree, and the transcript the model reads.
 //! - `model`: the provider-neutral model interface, the catalog, and adapters (echo, OpenAI, Anthropic).
-//! - `tools`: backend tools, host tools, the per-turn tool set and schema checks.
+//! - `schema`: the bounded JSON Schema subset of tool parameters: compile, validate, limits.
+//! - `tools`: backend tools, host tools and the per-turn tool set.
 //! - `turn`: the model loop of one turn.
 //! - `history`: what the model reads of a long path: compaction and working memory.
 //! - `session`: the session actor, its registry and the `Runtime` handle.
@@ -28,6 +29,7 @@ pub mod ids;
 pub mod model;
 pub mod offload;
 pub mod prompt;
+pub mod schema;
 pub mod session;
 pub mod store;
 mod text;

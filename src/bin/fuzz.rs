@@ -1,4 +1,4 @@
-//! Black-box fuzzer for a live server on loopback (issue #18, BENCHMARKS.md).
+//! Black-box fuzzer for a live server on loopback.
 //!
 //! `fuzz --url http://127.0.0.1:7100 [--count 100000] [--seconds 600]
 //!       [--concurrency 16] [--seed 1]`

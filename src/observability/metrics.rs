@@ -7,8 +7,7 @@
 //! Each thread counts into a registry of its own (one of `N_SHARDS`,
 //! chosen once per thread): with one registry, every request and store
 //! operation on one worker took the lock the other worker had just taken,
-//! and the lock's cache line crossed between cores several times a turn
-//! (BENCHMARKS.md, issue 17).
+//! and the lock's cache line crossed between cores several times a turn.
 //!
 //! Turns are observed at the edges (`TurnObserver`), which see every event of
 //! every transport; the core stays free of metrics.

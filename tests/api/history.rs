@@ -1,4 +1,4 @@
-//! Long conversations (issue #15): history compaction and working memory.
+//! Long conversations: history compaction and working memory.
 //! The turns run on the fake OpenAI provider, so every request the model
 //! would receive is recorded; the summarizer and memory extractor are
 //! `builtin:echo`, whose answers are deterministic, unless a test says otherwise.

@@ -1,4 +1,4 @@
-//! Hostile input (issue #18): schemas that crashed or pinned the process,
+//! Hostile input: schemas that crashed or pinned the process,
 //! JSON nested past the depth limit, concurrent messages and DELETEs on one
 //! session, odd session ids, a panicking turn. Every answer is one the
 //! contract names, the process stays up, and sessions stay usable.

@@ -2,6 +2,7 @@
 
 mod access;
 mod agui;
+mod architecture;
 mod assistant_socket;
 mod chat_cli;
 mod cli;

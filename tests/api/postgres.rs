@@ -949,7 +949,7 @@ async fn owners_are_stored_and_lists_are_filtered_by_owner_in_postgres() {
     assert_eq!(owner.as_deref(), Some("alice"));
 }
 
-// ---- depth limit (issue #18) -------------------------------------------------
+// ---- depth limit ------------------------------------------------------------
 
 /// `{"a": {"a": … leaf …}}` with `depth` objects, built without recursion.
 fn nested_objects(depth: usize, leaf: Value) -> Value {

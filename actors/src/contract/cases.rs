@@ -18,7 +18,6 @@ use super::host_context::{
 };
 
 /// Every rule of the body, host_context and attachments, broken once.
-#[doc(hidden)]
 pub fn invalid_body_cases() -> Vec<(Value, &'static str, &'static str)> {
     let long_id = "x".repeat(65);
     let too_long_content = "x".repeat(MAX_ATTACHMENT_CONTENT_CHARS + 1);

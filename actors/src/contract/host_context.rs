@@ -135,7 +135,7 @@ pub struct HostAction {
     pub name: String,
     /// Non-empty.
     pub description: String,
-    /// A JSON schema of type object that `tools::check_schema` accepts;
+    /// A JSON schema of type object that `schema::check_schema` accepts;
     /// host-owned keys. Absent on the wire, it is
     /// `{"type": "object", "properties": {}}`. Shared: every turn's
     /// tool set offers it.
@@ -579,7 +579,7 @@ fn default_parameters() -> Value {
 }
 
 /// An action's parameters: a JSON schema object of `"type": "object"` that
-/// can be checked safely (`tools::check_schema`: bounded, no `$ref` cycle,
+/// can be checked safely (`schema::check_schema`: bounded, no `$ref` cycle,
 /// linear regexes). The source of truth reads a missing `type` as object; here it
 /// must be spelled, because providers reject a tool schema without it and the
 /// host's schema is passed to them verbatim.
@@ -590,7 +590,7 @@ fn check_parameters(parameters: &Value) -> Result<(), String> {
     if schema.get("type") != Some(&Value::String("object".to_string())) {
         return Err("must be a JSON schema with \"type\": \"object\"".to_string());
     }
-    crate::tools::check_schema(parameters)
+    crate::schema::check_schema(parameters)
         .map_err(|problem| format!("not a usable JSON schema: {problem}"))
 }
 

@@ -7,11 +7,12 @@
 //! - `host_context`, `attachment`: the context and its attachments;
 //!   `timestamp`: the ISO 8601 shape of `captured_at`.
 //! - `body`: the message body; `join`: the join and cancel payloads.
-//! - `cases`: the shared table of invalid bodies, for unit and black-box tests.
+//! - `cases`: the shared table of invalid bodies, for unit and black-box tests;
+//!   built only for this crate's tests and with the `test-support` feature.
 
 pub mod attachment;
 pub mod body;
-#[doc(hidden)]
+#[cfg(any(test, feature = "test-support"))]
 pub mod cases;
 pub mod depth;
 pub mod error;

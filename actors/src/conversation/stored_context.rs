@@ -3,7 +3,7 @@
 //! The row is written at every message and every turn's end, and the
 //! context (up to 64 KiB) changes only when a request brings one, so
 //! encoding it anew for each write was the larger part of a host action
-//! round trip's store writes (BENCHMARKS.md, issue 17). Its rendered
+//! round trip's store writes. Its rendered
 //! `<host_context>` block is kept the same way: a user message and every
 //! continuation's note after a tool result show the same context, and
 //! rendering it again was a round trip's largest piece of prompt work.

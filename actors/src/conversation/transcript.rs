@@ -94,8 +94,7 @@ fn media_source(source: &AttachmentSource) -> MediaSource {
 
 fn push_assistant(items: &mut Vec<ChatItem>, segments: &[Segment], overlay: &ScreenshotOverlay) {
     // Room for every part at once: grown from empty, a reply of one text
-    // part held four, in the transcript cache of every resident message
-    // (BENCHMARKS.md, issue 17).
+    // part held four, in the transcript cache of every resident message.
     let n_parts = segments
         .iter()
         .map(|segment| match segment {

@@ -6,8 +6,7 @@
 //! with its length. Only resident sessions hold a tree; the stored form has
 //! no index. Each message is behind an `Arc`: a `Message` is 312 bytes, most
 //! of them empty options, and in a vector grown by doubling every growth
-//! moved them all, and its spare room was that size too (BENCHMARKS.md,
-//! issue 17); shared, the memory store keeps the very message the tree
+//! moved them all, and its spare room was that size too; shared, the memory store keeps the very message the tree
 //! holds instead of encoding a copy at every write.
 
 use std::collections::hash_map::Entry;

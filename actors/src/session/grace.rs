@@ -5,8 +5,7 @@
 //! sessions would otherwise all be resident at once, and the allocator keeps
 //! that peak. But a client that goes on at once (a script, an agent loop, a
 //! host replaying a conversation) then pays a stop and a reload for its
-//! second message (about 70,000 instructions, most of a turn's again;
-//! BENCHMARKS.md, issue 17). So a few such sessions at a time stay for
+//! second message (about 70,000 instructions, most of a turn's again). So a few such sessions at a time stay for
 //! `FIRST_EXCHANGE_GRACE`: as many as `GracePool` lends slots. The rest
 //! hibernate at once as before, and the memory they can hold stays a small
 //! constant.

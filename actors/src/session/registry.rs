@@ -8,7 +8,7 @@
 //! serves the session's connection. Its messages, its turn and the turn's
 //! events then never cross a thread; a hand-off to another thread costs a
 //! wake-up and a context switch each way, about a tenth of a short turn's
-//! CPU (BENCHMARKS.md, issue 17). What grows with its input (bodies, tool
+//! CPU. What grows with its input (bodies, tool
 //! arguments and stored sessions past 64 KiB, and any argument check past a
 //! small step budget) runs on the blocking pool (`offload`), so a session's
 //! work does not hold the worker's other connections.
@@ -166,7 +166,8 @@ impl SessionRegistry {
     /// The live actors due for an idle check at `now`, for the idle sweeper.
     /// The others are not woken: with thousands of sessions resident for
     /// their hot window, asking each of them five times a second stalled
-    /// every worker for milliseconds (BENCHMARKS.md, issue 17).
+    /// every worker for milliseconds (a load's worst per-round p99 went from
+    /// 22–33 ms to 6 ms when they were no longer woken).
     pub fn due_for_idle_check(&self, now: Instant) -> Vec<Addr<SessionActor>> {
         let mut actors = Vec::new();
         for shard in &self.shards {

@@ -272,8 +272,8 @@ impl StoredMessage {
 
 /// A session row (`SessionRecord` less its id, the shard's key). A turn
 /// writes the row twice, and encoding it each time was a sixth of a short
-/// turn's store work, where copying its small fields costs a tenth of that
-/// (BENCHMARKS.md, issue 17). The host context,
+/// turn's store work, where copying its small fields costs a tenth of that.
+/// The host context,
 /// up to 64 KiB and the row's one large part, is kept as its JSON like the
 /// messages, so an idle session holds no parsed copy of it. The pending
 /// action is shared with the actor that wrote it; nothing changes one.

@@ -7,7 +7,6 @@
 mod backend;
 mod custom;
 mod registry;
-mod schema;
 
 pub use backend::{BackendOutput, BackendTool};
 pub use custom::{
@@ -16,7 +15,9 @@ pub use custom::{
 pub use registry::{
     DepsFactory, HostToolConfig, OfferedTool, ToolKind, ToolRegistry, ToolSet, HOLD_TOOL,
 };
-pub use schema::{
+// The schema checks live below both tools and the contract (`crate::schema`);
+// re-exported here, where hosts declaring tools look for them.
+pub use crate::schema::{
     check_arguments, check_arguments_inline, check_schema, is_valid_schema, MAX_PATTERNS,
     MAX_PATTERN_BYTES, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, VALIDATION_BUDGET,
 };

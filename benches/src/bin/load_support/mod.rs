@@ -29,7 +29,7 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// turn moved its session's later turns towards the next session's, and
 /// over a run the sessions drifted into step and queued behind each other
 /// (at 50 sessions the median of the last tenth of turns was two to seven
-/// times the first tenth's, with one session flat; BENCHMARKS.md).
+/// times the first tenth's, with one session flat).
 pub fn paced_start(
     first: tokio::time::Instant,
     pause: std::time::Duration,
