@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
+use super::core::{pending_for, record_result};
 use super::idempotency::{reply_id, Earlier};
 use super::screenshot::strip_screenshots;
-use super::turns::{pending_for, TurnEnding};
+use super::turns::TurnEnding;
 use super::{
     answer, reply_channel, status, Phase, Reply, SessionActor, Waiting, MAX_QUEUED_STEERING,
     MAX_TITLE_CHARS,
@@ -17,27 +18,19 @@ use serde_json::Value;
 
 use crate::contract::{
     AttachmentPurpose, AttachmentSource, ChatRequest, HostContext, MessageType, OutputMode,
-    ToolOutcome,
 };
 use crate::conversation::{
-    now_millis, CallOutcome, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role,
-    Segment, SessionRecord, StoredContext, ToolRecord,
+    now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role, Segment,
+    SessionRecord, StoredContext,
 };
 use crate::events::{Decision, ToolResultEvent, TurnEvent, TurnStatus};
-use crate::ids::{MessageId, ToolCallId};
+use crate::ids::MessageId;
 use crate::prompt::host_block::render_host_context;
 use crate::session::requests::{AcceptedAs, SendMessage, TurnAccepted};
 use crate::session::SessionError;
 use crate::turn::{NotQueued, SteeringNote};
 
 impl SessionActor {
-    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
-        self.tree
-            .all()
-            .rev()
-            .find_map(|message| message.find_tool(call_id))
-    }
-
     /// A new message's turn has a screenshot only if the message brings one:
     /// an older turn's screenshot is not offered again.
     pub(super) fn reset_screenshot(&mut self, request: &ChatRequest) {
@@ -422,67 +415,19 @@ impl SessionActor {
             self.waiting.push_back(waiting);
             return;
         }
-        match self.pending_for_result(&waiting.request) {
+        let call_id = waiting
+            .request
+            .continuation
+            .as_ref()
+            .map(|c| &c.tool_call_id);
+        let target = match call_id {
+            Some(call_id) => self.view().result_target(call_id),
+            None => Err(SessionError::Internal("not a continuation".into())),
+        };
+        match target {
             Ok(pending) => self.apply_result(waiting, pending, ctx),
             Err(error) => self.refuse(waiting, error, ctx),
         }
-    }
-
-    /// The pending call a continuation answers, or why it answers none.
-    fn pending_for_result(
-        &self,
-        request: &ChatRequest,
-    ) -> Result<Arc<PendingAction>, SessionError> {
-        let call_id = match &request.continuation {
-            Some(continuation) => &continuation.tool_call_id,
-            None => return Err(SessionError::Internal("not a continuation".into())),
-        };
-        if !self.is_stored() {
-            return Err(SessionError::Conflict(format!(
-                "session {:?} does not exist, so call {:?} is not pending",
-                self.id.as_str(),
-                call_id.as_str()
-            )));
-        }
-        match &self.phase {
-            Phase::AwaitingHost(pending) if &pending.tool_call_id == call_id => Ok(pending.clone()),
-            Phase::AwaitingHost(pending) if pending.queued.contains(call_id) => {
-                Err(SessionError::Conflict(format!(
-                    "call {:?} is queued behind call {:?}; answer {:?} first",
-                    call_id.as_str(),
-                    pending.tool_call_id.as_str(),
-                    pending.tool_call_id.as_str()
-                )))
-            }
-            _ => Err(self.not_pending(call_id)),
-        }
-    }
-
-    /// Why a continuation for `call_id` cannot be taken now.
-    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
-        let pending_now = match &self.phase {
-            Phase::AwaitingHost(pending) => {
-                format!("; call {:?} is pending", pending.tool_call_id.as_str())
-            }
-            _ => "; nothing is pending".to_string(),
-        };
-        let message = match self.find_call(call_id) {
-            Some(record) if record.status == Some(CallStatus::Superseded) => {
-                format!(
-                    "call {:?} was superseded by a newer message; its result is not applied",
-                    call_id.as_str()
-                )
-            }
-            Some(record) if record.has_result() => {
-                let status = record.status_word();
-                format!(
-                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
-                    call_id.as_str()
-                )
-            }
-            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
-        };
-        SessionError::Conflict(message)
     }
 }
 
@@ -505,31 +450,6 @@ struct AppliedResult {
     record: SessionRecord,
     /// The last call of a text turn: the model goes on with the results.
     resumes_model: bool,
-}
-
-/// Answers every record of the pending call id (ids are unique in
-/// practice; should a provider repeat one, none stays open). Returns the
-/// call's tool name.
-fn record_result(
-    assistant: &mut StoredMessage,
-    pending: &PendingAction,
-    output: &Value,
-    outcome: ToolOutcome,
-) -> String {
-    let mut tool_name = pending.tool_name.clone();
-    let records = assistant.tool_records_mut();
-    for tool in records.filter(|tool| tool.id == pending.tool_call_id) {
-        tool.output = Some(output.clone());
-        tool_name = tool.name.clone();
-        match outcome {
-            ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
-            ToolOutcome::Failed => {
-                tool.outcome = Some(CallOutcome::Failed);
-                tool.status = Some(CallStatus::Failed);
-            }
-        }
-    }
-    tool_name
 }
 
 impl SessionActor {

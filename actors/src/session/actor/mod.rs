@@ -7,6 +7,7 @@
 
 mod accepting;
 mod admin;
+mod core;
 mod idempotency;
 #[cfg(test)]
 mod model_test;
@@ -537,6 +538,21 @@ impl SessionActor {
                 "session still loading".into(),
             )),
             Loaded::Failed(error) => Err(error.clone().into()),
+        }
+    }
+
+    /// What the pure decisions (`core.rs`) read of this copy.
+    fn view(&self) -> core::View<'_> {
+        core::View {
+            id: &self.id,
+            stored: self.is_stored(),
+            tree: &self.tree,
+            leaf: self.record.active_leaf.as_ref(),
+            pending: match &self.phase {
+                Phase::AwaitingHost(pending) => Some(pending),
+                _ => None,
+            },
+            running: matches!(self.phase, Phase::Running(_)),
         }
     }
 

@@ -9,6 +9,8 @@ use std::time::Instant;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+pub(super) use super::core::TurnFailure;
+use super::core::{turn_outcome, Placement};
 use super::{
     answer, status, FinishedTurn, LiveTurn, Phase, Reply, SessionActor, Waiting,
     MAX_QUEUED_STEERING,
@@ -19,32 +21,13 @@ use crate::conversation::{
 };
 use crate::error_type::ErrorType;
 use crate::events::{
-    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnErrorEvent, TurnEvent,
-    TurnStatus,
+    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnEvent, TurnStatus,
 };
-use crate::ids::ToolCallId;
 use crate::session::requests::{AcceptedAs, TurnAccepted};
 use crate::turn::{
     steering_queue, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput,
     TurnPlan,
 };
-
-pub(super) fn pending_for(
-    message: &StoredMessage,
-    call_id: &ToolCallId,
-    queued: Vec<ToolCallId>,
-    output_mode: OutputMode,
-) -> Option<Arc<PendingAction>> {
-    let record = message.find_tool(call_id)?;
-    Some(Arc::new(PendingAction {
-        tool_call_id: call_id.clone(),
-        tool_name: record.name.clone(),
-        arguments: record.input.clone(),
-        assistant_message_id: message.id.clone(),
-        queued,
-        output_mode,
-    }))
-}
 
 fn pending_event(pending: &PendingAction) -> PendingToolCall {
     PendingToolCall {
@@ -110,42 +93,6 @@ impl Handler<TurnFinished> for SessionActor {
 }
 
 // ---- running turns ---------------------------------------------------------
-
-/// Why a turn did not complete: its final response's error fields and its
-/// terminal `error` event.
-pub(super) struct TurnFailure {
-    /// How it ended (`cancelled`, `usage_limit`, a model error's kind…).
-    pub(super) error_type: ErrorType,
-    /// The sentence the client shows.
-    pub(super) message: String,
-    /// Whether sending the message again may succeed.
-    pub(super) retry_allowed: bool,
-}
-
-impl TurnFailure {
-    pub(super) fn new(
-        error_type: ErrorType,
-        message: impl Into<String>,
-        retry_allowed: bool,
-    ) -> TurnFailure {
-        TurnFailure {
-            error_type,
-            message: message.into(),
-            retry_allowed,
-        }
-    }
-
-    /// The terminal `error` event that follows the final response.
-    pub(super) fn into_event(self) -> TurnErrorEvent {
-        TurnErrorEvent {
-            kind: "error",
-            message: self.message,
-            error_type: self.error_type.as_str().to_string(),
-            terminal: true,
-            retry_allowed: self.retry_allowed,
-        }
-    }
-}
 
 /// What a turn's final response reports: the reply, and how the turn ended.
 pub(super) struct TurnEnding<'a> {
@@ -480,28 +427,24 @@ impl SessionActor {
     /// cancelled. An acknowledged message of the other process is never
     /// moved off the path.
     pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, ctx: &mut Context<Self>) {
-        let parent_stored = turn
-            .assistant
-            .parent_id
-            .as_ref()
-            .is_some_and(|parent| self.tree.contains(parent));
-        if !self.is_stored() || !parent_stored {
-            let message = "The session was deleted while the turn ran; its reply was not saved.";
-            self.turn_not_saved(turn, ErrorType::Cancelled, message, ctx);
-            return;
-        }
-        let leaf = self.record.active_leaf.as_ref();
-        let ends_where_turn_began =
-            leaf == Some(&turn.assistant.id) || leaf == turn.assistant.parent_id.as_ref();
-        if !(ends_where_turn_began && matches!(self.phase, Phase::Idle)) {
-            turn.on_path = false;
-            // Not shared: no write kept it (one that found the session stale keeps nothing).
-            let assistant = Arc::make_mut(&mut turn.assistant);
-            assistant.interrupt_unresolved(CallStatus::Superseded);
-            assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
-            turn.next = None;
-            turn.decision = None;
-            turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+        match self.view().placement(&turn.assistant) {
+            Placement::OnPath => {}
+            Placement::Gone => {
+                let message =
+                    "The session was deleted while the turn ran; its reply was not saved.";
+                self.turn_not_saved(turn, ErrorType::Cancelled, message, ctx);
+                return;
+            }
+            Placement::Superseded => {
+                turn.on_path = false;
+                // Not shared: no write kept it (one that found the session stale keeps nothing).
+                let assistant = Arc::make_mut(&mut turn.assistant);
+                assistant.interrupt_unresolved(CallStatus::Superseded);
+                assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
+                turn.next = None;
+                turn.decision = None;
+                turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+            }
         }
         self.store_turn(turn, ctx);
     }
@@ -622,54 +565,6 @@ impl SessionActor {
             live.cancelling = true;
         }
     }
-}
-
-/// How a turn's end is recorded: the call it leaves pending, a silent
-/// decision's verdict, and why it did not complete. Unresolved calls of a
-/// turn that stopped short are marked `cancelled` in `assistant`.
-fn turn_outcome(
-    assistant: &mut StoredMessage,
-    end: &TurnEnd,
-    output_mode: OutputMode,
-) -> (
-    Option<Arc<PendingAction>>,
-    Option<Decision>,
-    Option<TurnFailure>,
-) {
-    let failure = match end {
-        TurnEnd::Completed => return (None, None, None),
-        TurnEnd::HostCalls(calls) => {
-            let Some((first, queued)) = calls.split_first() else {
-                return (None, None, None);
-            };
-            let next = pending_for(assistant, first, queued.to_vec(), output_mode);
-            let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Pending);
-            return (next, decision, None);
-        }
-        TurnEnd::Hold => return (None, Some(Decision::Hold), None),
-        TurnEnd::InvalidDecision(reason) => {
-            let failure = TurnFailure::new(ErrorType::InvalidDecision, reason.clone(), false);
-            return (None, None, Some(failure));
-        }
-        TurnEnd::Cancelled => {
-            TurnFailure::new(ErrorType::Cancelled, "The turn was cancelled.", true)
-        }
-        TurnEnd::UsageLimit(reason) => {
-            TurnFailure::new(ErrorType::UsageLimit, reason.clone(), false)
-        }
-        TurnEnd::Panicked(_) => TurnFailure::new(
-            ErrorType::Internal,
-            "The turn failed inside the runtime; the session is unharmed. Send the message again.",
-            true,
-        ),
-        TurnEnd::Failed(error) => TurnFailure::new(
-            error.kind.error_type(),
-            error.message.clone(),
-            error.kind.retry_allowed(),
-        ),
-    };
-    assistant.interrupt_unresolved(CallStatus::Cancelled);
-    (None, None, Some(failure))
 }
 
 #[cfg(test)]
