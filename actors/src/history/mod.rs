@@ -138,7 +138,7 @@ pub struct TurnContext<'a> {
     pub silent: bool,
     /// A new assistant message (not one resumed after a host result): only
     /// then may the prefix be rewritten.
-    pub fresh: bool,
+    pub new_reply: bool,
 }
 
 /// Decides the turn's auxiliary work. Pure apart from looking models up.
@@ -160,7 +160,7 @@ pub fn plan_jobs(
             }
         }
     };
-    let compaction = if turn.fresh {
+    let compaction = if turn.new_reply {
         plan_compaction(
             config,
             turn.tree,

@@ -8,9 +8,9 @@ mod caller;
 mod deps;
 mod error;
 mod grace;
-mod messages;
 mod recovery;
 mod registry;
+mod requests;
 mod runtime;
 
 pub use actor::SessionActor;
@@ -18,6 +18,6 @@ pub use budget::{attachment_bytes, AttachmentBudget, AttachmentLease};
 pub use caller::Caller;
 pub use deps::{SessionConfig, SessionDeps};
 pub use error::{SessionError, DATABASE_UNREACHABLE};
-pub use messages::{AcceptedAs, SessionInfo, TurnAccepted};
 pub use registry::SessionRegistry;
+pub use requests::{AcceptedAs, SessionInfo, TurnAccepted};
 pub use runtime::{Runtime, RuntimeHealth};

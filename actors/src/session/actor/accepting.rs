@@ -6,37 +6,31 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
+use super::core::{pending_for, record_result};
 use super::idempotency::{reply_id, Earlier};
 use super::screenshot::strip_screenshots;
-use super::turns::{pending_for, TurnEnding};
+use super::turns::TurnEnding;
 use super::{
-    redo_request, reply_channel, status, Deferred, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
+    answer, reply_channel, status, Phase, Reply, SessionActor, Waiting, MAX_QUEUED_STEERING,
     MAX_TITLE_CHARS,
 };
+use serde_json::Value;
+
 use crate::contract::{
-    AttachmentPurpose, AttachmentSource, ChatRequest, Continuation, HostContext, MessageType,
-    OutputMode, ToolOutcome,
+    AttachmentPurpose, AttachmentSource, ChatRequest, HostContext, MessageType, OutputMode,
 };
 use crate::conversation::{
-    now_millis, CallOutcome, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role,
-    Segment, StoredContext, ToolRecord,
+    now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role, Segment,
+    SessionRecord, StoredContext,
 };
-use crate::events::{Decision, EventSink, ToolResultEvent, TurnEvent, TurnStatus};
-use crate::ids::ToolCallId;
+use crate::events::{Decision, ToolResultEvent, TurnEvent, TurnStatus};
+use crate::ids::MessageId;
 use crate::prompt::host_block::render_host_context;
-use crate::session::messages::{AcceptedAs, SendMessage, TurnAccepted};
+use crate::session::requests::{AcceptedAs, SendMessage, TurnAccepted};
 use crate::session::SessionError;
-use crate::store::Written;
 use crate::turn::{NotQueued, SteeringNote};
 
 impl SessionActor {
-    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
-        self.tree
-            .all()
-            .rev()
-            .find_map(|message| message.find_tool(call_id))
-    }
-
     /// A new message's turn has a screenshot only if the message brings one:
     /// an older turn's screenshot is not offered again.
     pub(super) fn reset_screenshot(&mut self, request: &ChatRequest) {
@@ -103,13 +97,13 @@ impl SessionActor {
     }
 
     /// The `<host_context>` block of this request's turn: its own context,
-    /// or the session's last. A context kept by the session (`fresh` is the
+    /// or the session's last. A context kept by the session (`kept` is the
     /// request's, as it will be kept) renders once for all the turns that
     /// show it; only a request's context with attachments, whose block
     /// counts them, is rendered on its own.
-    fn host_block(&self, request: &ChatRequest, fresh: Option<&StoredContext>) -> Option<Arc<str>> {
-        let kept = match (&request.host_context, fresh) {
-            (Some(context), Some(fresh)) if context.attachments.is_empty() => fresh,
+    fn host_block(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> Option<Arc<str>> {
+        let kept = match (&request.host_context, kept) {
+            (Some(context), Some(kept)) if context.attachments.is_empty() => kept,
             (Some(context), _) => return Some(render_host_context(context).into()),
             (None, _) => self.record.host_context.as_deref()?,
         };
@@ -135,8 +129,8 @@ impl Handler<SendMessage> for SessionActor {
         self.last_activity = Instant::now();
         // Time has passed since this copy was loaded or written: another
         // process may have written the session meanwhile.
-        self.fresh = false;
-        self.n_reloads = 0;
+        self.current = false;
+        self.reloads = 0;
         let taken = message
             .slot
             .lock()
@@ -149,35 +143,31 @@ impl Handler<SendMessage> for SessionActor {
                 ))
             });
         };
-        let (reply, answer) = reply_channel();
-        if let Err(error) = self.authorize_write(&message.caller) {
-            return Box::pin(async move { Err(error) });
-        }
-        self.accept(request, sink, reply, ctx);
-        answer
+        let (reply, answered) = reply_channel();
+        let waiting = Waiting {
+            request,
+            sink,
+            caller: message.caller,
+            reply,
+        };
+        self.accept(waiting, ctx);
+        answered
     }
 }
 
 // ---- accepting messages ----------------------------------------------------
 
 impl SessionActor {
-    pub(super) fn accept(
-        &mut self,
-        request: ChatRequest,
-        sink: EventSink,
-        reply: Reply,
-        ctx: &mut Context<Self>,
-    ) {
-        if let Err(error) = self.ready() {
-            let _ = reply.send(Err(error));
+    /// Decides a chat request: now, or again after a reload or the live turn.
+    pub(super) fn accept(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
+        if let Err(error) = self.authorize_write(&waiting.caller) {
+            answer(waiting.reply, Err(error));
             return;
         }
-        match (request.continuation.clone(), request.message_type) {
-            (Some(continuation), _) => {
-                self.accept_continuation(request, continuation, sink, reply, ctx)
-            }
-            (None, MessageType::Steering) => self.accept_steering(request, sink, reply, ctx),
-            (None, MessageType::Standard) => self.accept_message(request, sink, reply, ctx),
+        match (&waiting.request.continuation, waiting.request.message_type) {
+            (Some(_), _) => self.accept_continuation(waiting, ctx),
+            (None, MessageType::Steering) => self.accept_steering(waiting, ctx),
+            (None, MessageType::Standard) => self.accept_message(waiting, ctx),
         }
     }
 
@@ -190,23 +180,7 @@ impl SessionActor {
             )));
         }
         if let Some(parent) = &request.parent_id {
-            if self
-                .tree
-                .get(parent)
-                .is_some_and(|message| message.role == Role::Summary)
-            {
-                return Err(SessionError::Conflict(format!(
-                    "parent_id {:?} is a summary node; continue from a message of the conversation",
-                    parent.as_str()
-                )));
-            }
-            if !self.tree.contains(parent) {
-                return Err(SessionError::Conflict(format!(
-                    "parent_id {:?} is not a message of session {:?}",
-                    parent.as_str(),
-                    self.id.as_str()
-                )));
-            }
+            self.check_parent(parent)?;
         }
         if request.output_mode == OutputMode::HostTools {
             let context = self.current_context(request);
@@ -227,31 +201,33 @@ impl SessionActor {
         Ok(())
     }
 
+    fn check_parent(&self, parent: &MessageId) -> Result<(), SessionError> {
+        match self.tree.get(parent) {
+            Some(message) if message.role == Role::Summary => Err(SessionError::Conflict(format!(
+                "parent_id {:?} is a summary node; continue from a message of the conversation",
+                parent.as_str()
+            ))),
+            Some(_) => Ok(()),
+            None => Err(SessionError::Conflict(format!(
+                "parent_id {:?} is not a message of session {:?}",
+                parent.as_str(),
+                self.id.as_str()
+            ))),
+        }
+    }
+
     /// An ordinary message: cancels a live turn (and waits for it), supersedes
     /// a pending call, stores the user message and starts a turn.
-    fn accept_message(
-        &mut self,
-        request: ChatRequest,
-        sink: EventSink,
-        reply: Reply,
-        ctx: &mut Context<Self>,
-    ) {
+    fn accept_message(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
         // A stored message whose turn never ended, waiting for a live turn.
         let mut unanswered = false;
-        if let Some(mark) = request.idempotency.as_deref() {
+        if let Some(mark) = waiting.request.idempotency.as_deref() {
             match self.earlier(mark) {
                 Earlier::None => {}
-                Earlier::Refused(error) => {
-                    let _ = reply.send(Err(error));
-                    return;
-                }
-                Earlier::Answered(reply_id) => {
-                    self.answer_again(&request, &reply_id, sink, reply);
-                    return;
-                }
+                Earlier::Refused(error) => return answer(waiting.reply, Err(error)),
+                Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id),
                 Earlier::Unanswered(user) if !matches!(self.phase, Phase::Running(_)) => {
-                    self.answer_unanswered(request, user, sink, reply, ctx);
-                    return;
+                    return self.answer_unanswered(waiting, user, ctx);
                 }
                 // Another message's turn is live: it is cancelled, as for any
                 // new message, and this one decided again once it ended.
@@ -259,21 +235,21 @@ impl SessionActor {
             }
         }
         if !unanswered {
-            if let Err(error) = self.check_new_message(&request) {
-                self.refuse(request, sink, reply, error, ctx);
-                return;
+            if let Err(error) = self.check_new_message(&waiting.request) {
+                return self.refuse(waiting, error, ctx);
             }
         }
         if let Phase::Running(live) = &mut self.phase {
             live.cancel.cancel();
             live.cancelling = true;
-            self.deferred.push_back(Deferred {
-                request,
-                sink,
-                reply,
-            });
+            self.waiting.push_back(waiting);
             return;
         }
+        self.store_message(waiting, ctx);
+    }
+
+    /// Stores the user message (superseding a pending call), then starts its turn.
+    fn store_message(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
         let mut changed = Vec::with_capacity(2);
         if let Phase::AwaitingHost(pending) = &self.phase {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
@@ -282,8 +258,38 @@ impl SessionActor {
                 changed.push(Arc::new(assistant));
             }
         }
-        self.reset_screenshot(&request);
-        let fresh_context = self.kept_context(&request);
+        let request = &waiting.request;
+        self.reset_screenshot(request);
+        let kept = self.kept_context(request);
+        let user = self.user_message(request, kept.as_deref());
+        let record = self.record_after(request, kept, &user.id);
+        changed.push(Arc::new(user));
+        let write = self
+            .deps
+            .store
+            .save_messages(self.version(), &record, &changed);
+        // Stale: another process moved the session on since this copy was
+        // loaded; the message is decided again on the reloaded copy (its
+        // parent, supersession and turn number come from there).
+        self.write(ctx, write, waiting, move |actor, ctx, waiting| {
+            for message in changed {
+                actor.tree.upsert(message);
+            }
+            actor.record = record;
+            actor.phase = Phase::Idle;
+            let user_id = waiting.request.id.clone();
+            let assistant = StoredMessage::empty(
+                reply_id(&user_id),
+                Some(user_id),
+                Role::Assistant,
+                now_millis(),
+            );
+            actor.start_turn(waiting, assistant, None, ctx);
+        });
+    }
+
+    /// The user message a request stores, under the active leaf unless it names a parent.
+    fn user_message(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> StoredMessage {
         let parent_id = request
             .parent_id
             .clone()
@@ -297,13 +303,13 @@ impl SessionActor {
                 )
             })
             .flatten();
-        let user = StoredMessage {
+        StoredMessage {
             id: request.id.clone(),
             parent_id,
             role: Role::User,
             content: request.content.clone(),
-            host_block: self.host_block(&request, fresh_context.as_deref()),
-            attachments: reference_attachments(&request),
+            host_block: self.host_block(request, kept),
+            attachments: reference_attachments(request),
             segments: Vec::new(),
             usage: None,
             model: None,
@@ -312,340 +318,292 @@ impl SessionActor {
             working_memory: None,
             idempotency: request.idempotency.clone(),
             created_at: now_millis(),
-        };
+        }
+    }
+
+    /// The session row once the message `user` is stored: its leaf, the next
+    /// turn number, the kept context, and a title from a first message.
+    fn record_after(
+        &self,
+        request: &ChatRequest,
+        kept: Option<Arc<StoredContext>>,
+        user: &MessageId,
+    ) -> SessionRecord {
         let mut record = self.record.clone();
-        record.active_leaf = Some(user.id.clone());
+        record.active_leaf = Some(user.clone());
         record.turn_number += 1;
         if request.host_context.is_some() {
-            record.host_context = fresh_context;
+            record.host_context = kept;
         }
         if record.title.is_none() && !request.content.is_empty() {
-            record.title = Some(
-                request
-                    .content
-                    .chars()
-                    .take(MAX_TITLE_CHARS)
-                    .collect::<String>()
-                    .into(),
-            );
+            let title: String = request.content.chars().take(MAX_TITLE_CHARS).collect();
+            record.title = Some(title.into());
         }
         record.pending_action = None;
-        changed.push(Arc::new(user));
-        let write = self
-            .deps
-            .store
-            .save_messages(self.version, &record, &changed);
-        self.persist(ctx, write, move |actor, ctx, written| {
-            match written {
-                Ok(Written::Committed(version)) => actor.committed(version),
-                // Another process moved the session on since this copy was
-                // loaded: decide the message again on the fresh state (its
-                // parent, supersession and turn number come from there).
-                Ok(Written::Stale) => {
-                    actor.reload_then(ctx, redo_request(request, sink, reply));
-                    return;
-                }
-                Err(error) => {
-                    let _ = reply.send(Err(error.into()));
-                    return;
-                }
-            }
-            let user_id = request.id.clone();
-            for message in changed {
-                actor.tree.upsert(message);
-            }
-            actor.record = record;
-            actor.phase = Phase::Idle;
-            let assistant = StoredMessage::empty(
-                reply_id(&user_id),
-                Some(user_id),
-                Role::Assistant,
-                now_millis(),
-            );
-            actor.start_turn(&request, assistant, None, sink, reply, ctx);
-        });
+        record
     }
 
     /// Steering joins the live turn, or becomes an ordinary turn when none is live.
-    fn accept_steering(
-        &mut self,
-        mut request: ChatRequest,
-        sink: EventSink,
-        reply: Reply,
-        ctx: &mut Context<Self>,
-    ) {
-        if request.output_mode == OutputMode::HostTools {
-            let _ = reply.send(Err(SessionError::validation(
-                "message_type",
-                "steering is not supported with output_mode host_tools",
-            )));
-            return;
-        }
-        if let Phase::Running(live) = &self.phase {
-            if live.output_mode == OutputMode::HostTools {
-                let _ = reply.send(Err(SessionError::Conflict(
-                    "the live turn is a silent decision; steering is not supported".into(),
-                )));
-                return;
-            }
-            if !live.cancelling {
-                let note = SteeringNote {
-                    id: request.id.clone(),
-                    text: request.content.clone(),
-                    attachments: reference_attachments(&request),
-                };
-                match live.steering.try_send(note) {
-                    Ok(()) => {
-                        self.take_screenshot(&request);
-                        let _ = reply.send(Ok(TurnAccepted {
-                            accepted_as: AcceptedAs::Steering,
-                            message_id: None,
-                        }));
-                        return;
-                    }
-                    Err(NotQueued::Full(_)) => {
-                        let _ = reply.send(Err(SessionError::Conflict(format!(
-                            "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
-                        ))));
-                        return;
-                    }
-                    // The turn is ending: the message becomes a turn of its own.
-                    Err(NotQueued::Closed(_)) => {}
-                }
-            }
-        }
+    fn accept_steering(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
+        let waiting = match self.steer(waiting) {
+            Ok(waiting) => waiting,
+            Err((reply, answered)) => return answer(reply, answered),
+        };
         if self.tree.is_empty() {
-            let _ = reply.send(Err(SessionError::Conflict(format!(
+            let error = SessionError::Conflict(format!(
                 "steering needs a conversation; session {:?} has none yet",
                 self.id.as_str()
-            ))));
-            return;
-        }
-        request.message_type = MessageType::Standard;
-        self.accept_message(request, sink, reply, ctx);
-    }
-
-    /// A host's result for a call: applied if the call is pending, deferred
-    /// behind a live turn, refused (409) otherwise. `continuation` is the
-    /// request's own, which the request keeps for a redecision or deferral.
-    fn accept_continuation(
-        &mut self,
-        request: ChatRequest,
-        continuation: Continuation,
-        sink: EventSink,
-        reply: Reply,
-        ctx: &mut Context<Self>,
-    ) {
-        let call_id = continuation.tool_call_id.clone();
-        if !self.stored {
-            let error = SessionError::Conflict(format!(
-                "session {:?} does not exist, so call {:?} is not pending",
-                self.id.as_str(),
-                call_id.as_str()
             ));
-            self.refuse(request, sink, reply, error, ctx);
-            return;
+            return self.refuse(waiting, error, ctx);
         }
-        if matches!(self.phase, Phase::Running(_)) {
+        // Taken as an ordinary message, but still steering: decided again
+        // after a reload, it needs a conversation on the reloaded copy too.
+        self.accept_message(waiting, ctx);
+    }
+
+    /// Delivers steering into the live turn, answering it; gives it back
+    /// when no turn takes it (none live, or the live one ending).
+    fn steer(&mut self, waiting: Waiting) -> Result<Waiting, (Reply, Answered)> {
+        let refused = |waiting: Waiting, error| Err((waiting.reply, Err(error)));
+        if waiting.request.output_mode == OutputMode::HostTools {
+            let error = SessionError::validation(
+                "message_type",
+                "steering is not supported with output_mode host_tools",
+            );
+            return refused(waiting, error);
+        }
+        let Phase::Running(live) = &self.phase else {
+            return Ok(waiting);
+        };
+        if live.output_mode == OutputMode::HostTools {
+            let error = SessionError::Conflict(
+                "the live turn is a silent decision; steering is not supported".into(),
+            );
+            return refused(waiting, error);
+        }
+        if live.cancelling {
+            return Ok(waiting);
+        }
+        let request = &waiting.request;
+        let note = SteeringNote {
+            id: request.id.clone(),
+            text: request.content.clone(),
+            attachments: reference_attachments(request),
+        };
+        match live.steering.try_send(note) {
+            Ok(()) => {
+                self.take_screenshot(&waiting.request);
+                let accepted = TurnAccepted {
+                    accepted_as: AcceptedAs::Steering,
+                    message_id: None,
+                };
+                Err((waiting.reply, Ok(accepted)))
+            }
+            Err(NotQueued::Full(_)) => refused(waiting, SessionError::Conflict(format!(
+                "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
+            ))),
+            // The turn is ending: the message becomes a turn of its own.
+            Err(NotQueued::Closed(_)) => Ok(waiting),
+        }
+    }
+
+    /// A host's result for a call: applied if the call is pending, waiting
+    /// behind a live turn, refused (409) otherwise.
+    fn accept_continuation(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
+        if matches!(self.phase, Phase::Running(_)) && self.is_stored() {
             // A continuation never cancels: it waits for the live turn to end.
-            self.deferred.push_back(Deferred {
-                request,
-                sink,
-                reply,
-            });
+            self.waiting.push_back(waiting);
             return;
         }
-        let pending = match &self.phase {
-            Phase::AwaitingHost(pending) if pending.tool_call_id == call_id => pending.clone(),
-            Phase::AwaitingHost(pending) if pending.queued.contains(&call_id) => {
-                let error = SessionError::Conflict(format!(
-                    "call {:?} is queued behind call {:?}; answer {:?} first",
-                    call_id.as_str(),
-                    pending.tool_call_id.as_str(),
-                    pending.tool_call_id.as_str()
-                ));
-                self.refuse(request, sink, reply, error, ctx);
-                return;
-            }
-            _ => {
-                let error = self.not_pending(&call_id);
-                self.refuse(request, sink, reply, error, ctx);
-                return;
-            }
+        let call_id = waiting
+            .request
+            .continuation
+            .as_ref()
+            .map(|c| &c.tool_call_id);
+        let target = match call_id {
+            Some(call_id) => self.view().result_target(call_id),
+            None => Err(SessionError::Internal("not a continuation".into())),
         };
-        self.apply_result(request, continuation, pending, sink, reply, ctx);
+        match target {
+            Ok(pending) => self.apply_result(waiting, pending, ctx),
+            Err(error) => self.refuse(waiting, error, ctx),
+        }
     }
+}
 
-    /// Why a continuation for `call_id` cannot be taken now.
-    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
-        let pending_now = match &self.phase {
-            Phase::AwaitingHost(pending) => {
-                format!("; call {:?} is pending", pending.tool_call_id.as_str())
-            }
-            _ => "; nothing is pending".to_string(),
-        };
-        let message = match self.find_call(call_id) {
-            Some(record) if record.status == Some(CallStatus::Superseded) => {
-                format!(
-                    "call {:?} was superseded by a newer message; its result is not applied",
-                    call_id.as_str()
-                )
-            }
-            Some(record) if record.has_result() => {
-                let status = record.status_word();
-                format!(
-                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
-                    call_id.as_str()
-                )
-            }
-            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
-        };
-        SessionError::Conflict(message)
-    }
+/// An answer decided without a write.
+type Answered = Result<TurnAccepted, SessionError>;
 
+// ---- applying a host's result ---------------------------------------------
+
+/// A result recorded on its call, on its way to the store.
+struct AppliedResult {
+    pending: Arc<PendingAction>,
+    /// The reply the call belongs to, with the result in it.
+    assistant: Arc<StoredMessage>,
+    /// The queued call that becomes pending, if any.
+    next: Option<Arc<PendingAction>>,
+    tool_name: String,
+    /// The result as recorded (screenshots stripped).
+    output: Value,
+    screenshot: Option<String>,
+    record: SessionRecord,
+    /// The last call of a text turn: the model goes on with the results.
+    resumes_model: bool,
+}
+
+impl SessionActor {
+    /// Records a host's result for the pending call. Conditional on this
+    /// copy's version, which is the version that made `pending` the pending
+    /// call: of two processes accepting one result, exactly one commits; the
+    /// other reloads and answers 409.
     fn apply_result(
         &mut self,
-        mut request: ChatRequest,
-        continuation: Continuation,
+        waiting: Waiting,
         pending: Arc<PendingAction>,
-        sink: EventSink,
-        reply: Reply,
         ctx: &mut Context<Self>,
     ) {
-        let Some(assistant) = self.tree.get(&pending.assistant_message_id) else {
-            let _ = reply.send(Err(SessionError::Internal(format!(
+        let request = &waiting.request;
+        let (Some(assistant), Some(continuation)) = (
+            self.tree.get(&pending.assistant_message_id),
+            request.continuation.as_ref(),
+        ) else {
+            let error = SessionError::Internal(format!(
                 "pending call {:?} points at a missing message",
                 pending.tool_call_id.as_str()
-            ))));
-            return;
+            ));
+            return answer(waiting.reply, Err(error));
         };
         let mut assistant = assistant.clone();
         let mut screenshot = None;
         let output = strip_screenshots(&continuation.result, &mut screenshot);
-        let mut tool_name = pending.tool_name.clone();
-        // Every record of the call id is answered: ids are unique in
-        // practice, and should a provider repeat one, none stays open.
-        let records = assistant.tool_records_mut();
-        for tool in records.filter(|tool| tool.id == pending.tool_call_id) {
-            tool.output = Some(output.clone());
-            tool_name = tool.name.clone();
-            match continuation.outcome {
-                ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
-                ToolOutcome::Failed => {
-                    tool.outcome = Some(CallOutcome::Failed);
-                    tool.status = Some(CallStatus::Failed);
-                }
-            }
-        }
+        let tool_name = record_result(&mut assistant, &pending, &output, continuation.outcome);
         let next = pending.queued.split_first().and_then(|(next_id, queued)| {
             pending_for(&assistant, next_id, queued.to_vec(), pending.output_mode)
         });
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
-        // The call's own output mode governs the resumed run, whatever the
-        // continuation says (host-contract.md: the pending action stores it).
-        let asked_mode = request.output_mode;
-        request.output_mode = pending.output_mode;
-        let fresh_context = self.kept_context(&request);
+        let kept = self.kept_context(request);
         if resumes_model {
-            if let Some(text) = self.host_block(&request, fresh_context.as_deref()) {
+            if let Some(text) = self.host_block(request, kept.as_deref()) {
                 assistant.segments.push(Segment::Note {
                     origin: NoteOrigin::HostContext,
                     text: text.to_string(),
-                    attachments: reference_attachments(&request),
+                    attachments: reference_attachments(request),
                 });
             }
         }
         let mut record = self.stored_record();
         if request.host_context.is_some() {
-            record.host_context = fresh_context;
+            record.host_context = kept;
         }
         record.pending_action = next.clone();
-        // Conditional on this copy's version, which is the version that made
-        // `pending` the pending call: of two processes accepting one result,
-        // exactly one commits; the other reloads and answers 409.
         let assistant = Arc::new(assistant);
-        let write =
-            self.deps
-                .store
-                .save_messages(self.version, &record, std::slice::from_ref(&assistant));
-        self.persist(ctx, write, move |actor, ctx, accepted| {
-            match accepted {
-                Err(error) => {
-                    let _ = reply.send(Err(error.into()));
-                    return;
-                }
-                Ok(Written::Stale) => {
-                    request.output_mode = asked_mode;
-                    actor.reload_then(ctx, redo_request(request, sink, reply));
-                    return;
-                }
-                Ok(Written::Committed(version)) => actor.committed(version),
-            }
-            if screenshot.is_some() {
-                actor.screenshot = screenshot.map(Arc::from);
-            }
-            actor.take_screenshot(&request);
-            record.pending_action = None;
-            actor.record = record;
-            actor.tree.upsert(assistant.clone());
-            let result_event = TurnEvent::ToolResult(ToolResultEvent {
-                message_id: assistant.id.clone(),
-                tool_name,
-                output,
-                call_id: pending.tool_call_id.to_string(),
-                duration_ms: 0,
-                invalidates: actor
-                    .deps
-                    .tools
-                    .invalidations
-                    .get(&pending.tool_name)
-                    .cloned(),
-            });
-            if resumes_model {
-                actor.phase = Phase::Idle;
-                actor.start_turn(
-                    &request,
-                    Arc::unwrap_or_clone(assistant),
-                    Some(result_event),
-                    sink,
-                    reply,
-                    ctx,
-                );
-                return;
-            }
-            let _ = reply.send(Ok(TurnAccepted {
-                accepted_as: AcceptedAs::Turn,
-                message_id: Some(assistant.id.clone()),
-            }));
-            status(&sink, &actor.id, TurnStatus::Started);
-            // A receipt of a silent decision publishes no tool preview either.
-            if pending.output_mode == OutputMode::Text {
-                sink.send(result_event);
-            }
-            let decision = match (&next, pending.output_mode) {
-                (_, OutputMode::HostTools) => Some(Decision::Completed),
-                _ => None,
-            };
-            actor.phase = match &next {
-                Some(next) => Phase::AwaitingHost(next.clone()),
-                None => Phase::Idle,
-            };
-            let model = assistant.model.clone().unwrap_or_default();
-            actor.send_final(
-                &sink,
-                TurnEnding {
-                    assistant: &assistant,
-                    model,
-                    pending: next.as_deref(),
-                    decision,
-                    output_mode: pending.output_mode,
-                    failure: None,
-                },
-            );
-            status(&sink, &actor.id, TurnStatus::Completed);
-            actor.run_deferred(ctx);
-            actor.hibernate_if_configured(ctx);
+        let write = self.deps.store.save_messages(
+            self.version(),
+            &record,
+            std::slice::from_ref(&assistant),
+        );
+        let applied = AppliedResult {
+            pending,
+            assistant,
+            next,
+            tool_name,
+            output,
+            screenshot,
+            record,
+            resumes_model,
+        };
+        self.write(ctx, write, waiting, move |actor, ctx, waiting| {
+            actor.result_applied(waiting, applied, ctx)
         });
+    }
+
+    /// The result is stored: the model resumes, or the next call is reported.
+    fn result_applied(
+        &mut self,
+        mut waiting: Waiting,
+        applied: AppliedResult,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Some(screenshot) = &applied.screenshot {
+            self.screenshot = Some(Arc::from(screenshot.as_str()));
+        }
+        self.take_screenshot(&waiting.request);
+        let mut record = applied.record;
+        record.pending_action = None;
+        self.record = record;
+        self.tree.upsert(applied.assistant.clone());
+        let pending = applied.pending;
+        let result_event = TurnEvent::ToolResult(ToolResultEvent {
+            message_id: applied.assistant.id.clone(),
+            tool_name: applied.tool_name,
+            output: applied.output,
+            call_id: pending.tool_call_id.to_string(),
+            duration_ms: 0,
+            invalidates: self
+                .deps
+                .tools
+                .invalidations
+                .get(&pending.tool_name)
+                .cloned(),
+        });
+        if applied.resumes_model {
+            self.phase = Phase::Idle;
+            // The call's own output mode governs the resumed run, whatever the
+            // continuation says (host-contract.md: the pending action stores it).
+            waiting.request.output_mode = pending.output_mode;
+            let assistant = Arc::unwrap_or_clone(applied.assistant);
+            self.start_turn(waiting, assistant, Some(result_event), ctx);
+            return;
+        }
+        self.report_next_call(
+            waiting,
+            &pending,
+            &applied.assistant,
+            applied.next,
+            result_event,
+        );
+        self.run_waiting(ctx);
+        self.hibernate_if_configured(ctx);
+    }
+
+    /// A result that leaves another call pending (or ends a silent
+    /// decision): its receipt is a turn of its own, ended at once.
+    fn report_next_call(
+        &mut self,
+        waiting: Waiting,
+        pending: &PendingAction,
+        assistant: &StoredMessage,
+        next: Option<Arc<PendingAction>>,
+        result_event: TurnEvent,
+    ) {
+        let accepted = TurnAccepted {
+            accepted_as: AcceptedAs::Turn,
+            message_id: Some(assistant.id.clone()),
+        };
+        answer(waiting.reply, Ok(accepted));
+        let sink = &waiting.sink;
+        status(sink, &self.id, TurnStatus::Started);
+        // A receipt of a silent decision publishes no tool preview either.
+        if pending.output_mode == OutputMode::Text {
+            sink.send(result_event);
+        }
+        let decision =
+            (pending.output_mode == OutputMode::HostTools).then_some(Decision::Completed);
+        self.phase = match &next {
+            Some(next) => Phase::AwaitingHost(next.clone()),
+            None => Phase::Idle,
+        };
+        let ending = TurnEnding {
+            assistant,
+            model: assistant.model.clone().unwrap_or_default(),
+            pending: next.as_deref(),
+            decision,
+            output_mode: pending.output_mode,
+            failure: None,
+        };
+        self.send_final(sink, ending);
+        status(sink, &self.id, TurnStatus::Completed);
     }
 }
 

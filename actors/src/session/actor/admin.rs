@@ -6,18 +6,20 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::{reply_channel, status, Phase, ReplyTo, SessionActor, ABSENT_LINGER, SCREENSHOT_GRACE};
-use crate::contract::{HostContext, OutputMode};
+use super::{
+    answer, reply_channel, status, Joining, Loaded, Phase, Repairing, SessionActor, ABSENT_LINGER,
+    SCREENSHOT_GRACE,
+};
+use crate::contract::OutputMode;
 use crate::conversation::{CallStatus, Message as StoredMessage, StoredContext};
 use crate::error_type::ErrorType;
 use crate::events::{FinalResponse, TurnErrorEvent, TurnEvent, TurnStatus};
 use crate::session::grace::FIRST_EXCHANGE_GRACE;
-use crate::session::messages::{
+use crate::session::requests::{
     CancelTurn, CheckIdle, DeleteSession, GetInfo, GetPath, GetTree, JoinSession, RepairSession,
     SessionInfo,
 };
-use crate::session::{Caller, SessionError};
-use crate::store::Written;
+use crate::session::SessionError;
 
 impl SessionActor {
     fn info(&self) -> SessionInfo {
@@ -48,58 +50,39 @@ impl Handler<JoinSession> for SessionActor {
 
     fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        self.n_reloads = 0;
-        let (reply, answer) = reply_channel();
-        self.join(join.caller, join.host_context, reply, ctx);
-        answer
+        self.reloads = 0;
+        let (reply, answered) = reply_channel();
+        let joining = Joining {
+            caller: join.caller,
+            host_context: join.host_context,
+            reply,
+        };
+        self.join(joining, ctx);
+        answered
     }
 }
 
 impl SessionActor {
     /// Creates the session if needed and keeps the joining page's context.
-    fn join(
-        &mut self,
-        caller: Caller,
-        host_context: Option<HostContext>,
-        reply: ReplyTo<()>,
-        ctx: &mut Context<Self>,
-    ) {
-        if let Err(error) = self.authorize_write(&caller) {
-            let _ = reply.send(Err(error));
-            return;
+    pub(super) fn join(&mut self, joining: Joining, ctx: &mut Context<Self>) {
+        if let Err(error) = self.authorize_write(&joining.caller) {
+            return answer(joining.reply, Err(error));
         }
-        if host_context.is_none() && self.stored {
-            let _ = reply.send(Ok(()));
-            return;
+        if joining.host_context.is_none() && self.is_stored() {
+            return answer(joining.reply, Ok(()));
         }
         let mut record = self.stored_record();
-        if let Some(context) = &host_context {
+        if let Some(context) = &joining.host_context {
             record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
         }
-        let write = self.deps.store.save_session(self.version, &record);
-        self.persist(ctx, write, move |actor, ctx, written| match written {
-            Ok(Written::Committed(version)) => {
-                actor.committed(version);
-                if host_context.is_some() {
-                    actor.record.host_context =
-                        host_context.map(|context| Arc::new(StoredContext::new(context)));
-                }
-                let _ = reply.send(Ok(()));
+        let write = self.deps.store.save_session(self.version(), &record);
+        // Stale: joined on an old copy; joined again on the reloaded one, so
+        // the old pending call (or leaf) is never written back.
+        self.write(ctx, write, joining, |actor, _ctx, joining| {
+            if let Some(context) = joining.host_context {
+                actor.record.host_context = Some(Arc::new(StoredContext::new(context)));
             }
-            // Joined on an old copy: join again on the fresh one, so the old
-            // pending call (or leaf) is never written back.
-            Ok(Written::Stale) => actor.reload_then(
-                ctx,
-                Box::new(move |actor, ctx, reloaded| match reloaded {
-                    Ok(()) => actor.join(caller, host_context, reply, ctx),
-                    Err(error) => {
-                        let _ = reply.send(Err(error));
-                    }
-                }),
-            ),
-            Err(error) => {
-                let _ = reply.send(Err(error.into()));
-            }
+            answer(joining.reply, Ok(()));
         });
     }
 }
@@ -147,7 +130,7 @@ impl SessionActor {
     /// Whether nothing is live or waiting.
     fn is_quiet(&self, ctx: &Context<Self>) -> bool {
         matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
-            && self.deferred.is_empty()
+            && self.waiting.is_empty()
             && !ctx.waiting()
     }
 
@@ -304,26 +287,29 @@ impl Handler<RepairSession> for SessionActor {
 
     fn handle(&mut self, repair: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        self.n_reloads = 0;
-        let (reply, answer) = reply_channel();
-        self.repair(repair.caller, reply, ctx);
-        answer
+        self.reloads = 0;
+        let (reply, answered) = reply_channel();
+        let repairing = Repairing {
+            caller: repair.caller,
+            reply,
+        };
+        self.repair(repairing, ctx);
+        answered
     }
 }
 
 impl SessionActor {
     /// Resolves every unresolved call as `unknown` and drops the pending call.
-    fn repair(&mut self, caller: Caller, reply: ReplyTo<SessionInfo>, ctx: &mut Context<Self>) {
-        if let Err(error) = self.authorize_read(&caller) {
+    pub(super) fn repair(&mut self, repairing: Repairing, ctx: &mut Context<Self>) {
+        if let Err(error) = self.authorize_read(&repairing.caller) {
             self.stop_if_absent(ctx);
-            let _ = reply.send(Err(error));
-            return;
+            return answer(repairing.reply, Err(error));
         }
         if matches!(self.phase, Phase::Running(_)) {
-            let _ = reply.send(Err(SessionError::Conflict(
+            let error = SessionError::Conflict(
                 "a turn is running; cancel it before repairing the session".into(),
-            )));
-            return;
+            );
+            return answer(repairing.reply, Err(error));
         }
         // Every message is written back, not only those it resolves: a
         // record an older version stored too deep was read with its deep
@@ -342,28 +328,13 @@ impl SessionActor {
         let write = self
             .deps
             .store
-            .save_messages(self.version, &record, &changed);
-        self.persist(ctx, write, move |actor, ctx, written| match written {
-            Ok(Written::Committed(version)) => {
-                actor.committed(version);
-                for message in changed {
-                    actor.tree.upsert(message);
-                }
-                actor.phase = Phase::Idle;
-                let _ = reply.send(Ok(actor.info()));
+            .save_messages(self.version(), &record, &changed);
+        self.write(ctx, write, repairing, move |actor, _ctx, repairing| {
+            for message in changed {
+                actor.tree.upsert(message);
             }
-            Ok(Written::Stale) => actor.reload_then(
-                ctx,
-                Box::new(move |actor, ctx, reloaded| match reloaded {
-                    Ok(()) => actor.repair(caller, reply, ctx),
-                    Err(error) => {
-                        let _ = reply.send(Err(error));
-                    }
-                }),
-            ),
-            Err(error) => {
-                let _ = reply.send(Err(error.into()));
-            }
+            actor.phase = Phase::Idle;
+            answer(repairing.reply, Ok(actor.info()));
         });
     }
 }
@@ -384,22 +355,22 @@ impl Handler<DeleteSession> for SessionActor {
         if let Phase::Running(live) = &self.phase {
             live.cancel.cancel();
         }
-        let existed = self.stored;
+        let existed = self.is_stored();
         let delete = self.deps.store.delete(&self.id);
-        let (reply, answer) = reply_channel();
+        let (reply, answered) = reply_channel();
         self.persist(ctx, delete, move |actor, ctx, deleted| {
             let outcome = deleted
                 .map_err(SessionError::from)
                 .map(|found| found || existed);
             if outcome.is_ok() {
-                actor.stored = false;
+                actor.loaded = Loaded::Absent;
                 actor.abandon_live_turn();
-                actor.refuse_deferred();
+                actor.refuse_waiting();
                 ctx.stop();
             }
-            let _ = reply.send(outcome);
+            answer(reply, outcome);
         });
-        answer
+        answered
     }
 }
 
@@ -442,11 +413,12 @@ impl SessionActor {
     /// Messages still waiting for the live turn when the session is deleted
     /// answer 404: the session they were sent to is gone. (A message sent
     /// after the delete starts a new session, as any first message does.)
-    fn refuse_deferred(&mut self) {
-        for deferred in self.deferred.drain(..) {
-            let _ = deferred
-                .reply
-                .send(Err(SessionError::NotFound(self.id.to_string())));
+    fn refuse_waiting(&mut self) {
+        for waiting in self.waiting.drain(..) {
+            answer(
+                waiting.reply,
+                Err(SessionError::NotFound(self.id.to_string())),
+            );
         }
     }
 
@@ -465,7 +437,7 @@ impl SessionActor {
     }
 
     fn is_absent(&self) -> bool {
-        !self.stored && matches!(self.phase, Phase::Idle) && self.deferred.is_empty()
+        !self.is_stored() && matches!(self.phase, Phase::Idle) && self.waiting.is_empty()
     }
 }
 

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use super::turns::{TurnEnding, TurnFailure};
-use super::{status, Phase, Reply, SessionActor};
-use crate::contract::{ChatRequest, OutputMode};
+use super::{answer, status, Phase, SessionActor, Waiting};
+use crate::contract::OutputMode;
 use crate::conversation::{now_millis, IdempotencyMark, Message as StoredMessage, Role};
 use crate::error_type::ErrorType;
-use crate::events::{Decision, EventSink, TurnEvent, TurnStatus};
+use crate::events::{Decision, TurnEvent, TurnStatus};
 use crate::ids::MessageId;
-use crate::session::messages::{AcceptedAs, TurnAccepted};
+use crate::session::requests::{AcceptedAs, TurnAccepted};
 use crate::session::SessionError;
 
 /// The id of the reply to the user message `user`.
@@ -46,14 +46,14 @@ impl SessionActor {
                     .is_some_and(|stored| stored.key == mark.key)
         });
         let Some(user) = found else {
-            return self.deferred_with(mark);
+            return self.waiting_with(mark);
         };
         if user.idempotency.as_deref().map(|stored| &stored.body) != Some(&mark.body) {
             return Earlier::Refused(different_body());
         }
         let reply = reply_id(&user.id);
         let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
-        if running || self.deferred_has(&user.id) {
+        if running || self.waiting_has(&user.id) {
             return Earlier::Refused(in_progress(&user.id));
         }
         if self.tree.contains(&reply) {
@@ -64,8 +64,8 @@ impl SessionActor {
     }
 
     /// A message not stored yet may wait behind a live turn with the key.
-    fn deferred_with(&self, mark: &IdempotencyMark) -> Earlier {
-        let waiting = self.deferred.iter().find(|deferred| {
+    fn waiting_with(&self, mark: &IdempotencyMark) -> Earlier {
+        let waiting = self.waiting.iter().find(|deferred| {
             deferred
                 .request
                 .idempotency
@@ -81,53 +81,33 @@ impl SessionActor {
         }
     }
 
-    fn deferred_has(&self, id: &MessageId) -> bool {
-        self.deferred
+    fn waiting_has(&self, id: &MessageId) -> bool {
+        self.waiting
             .iter()
             .any(|deferred| &deferred.request.id == id)
     }
 
     /// The stored reply's final response, as its turn ended: its text,
     /// usage, pending call and error type.
-    pub(super) fn answer_again(
-        &self,
-        request: &ChatRequest,
-        reply_id: &MessageId,
-        sink: EventSink,
-        reply: Reply,
-    ) {
+    pub(super) fn answer_again(&self, waiting: Waiting, reply_id: &MessageId) {
         let Some(assistant) = self.tree.get(reply_id) else {
-            let _ = reply.send(Err(SessionError::Internal(
-                "a stored reply went missing".into(),
-            )));
-            return;
+            let error = SessionError::Internal("a stored reply went missing".into());
+            return answer(waiting.reply, Err(error));
         };
-        let _ = reply.send(Ok(TurnAccepted {
+        let accepted = TurnAccepted {
             accepted_as: AcceptedAs::Turn,
             message_id: Some(assistant.id.clone()),
-        }));
+        };
+        answer(waiting.reply, Ok(accepted));
         let pending = match &self.phase {
             Phase::AwaitingHost(pending) if pending.assistant_message_id == assistant.id => {
                 Some(Arc::clone(pending))
             }
             _ => None,
         };
-        let failure = assistant
-            .error_type
-            .as_deref()
-            .and_then(ErrorType::parse)
-            .map(|error_type| {
-                TurnFailure::new(
-                    error_type,
-                    format!(
-                        "The turn ended with {}; this is its stored outcome.",
-                        error_type.as_str()
-                    ),
-                    true,
-                )
-            });
-        let silent = request.output_mode == OutputMode::HostTools;
-        let decision = match (silent, &pending) {
+        let failure = stored_failure(assistant);
+        let output_mode = waiting.request.output_mode;
+        let decision = match (output_mode == OutputMode::HostTools, &pending) {
             (false, _) => None,
             (true, Some(_)) => Some(Decision::Pending),
             (true, None) => assistant
@@ -135,50 +115,57 @@ impl SessionActor {
                 .any(|tool| tool.name == crate::tools::HOLD_TOOL)
                 .then_some(Decision::Hold),
         };
-        status(&sink, &self.id, TurnStatus::Started);
-        self.send_final(
-            &sink,
-            TurnEnding {
-                assistant,
-                model: assistant.model.clone().unwrap_or_default(),
-                pending: pending.as_deref(),
-                decision,
-                output_mode: request.output_mode,
-                failure: failure.as_ref(),
-            },
-        );
+        let sink = &waiting.sink;
+        status(sink, &self.id, TurnStatus::Started);
+        let ending = TurnEnding {
+            assistant,
+            model: assistant.model.clone().unwrap_or_default(),
+            pending: pending.as_deref(),
+            decision,
+            output_mode,
+            failure: failure.as_ref(),
+        };
+        self.send_final(sink, ending);
         if let Some(failure) = failure {
             sink.send(TurnEvent::Error(failure.into_event()));
         }
-        status(&sink, &self.id, TurnStatus::Completed);
+        status(sink, &self.id, TurnStatus::Completed);
     }
 
     /// Runs the turn of a stored message whose turn never ended, on a copy
     /// known current (another process may have stored its reply since).
     pub(super) fn answer_unanswered(
         &mut self,
-        request: ChatRequest,
+        waiting: Waiting,
         user: MessageId,
-        sink: EventSink,
-        reply: Reply,
         ctx: &mut Context<Self>,
     ) {
-        if !self.fresh {
-            self.reload_then(ctx, super::redo_request(request, sink, reply));
+        if !self.current {
+            self.reload(waiting.into(), ctx);
             return;
         }
         if matches!(self.phase, Phase::AwaitingHost(_)) {
-            let _ = reply.send(Err(SessionError::Conflict(format!(
+            let error = SessionError::Conflict(format!(
                 "message {:?} sent with this Idempotency-Key has no reply, and the session now waits for a host result of a later message; send that result first",
                 user.as_str()
-            ))));
-            return;
+            ));
+            return answer(waiting.reply, Err(error));
         }
-        self.reset_screenshot(&request);
+        self.reset_screenshot(&waiting.request);
         let assistant =
             StoredMessage::empty(reply_id(&user), Some(user), Role::Assistant, now_millis());
-        self.start_turn(&request, assistant, None, sink, reply, ctx);
+        self.start_turn(waiting, assistant, None, ctx);
     }
+}
+
+/// How a stored reply's turn ended, if it failed.
+fn stored_failure(assistant: &StoredMessage) -> Option<TurnFailure> {
+    let error_type = assistant.error_type.as_deref().and_then(ErrorType::parse)?;
+    let message = format!(
+        "The turn ended with {}; this is its stored outcome.",
+        error_type.as_str()
+    );
+    Some(TurnFailure::new(error_type, message, true))
 }
 
 fn different_body() -> SessionError {

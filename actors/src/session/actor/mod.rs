@@ -7,7 +7,10 @@
 
 mod accepting;
 mod admin;
+mod core;
 mod idempotency;
+#[cfg(test)]
+mod model_test;
 mod screenshot;
 #[cfg(test)]
 mod test_support;
@@ -26,9 +29,9 @@ use super::caller::Caller;
 use super::deps::SessionDeps;
 use super::error::SessionError;
 use super::grace::Grace;
-use super::messages::*;
 use super::recovery::recover;
 use super::registry::{IdleCheck, SessionRegistry};
+use super::requests::*;
 use crate::contract::{ChatRequest, HostContext, OutputMode};
 use crate::conversation::{
     now_millis, Message as StoredMessage, MessageTree, PendingAction, SessionRecord, StoredContext,
@@ -58,34 +61,24 @@ const MAX_RELOADS: u32 = 8;
 type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
 type Reply = ReplyTo<TurnAccepted>;
 
-/// What to do once the session was loaded again after a stale write: decide
-/// the request again on the fresh state (or answer the reload's error).
-type Redo =
-    Box<dyn FnOnce(&mut SessionActor, &mut Context<SessionActor>, Result<(), SessionError>)>;
-
 pub struct SessionActor {
     id: SessionId,
     deps: Arc<SessionDeps>,
     registry: Arc<SessionRegistry>,
-    state: Loaded,
+    /// What this actor's copy of the session is of.
+    loaded: Loaded,
     record: SessionRecord,
-    /// Whether the session row exists in the store (a session is created by
-    /// its first message or join, not by a read).
-    stored: bool,
-    /// The stored version this actor's copy is of; every write names it, so
-    /// a copy another process has since changed can never overwrite anything.
-    version: Version,
     /// Reloads for the request at hand (bounded by `MAX_RELOADS`); reset by
     /// each outside request and each committed write.
-    n_reloads: u32,
+    reloads: u32,
     /// Whether the copy is known current: just loaded or written, with no
     /// outside request handled since. A refusal decided on a copy that is not
     /// is checked against the store first (`refuse`).
-    fresh: bool,
+    current: bool,
     tree: MessageTree,
     phase: Phase,
     /// Requests that arrived while a turn was live, answered in order once it ends.
-    deferred: VecDeque<Deferred>,
+    waiting: VecDeque<Waiting>,
     /// The newest screenshot (data URI); never stored, lost on restart.
     /// Shared with each turn's plan rather than copied (it may be megabytes).
     screenshot: Option<Arc<str>>,
@@ -97,10 +90,18 @@ pub struct SessionActor {
     next_turn_id: u64,
 }
 
+/// What the actor's copy of the session is: one state, with what it owns.
 enum Loaded {
+    /// The first load has not finished; nothing is handled before it does.
     Loading,
-    Ready,
+    /// The first load failed: requests already queued get its error.
     Failed(StoreError),
+    /// Not in the store (never written, or deleted): its first message or
+    /// join creates it.
+    Absent,
+    /// In the store, at this version. Every write names it, so a copy
+    /// another process has since changed can never overwrite anything.
+    Stored(Version),
 }
 
 /// What the session is doing. The pending call lives only here (the stored
@@ -119,6 +120,8 @@ struct LiveTurn {
     cancelling: bool,
     steering: SteeringSender,
     sink: EventSink,
+    /// Who started the turn: steering promoted to a turn of its own is theirs.
+    caller: Caller,
     output_mode: OutputMode,
     model: Arc<str>,
     /// The assistant message the turn extends, for a final response sent
@@ -143,10 +146,68 @@ struct FinishedTurn {
     summary: Option<Arc<StoredMessage>>,
 }
 
-struct Deferred {
+/// A chat request in flight: the one shape in which a message, steering or
+/// continuation waits, whether for a store write, a reload or the live turn.
+struct Waiting {
     request: ChatRequest,
     sink: EventSink,
+    /// Checked again whenever the request is decided again.
+    caller: Caller,
     reply: Reply,
+}
+
+/// A join waiting for its write.
+struct Joining {
+    caller: Caller,
+    host_context: Option<HostContext>,
+    reply: ReplyTo<()>,
+}
+
+/// A repair waiting for its write.
+struct Repairing {
+    caller: Caller,
+    reply: ReplyTo<SessionInfo>,
+}
+
+/// What waits on a store write: decided again on the reloaded copy when the
+/// write finds the session changed by another process (`redo`), or told
+/// when it fails (`fail`). Made only then: a write that commits hands its
+/// waiter straight to its continuation, so the size of a chat request here
+/// costs nothing on the way of a turn.
+#[allow(clippy::large_enum_variant)]
+enum InFlight {
+    /// Nothing: the first load's recovery.
+    Nothing,
+    Chat(Waiting),
+    Join(Joining),
+    Repair(Repairing),
+    Turn(FinishedTurn),
+    /// A reload's recovery write, then what the reload was for.
+    Recovered(Box<InFlight>),
+}
+
+impl From<Waiting> for InFlight {
+    fn from(waiting: Waiting) -> InFlight {
+        InFlight::Chat(waiting)
+    }
+}
+
+impl From<Joining> for InFlight {
+    fn from(joining: Joining) -> InFlight {
+        InFlight::Join(joining)
+    }
+}
+
+impl From<Repairing> for InFlight {
+    fn from(repairing: Repairing) -> InFlight {
+        InFlight::Repair(repairing)
+    }
+}
+
+impl From<FinishedTurn> for InFlight {
+    fn from(turn: FinishedTurn) -> InFlight {
+        InFlight::Turn(turn)
+    }
 }
 
 impl SessionActor {
@@ -161,15 +222,13 @@ impl SessionActor {
             id,
             deps,
             registry,
-            state: Loaded::Loading,
+            loaded: Loaded::Loading,
             record,
-            stored: false,
-            version: 0,
-            n_reloads: 0,
-            fresh: false,
+            reloads: 0,
+            current: false,
             tree: MessageTree::default(),
             phase: Phase::Idle,
-            deferred: VecDeque::new(),
+            waiting: VecDeque::new(),
             screenshot: None,
             last_activity: Instant::now(),
             idle_check,
@@ -199,20 +258,20 @@ impl Actor for SessionActor {
     }
 }
 
-// ---- loading ---------------------------------------------------------------
+// ---- loading, and the one write loop -------------------------------------
 
 impl SessionActor {
     fn on_loaded(&mut self, loaded: StoreResult<Option<SessionSnapshot>>, ctx: &mut Context<Self>) {
         let snapshot = match loaded {
             Ok(Some(snapshot)) => snapshot,
             Ok(None) => {
-                self.state = Loaded::Ready;
+                self.loaded = Loaded::Absent;
                 return;
             }
             Err(error) => {
                 log::warn!("session {}: load failed: {error}", self.id);
-                self.state = Loaded::Failed(error);
-                // Leave the registry now, so the next request starts a fresh
+                self.loaded = Loaded::Failed(error);
+                // Leave the registry now, so the next request starts a new
                 // actor that tries the store again; linger just long enough to
                 // answer (with the load error) what is already in the mailbox.
                 self.registry.remove(&self.id, &ctx.address());
@@ -221,35 +280,38 @@ impl SessionActor {
             }
         };
         let recovery = self.apply_snapshot(Some(snapshot));
-        self.write_recovery(recovery, ctx, Box::new(|_actor, _ctx, _written| {}));
+        self.recover_then(recovery, InFlight::Nothing, ctx);
     }
 
     /// Takes a loaded session (or its absence) as this actor's copy, and
     /// returns what recovery changed and must be written back. A live turn of
     /// this actor stays live: its end is reconciled with the store then.
     fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Recovery> {
-        self.state = Loaded::Ready;
-        self.fresh = true;
+        self.current = true;
         let running = matches!(self.phase, Phase::Running(_));
         let Some(snapshot) = snapshot else {
             // Never stored, or deleted by another process since.
+            self.loaded = Loaded::Absent;
             self.record = SessionRecord::new(self.id.clone(), now_millis());
             self.tree = MessageTree::default();
-            self.stored = false;
-            self.version = 0;
             if !running {
                 self.phase = Phase::Idle;
             }
             return None;
         };
-        self.version = snapshot.version;
+        self.loaded = Loaded::Stored(snapshot.version);
         let mut record = snapshot.record.clone();
         let recovered = recover(snapshot);
         record.pending_action = None;
         self.record = record;
         let mut stored_record = self.record.clone();
         stored_record.pending_action = recovered.pending.clone();
-        if !running {
+        if running {
+            // Another process's call, pending in the store: kept in the
+            // record until this actor's turn ends (`finish_turn`), so no
+            // write meanwhile drops it.
+            self.record.pending_action = recovered.pending;
+        } else {
             self.phase = match recovered.pending {
                 Some(pending) => Phase::AwaitingHost(pending),
                 None => Phase::Idle,
@@ -261,56 +323,69 @@ impl SessionActor {
             .map(|&index| recovered.messages[index].clone())
             .collect();
         self.tree = MessageTree::from_messages(recovered.messages);
-        self.stored = true;
         (!changed.is_empty()).then_some(Recovery {
             record: stored_record,
             changed,
         })
     }
 
-    /// Writes what recovery changed, then calls `then`. Recovery is a pure
-    /// function of what is stored, so writing its result after applying it is
-    /// safe: a crash here recomputes the same thing; a stale write (another
-    /// process wrote first) reloads and recovers again.
-    fn write_recovery(&mut self, recovery: Option<Recovery>, ctx: &mut Context<Self>, then: Redo) {
+    /// Writes what recovery changed, then decides `in_flight` again.
+    /// Recovery is a pure function of what is stored, so writing its result
+    /// after applying it is safe: a crash here recomputes the same thing; a
+    /// stale write (another process wrote first) reloads and recovers again.
+    fn recover_then(
+        &mut self,
+        recovery: Option<Recovery>,
+        in_flight: InFlight,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(recovery) = recovery else {
-            then(self, ctx, Ok(()));
+            self.redo(in_flight, ctx);
             return;
         };
         let write =
             self.deps
                 .store
-                .save_messages(self.version, &recovery.record, &recovery.changed);
+                .save_messages(self.version(), &recovery.record, &recovery.changed);
+        let in_flight = InFlight::Recovered(Box::new(in_flight));
+        self.write(ctx, write, in_flight, |actor, ctx, in_flight| {
+            actor.redo(in_flight, ctx)
+        });
+    }
+
+    /// Runs a versioned store write with the mailbox held. The one place a
+    /// write's outcome is taken: committed, `on_commit` goes on with what
+    /// waited; stale (another process wrote first), the session is loaded
+    /// again and what waited is decided again on the reloaded copy; failed,
+    /// what waited is told.
+    fn write<W: Into<InFlight> + 'static>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        write: BoxFuture<'static, StoreResult<Written>>,
+        waiter: W,
+        on_commit: impl FnOnce(&mut Self, &mut Context<Self>, W) + 'static,
+    ) {
         self.persist(ctx, write, move |actor, ctx, written| match written {
             Ok(Written::Committed(version)) => {
                 actor.committed(version);
-                then(actor, ctx, Ok(()));
+                on_commit(actor, ctx, waiter);
             }
-            Ok(Written::Stale) => actor.reload_then(ctx, then),
-            Err(error) => {
-                log::warn!(
-                    "session {}: could not store recovered calls: {error}",
-                    actor.id
-                );
-                then(actor, ctx, Ok(()));
-            }
+            Ok(Written::Stale) => actor.reload(waiter.into(), ctx),
+            Err(error) => actor.write_failed(waiter.into(), error, ctx),
         });
     }
 
     /// A write found the session changed by another writer: loads it again
-    /// (mailbox held) and hands over to `redo`, which decides the request
-    /// again on the fresh state before anything is answered.
-    fn reload_then(&mut self, ctx: &mut Context<Self>, redo: Redo) {
-        self.n_reloads += 1;
-        if self.n_reloads > MAX_RELOADS {
-            self.n_reloads = 0;
-            redo(
-                self,
-                ctx,
-                Err(SessionError::ActorUnavailable(
-                    "the session kept changing under other writers".into(),
-                )),
+    /// (mailbox held) and decides `in_flight` again on the reloaded copy
+    /// before anything is answered.
+    fn reload(&mut self, in_flight: InFlight, ctx: &mut Context<Self>) {
+        self.reloads += 1;
+        if self.reloads > MAX_RELOADS {
+            self.reloads = 0;
+            let error = SessionError::ActorUnavailable(
+                "the session kept changing under other writers".into(),
             );
+            self.fail(in_flight, error, ctx);
             return;
         }
         log::debug!("session {}: changed by another writer; reloading", self.id);
@@ -318,40 +393,92 @@ impl SessionActor {
         self.persist(ctx, load, move |actor, ctx, loaded| match loaded {
             Ok(snapshot) => {
                 let recovery = actor.apply_snapshot(snapshot);
-                actor.write_recovery(recovery, ctx, redo);
+                actor.recover_then(recovery, in_flight, ctx);
             }
-            Err(error) => redo(actor, ctx, Err(error.into())),
+            Err(error) => actor.fail(in_flight, error.into(), ctx),
         });
+    }
+
+    /// Decides what waited again, on the reloaded copy.
+    fn redo(&mut self, in_flight: InFlight, ctx: &mut Context<Self>) {
+        match in_flight {
+            InFlight::Nothing => {}
+            InFlight::Chat(waiting) => self.accept(waiting, ctx),
+            InFlight::Join(joining) => self.join(joining, ctx),
+            InFlight::Repair(repairing) => self.repair(repairing, ctx),
+            InFlight::Turn(turn) => self.place_turn(turn, ctx),
+            InFlight::Recovered(in_flight) => self.redo(*in_flight, ctx),
+        }
+    }
+
+    /// Tells what waited that it could not be decided.
+    fn fail(&mut self, in_flight: InFlight, error: SessionError, ctx: &mut Context<Self>) {
+        match in_flight {
+            InFlight::Nothing => {}
+            InFlight::Chat(waiting) => answer(waiting.reply, Err(error)),
+            InFlight::Join(joining) => answer(joining.reply, Err(error)),
+            InFlight::Repair(repairing) => answer(repairing.reply, Err(error)),
+            InFlight::Turn(turn) => {
+                log::warn!(
+                    "session {}: could not reload to store the turn's result: {error}",
+                    self.id
+                );
+                let message = error.to_string();
+                self.turn_not_saved(turn, error.error_type(), &message, ctx);
+            }
+            InFlight::Recovered(in_flight) => self.fail(*in_flight, error, ctx),
+        }
+    }
+
+    /// A write failed in the store itself.
+    fn write_failed(&mut self, in_flight: InFlight, error: StoreError, ctx: &mut Context<Self>) {
+        match in_flight {
+            InFlight::Recovered(in_flight) => {
+                log::warn!(
+                    "session {}: could not store recovered calls: {error}",
+                    self.id
+                );
+                self.redo(*in_flight, ctx);
+            }
+            InFlight::Nothing => {
+                log::warn!(
+                    "session {}: could not store recovered calls: {error}",
+                    self.id
+                )
+            }
+            InFlight::Turn(turn) => {
+                log::warn!(
+                    "session {}: could not store the turn's result: {error}",
+                    self.id
+                );
+                // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
+                let message = "Database not reachable; the turn's result was not saved";
+                self.turn_not_saved(turn, error.error_type(), message, ctx);
+            }
+            in_flight => self.fail(in_flight, error.into(), ctx),
+        }
     }
 
     /// Answers `error`, a 409 decided on this actor's copy, once the copy is
     /// known to be current: another process may have made the call pending
     /// or stored the parent since this copy was loaded, so a refusal on a
-    /// copy not known fresh reloads and decides the request again. Requests
-    /// answered right after a write or load (deferred ones, a redecision)
-    /// are refused at once, as are refusals that do not depend on the
-    /// session (validation).
-    fn refuse(
-        &mut self,
-        request: ChatRequest,
-        sink: EventSink,
-        reply: Reply,
-        error: SessionError,
-        ctx: &mut Context<Self>,
-    ) {
-        if self.fresh || !matches!(error, SessionError::Conflict(_)) {
-            let _ = reply.send(Err(error));
+    /// copy not known current reloads and decides the request again.
+    /// Requests answered right after a write or load (waiting ones, a
+    /// redecision) are refused at once, as are refusals that do not depend
+    /// on the session (validation).
+    fn refuse(&mut self, waiting: Waiting, error: SessionError, ctx: &mut Context<Self>) {
+        if self.current || !matches!(error, SessionError::Conflict(_)) {
+            answer(waiting.reply, Err(error));
             return;
         }
-        self.reload_then(ctx, redo_request(request, sink, reply));
+        self.reload(waiting.into(), ctx);
     }
 
     /// A write of this actor committed: its copy is now at `version`.
     fn committed(&mut self, version: Version) {
-        self.version = version;
-        self.fresh = true;
-        self.stored = true;
-        self.n_reloads = 0;
+        self.loaded = Loaded::Stored(version);
+        self.current = true;
+        self.reloads = 0;
     }
 }
 
@@ -361,16 +488,23 @@ struct Recovery {
     changed: Vec<Arc<StoredMessage>>,
 }
 
+/// Sends a request's answer: the one place replies go out. An asker that
+/// is gone (its connection closed) is no error; the answer is dropped.
+fn answer<T>(reply: ReplyTo<T>, result: Result<T, SessionError>) {
+    let _ = reply.send(result);
+}
+
 // ---- small helpers ---------------------------------------------------------
 
 impl SessionActor {
-    /// The session row as the store should hold it: the pending call comes from the phase.
+    /// The session row as the store should hold it: the pending call comes
+    /// from the phase (or, while a turn runs, is one another process made,
+    /// found on a reload).
     fn stored_record(&self) -> SessionRecord {
         let mut record = self.record.clone();
-        record.pending_action = match &self.phase {
-            Phase::AwaitingHost(pending) => Some(pending.clone()),
-            _ => None,
-        };
+        if let Phase::AwaitingHost(pending) = &self.phase {
+            record.pending_action = Some(pending.clone());
+        }
         record
     }
 
@@ -398,12 +532,39 @@ impl SessionActor {
     }
 
     fn ready(&self) -> Result<(), SessionError> {
-        match &self.state {
-            Loaded::Ready => Ok(()),
+        match &self.loaded {
+            Loaded::Absent | Loaded::Stored(_) => Ok(()),
             Loaded::Loading => Err(SessionError::ActorUnavailable(
                 "session still loading".into(),
             )),
             Loaded::Failed(error) => Err(error.clone().into()),
+        }
+    }
+
+    /// What the pure decisions (`core.rs`) read of this copy.
+    fn view(&self) -> core::View<'_> {
+        core::View {
+            id: &self.id,
+            stored: self.is_stored(),
+            tree: &self.tree,
+            leaf: self.record.active_leaf.as_ref(),
+            pending: match &self.phase {
+                Phase::AwaitingHost(pending) => Some(pending),
+                _ => None,
+            },
+            running: matches!(self.phase, Phase::Running(_)),
+        }
+    }
+
+    fn is_stored(&self) -> bool {
+        matches!(self.loaded, Loaded::Stored(_))
+    }
+
+    /// The version every write names (0: not stored yet).
+    fn version(&self) -> Version {
+        match self.loaded {
+            Loaded::Stored(version) => version,
+            _ => 0,
         }
     }
 
@@ -412,7 +573,7 @@ impl SessionActor {
     /// refusal never tells whether someone else's session exists.
     fn authorize_read(&self, caller: &Caller) -> Result<(), SessionError> {
         self.ready()?;
-        if !self.stored {
+        if !self.is_stored() {
             return Err(if caller.admin {
                 SessionError::NotFound(self.id.to_string())
             } else {
@@ -427,7 +588,7 @@ impl SessionActor {
     /// the caller's: the owner is fixed by the first write and never changes.
     fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
         self.ready()?;
-        if !self.stored {
+        if !self.is_stored() {
             self.record.owner_id = Some(caller.principal.clone());
             return Ok(());
         }
@@ -457,23 +618,13 @@ impl SessionActor {
 /// and the future its handler returns. A reply dropped unanswered means the
 /// actor stopped first: nothing was decided, so the caller may send again.
 fn reply_channel<T: Send + 'static>() -> (ReplyTo<T>, ResponseFuture<Result<T, SessionError>>) {
-    let (reply, answer) = oneshot::channel();
+    let (reply, receiver) = oneshot::channel();
     let answered = Box::pin(async move {
-        answer
+        receiver
             .await
             .unwrap_or_else(|_| Err(SessionError::ActorUnavailable("session stopped".into())))
     });
     (reply, answered)
-}
-
-/// Decides a chat request again once the session was reloaded.
-fn redo_request(request: ChatRequest, sink: EventSink, reply: Reply) -> Redo {
-    Box::new(move |actor, ctx, reloaded| match reloaded {
-        Ok(()) => actor.accept(request, sink, reply, ctx),
-        Err(error) => {
-            let _ = reply.send(Err(error));
-        }
-    })
 }
 
 fn status(sink: &EventSink, session_id: &SessionId, status: TurnStatus) {

@@ -9,43 +9,25 @@ use std::time::Instant;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+pub(super) use super::core::TurnFailure;
+use super::core::{turn_outcome, Placement};
 use super::{
-    status, Deferred, FinishedTurn, LiveTurn, Phase, Reply, SessionActor, MAX_QUEUED_STEERING,
+    answer, status, FinishedTurn, LiveTurn, Phase, Reply, SessionActor, Waiting,
+    MAX_QUEUED_STEERING,
 };
 use crate::contract::{ChatRequest, MessageType, OutputMode};
 use crate::conversation::{
-    CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Segment,
+    CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Segment, SessionRecord,
 };
 use crate::error_type::ErrorType;
 use crate::events::{
-    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnErrorEvent, TurnEvent,
-    TurnStatus,
+    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnEvent, TurnStatus,
 };
-use crate::ids::ToolCallId;
-use crate::session::messages::{AcceptedAs, TurnAccepted};
-use crate::session::SessionError;
-use crate::store::Written;
+use crate::session::requests::{AcceptedAs, TurnAccepted};
 use crate::turn::{
     steering_queue, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput,
     TurnPlan,
 };
-
-pub(super) fn pending_for(
-    message: &StoredMessage,
-    call_id: &ToolCallId,
-    queued: Vec<ToolCallId>,
-    output_mode: OutputMode,
-) -> Option<Arc<PendingAction>> {
-    let record = message.find_tool(call_id)?;
-    Some(Arc::new(PendingAction {
-        tool_call_id: call_id.clone(),
-        tool_name: record.name.clone(),
-        arguments: record.input.clone(),
-        assistant_message_id: message.id.clone(),
-        queued,
-        output_mode,
-    }))
-}
 
 fn pending_event(pending: &PendingAction) -> PendingToolCall {
     PendingToolCall {
@@ -76,18 +58,18 @@ fn announce_context_note(sink: &EventSink, assistant: &StoredMessage) {
     }
 }
 
-/// Sent by the actor to itself: go on answering deferred requests.
-struct RunDeferred;
+/// Sent by the actor to itself: go on answering waiting requests.
+struct RunWaiting;
 
-impl actix::Message for RunDeferred {
+impl actix::Message for RunWaiting {
     type Result = ();
 }
 
-impl Handler<RunDeferred> for SessionActor {
+impl Handler<RunWaiting> for SessionActor {
     type Result = ();
 
-    fn handle(&mut self, _: RunDeferred, ctx: &mut Context<Self>) {
-        self.run_deferred(ctx);
+    fn handle(&mut self, _: RunWaiting, ctx: &mut Context<Self>) {
+        self.run_waiting(ctx);
     }
 }
 
@@ -112,42 +94,6 @@ impl Handler<TurnFinished> for SessionActor {
 
 // ---- running turns ---------------------------------------------------------
 
-/// Why a turn did not complete: its final response's error fields and its
-/// terminal `error` event.
-pub(super) struct TurnFailure {
-    /// How it ended (`cancelled`, `usage_limit`, a model error's kind…).
-    pub(super) error_type: ErrorType,
-    /// The sentence the client shows.
-    pub(super) message: String,
-    /// Whether sending the message again may succeed.
-    pub(super) retry_allowed: bool,
-}
-
-impl TurnFailure {
-    pub(super) fn new(
-        error_type: ErrorType,
-        message: impl Into<String>,
-        retry_allowed: bool,
-    ) -> TurnFailure {
-        TurnFailure {
-            error_type,
-            message: message.into(),
-            retry_allowed,
-        }
-    }
-
-    /// The terminal `error` event that follows the final response.
-    pub(super) fn into_event(self) -> TurnErrorEvent {
-        TurnErrorEvent {
-            kind: "error",
-            message: self.message,
-            error_type: self.error_type.as_str().to_string(),
-            terminal: true,
-            retry_allowed: self.retry_allowed,
-        }
-    }
-}
-
 /// What a turn's final response reports: the reply, and how the turn ended.
 pub(super) struct TurnEnding<'a> {
     pub(super) assistant: &'a StoredMessage,
@@ -167,51 +113,107 @@ impl SessionActor {
     /// `status: started`, which must stay the turn's first event.
     pub(super) fn start_turn(
         &mut self,
-        request: &ChatRequest,
+        waiting: Waiting,
         mut assistant: StoredMessage,
         opening: Option<TurnEvent>,
-        sink: EventSink,
-        reply: Reply,
         ctx: &mut Context<Self>,
     ) {
+        let Waiting {
+            request,
+            sink,
+            caller,
+            reply,
+        } = waiting;
         let (model_id, model) = match self.deps.plan_model(&request.config) {
             Ok(planned) => planned,
-            Err(error) => {
-                let _ = reply.send(Err(error));
-                return;
-            }
+            Err(error) => return answer(reply, Err(error)),
         };
+        let leaf = assistant.parent_id.clone();
+        let (path, history) = crate::history::path_and_transcript(&self.tree, leaf.as_ref());
+        let jobs = crate::history::plan_jobs(
+            &self.deps.config.history,
+            crate::history::TurnContext {
+                tree: &self.tree,
+                path: &path,
+                history: &history,
+                system: &self.deps.config.system_prompt,
+                turn_model: &model_id,
+                silent: request.output_mode == OutputMode::HostTools,
+                new_reply: assistant.segments.is_empty(),
+            },
+            self.deps.models.as_ref(),
+        );
+        assistant.model = Some(model_id.shared_text());
+        let plan = self.turn_plan(&request, model_id, model);
+        let (cancel, token) = CancelHandle::new();
+        let (steering_tx, steering_rx) = steering_queue(MAX_QUEUED_STEERING);
+        self.next_turn_id += 1;
+        let turn_id = self.next_turn_id;
+        self.phase = Phase::Running(LiveTurn {
+            id: turn_id,
+            cancel,
+            cancelling: false,
+            steering: steering_tx,
+            sink: sink.clone(),
+            caller,
+            output_mode: request.output_mode,
+            model: plan.model_id.shared_text(),
+            message_id: assistant.id.clone(),
+        });
+        self.opened(reply, &sink, &assistant, opening);
+        let input = TurnInput {
+            plan,
+            history,
+            assistant,
+            sink,
+            cancel: token,
+            steering: steering_rx,
+        };
+        self.spawn_turn(turn_id, jobs, input, ctx);
+    }
+
+    /// A turn is live: its request is answered, and its stream opens.
+    fn opened(
+        &self,
+        reply: Reply,
+        sink: &EventSink,
+        assistant: &StoredMessage,
+        opening: Option<TurnEvent>,
+    ) {
+        let accepted = TurnAccepted {
+            accepted_as: AcceptedAs::Turn,
+            message_id: Some(assistant.id.clone()),
+        };
+        answer(reply, Ok(accepted));
+        status(sink, &self.id, TurnStatus::Started);
+        if let Some(event) = opening {
+            sink.send(event);
+            announce_context_note(sink, assistant);
+        }
+    }
+
+    /// What the turn runs with: its model, tools, settings and limits.
+    fn turn_plan(
+        &self,
+        request: &ChatRequest,
+        model_id: crate::model::ModelId,
+        model: crate::model::SharedModelClient,
+    ) -> TurnPlan {
+        let config = &self.deps.config;
         let output_mode = request.output_mode;
         let context = self.current_context(request);
         let tools = self
             .deps
             .tools
             .tool_set(context, self.screenshot.is_some(), output_mode);
-        let leaf = assistant.parent_id.clone();
-        let (path, history) = crate::history::path_and_transcript(&self.tree, leaf.as_ref());
-        let config = &self.deps.config;
-        let jobs = crate::history::plan_jobs(
-            &config.history,
-            crate::history::TurnContext {
-                tree: &self.tree,
-                path: &path,
-                history: &history,
-                system: &config.system_prompt,
-                turn_model: &model_id,
-                silent: output_mode == OutputMode::HostTools,
-                fresh: assistant.segments.is_empty(),
-            },
-            self.deps.models.as_ref(),
-        );
         let max_requests = request
             .config
             .max_turns
             .map_or(config.max_turns, |asked| asked.min(config.max_turns));
         let thinking_budget =
             crate::turn::thinking_budget(request.config.thinking_budget, config.thinking_budget);
-        assistant.model = Some(model_id.shared_text());
-        let plan = TurnPlan {
-            model_id: model_id.clone(),
+        TurnPlan {
+            model_id,
             model,
             system: config.system_prompt.clone(),
             tools,
@@ -228,39 +230,17 @@ impl SessionActor {
             invalidations: self.deps.invalidations.clone(),
             screenshot: self.screenshot.clone(),
             tool_context: self.deps.tools.tool_context(self.id.as_str()),
-        };
-        let (cancel, token) = CancelHandle::new();
-        let (steering_tx, steering_rx) = steering_queue(MAX_QUEUED_STEERING);
-        self.next_turn_id += 1;
-        let turn_id = self.next_turn_id;
-        let message_id = assistant.id.clone();
-        self.phase = Phase::Running(LiveTurn {
-            id: turn_id,
-            cancel,
-            cancelling: false,
-            steering: steering_tx,
-            sink: sink.clone(),
-            output_mode,
-            model: model_id.shared_text(),
-            message_id: message_id.clone(),
-        });
-        let _ = reply.send(Ok(TurnAccepted {
-            accepted_as: AcceptedAs::Turn,
-            message_id: Some(message_id),
-        }));
-        status(&sink, &self.id, TurnStatus::Started);
-        if let Some(event) = opening {
-            sink.send(event);
-            announce_context_note(&sink, &assistant);
         }
-        let input = TurnInput {
-            plan,
-            history,
-            assistant,
-            sink,
-            cancel: token,
-            steering: steering_rx,
-        };
+    }
+
+    /// Runs the turn beside the actor; its end comes back to `finish_turn`.
+    fn spawn_turn(
+        &mut self,
+        turn_id: u64,
+        jobs: crate::history::HistoryJobs,
+        input: TurnInput,
+        ctx: &mut Context<Self>,
+    ) {
         // The turn is finished where it ends, in the actor's context: actix
         // polls no spawned future while a store write holds the context
         // (`ctx.wait`), so no decision is made beside an in-flight write (a
@@ -307,91 +287,58 @@ impl SessionActor {
                 return;
             }
         };
+        // A call another process left pending while the turn ran (found on
+        // a reload) is the session's pending call now.
+        if let Some(pending) = self.record.pending_action.take() {
+            self.phase = Phase::AwaitingHost(pending);
+        }
         let TurnOutput {
             mut assistant,
             end,
-            steering: mut late_steering,
+            steering: late_steering,
         } = output;
-        let mut undelivered = Vec::new();
-        while let Some(note) = late_steering.try_recv() {
-            undelivered.push(note);
-        }
-        if !undelivered.is_empty() {
-            if end == TurnEnd::Completed {
-                self.promote_steering(undelivered, &live.sink);
-            } else {
-                log::info!(
-                    "session {}: {} steering message(s) arrived as the turn ended ({:?}); not delivered",
-                    self.id,
-                    undelivered.len(),
-                    end
-                );
-            }
-        }
-        let mut next = None;
-        let mut decision = None;
-        let mut failure: Option<TurnFailure> = None;
-        match &end {
-            TurnEnd::Completed => {}
-            TurnEnd::HostCalls(calls) => {
-                if let Some((first, queued)) = calls.split_first() {
-                    next = pending_for(&assistant, first, queued.to_vec(), live.output_mode);
-                    decision =
-                        (live.output_mode == OutputMode::HostTools).then_some(Decision::Pending);
-                }
-            }
-            TurnEnd::Hold => decision = Some(Decision::Hold),
-            TurnEnd::InvalidDecision(reason) => {
-                failure = Some(TurnFailure::new(
-                    ErrorType::InvalidDecision,
-                    reason.clone(),
-                    false,
-                ))
-            }
-            TurnEnd::Cancelled => {
-                assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(TurnFailure::new(
-                    ErrorType::Cancelled,
-                    "The turn was cancelled.",
-                    true,
-                ));
-            }
-            TurnEnd::UsageLimit(reason) => {
-                assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(TurnFailure::new(
-                    ErrorType::UsageLimit,
-                    reason.clone(),
-                    false,
-                ));
-            }
-            TurnEnd::Panicked(_) => {
-                assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(TurnFailure::new(ErrorType::Internal, "The turn failed inside the runtime; the session is unharmed. Send the message again.", true));
-            }
-            TurnEnd::Failed(error) => {
-                assistant.interrupt_unresolved(CallStatus::Cancelled);
-                failure = Some(TurnFailure::new(
-                    error.kind.error_type(),
-                    error.message.clone(),
-                    error.kind.retry_allowed(),
-                ));
-            }
-        }
+        self.late_steering(late_steering, &end, &live);
+        let (next, decision, failure) = turn_outcome(&mut assistant, &end, live.output_mode);
         assistant.error_type = failure
             .as_ref()
             .map(|failure| failure.error_type.as_str().to_string());
-        self.store_turn(
-            FinishedTurn {
-                live,
-                assistant: Arc::new(assistant),
-                next,
-                decision,
-                failure,
-                on_path: true,
-                summary: history.summary.map(Arc::new),
-            },
-            ctx,
-        );
+        let turn = FinishedTurn {
+            live,
+            assistant: Arc::new(assistant),
+            next,
+            decision,
+            failure,
+            on_path: true,
+            summary: history.summary.map(Arc::new),
+        };
+        self.place_turn(turn, ctx);
+    }
+
+    /// Steering that arrived as the turn ended: a turn of its own after a
+    /// completed turn, dropped (and logged) otherwise.
+    fn late_steering(
+        &mut self,
+        mut late: crate::turn::SteeringReceiver,
+        end: &TurnEnd,
+        live: &LiveTurn,
+    ) {
+        let mut undelivered = Vec::new();
+        while let Some(note) = late.try_recv() {
+            undelivered.push(note);
+        }
+        if undelivered.is_empty() {
+            return;
+        }
+        if *end == TurnEnd::Completed {
+            self.promote_steering(undelivered, live);
+        } else {
+            log::info!(
+                "session {}: {} steering message(s) arrived as the turn ended ({:?}); not delivered",
+                self.id,
+                undelivered.len(),
+                end
+            );
+        }
     }
 
     /// Stores a finished turn's reply with the pending call it made, then
@@ -405,144 +352,106 @@ impl SessionActor {
         // A new summary node is stored with the turn's result, parents first.
         // Both are shared with the store, and later with the tree, not copied.
         let store = &self.deps.store;
+        let version = self.version();
         let write = match &turn.summary {
-            None => store.save_messages(self.version, &record, slice::from_ref(&turn.assistant)),
-            Some(summary) => store.save_messages(
-                self.version,
-                &record,
-                &[summary.clone(), turn.assistant.clone()],
-            ),
+            None => store.save_messages(version, &record, slice::from_ref(&turn.assistant)),
+            Some(summary) => {
+                store.save_messages(version, &record, &[summary.clone(), turn.assistant.clone()])
+            }
         };
-        self.persist(ctx, write, move |actor, ctx, written| {
-            match written {
-                Ok(Written::Committed(version)) => actor.committed(version),
-                Ok(Written::Stale) => {
-                    actor.reload_then(
-                        ctx,
-                        Box::new(move |actor, ctx, reloaded| {
-                            actor.restore_turn(turn, reloaded, ctx)
-                        }),
-                    );
-                    return;
-                }
-                Err(error) => {
-                    log::warn!(
-                        "session {}: could not store the turn's result: {error}",
-                        actor.id
-                    );
-                    // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
-                    actor.turn_not_saved(
-                        turn,
-                        error.error_type(),
-                        "Database not reachable; the turn's result was not saved",
-                        ctx,
-                    );
-                    return;
-                }
-            }
-            let FinishedTurn {
-                live,
-                assistant,
-                next,
-                decision,
-                failure,
-                on_path,
-                summary,
-            } = turn;
-            if let Some(summary) = summary {
-                actor.tree.upsert(summary);
-            }
-            let sink = live.sink;
-            let assistant_id = assistant.id.clone();
-            actor.tree.upsert(assistant);
-            if on_path {
-                record.pending_action = None;
-                actor.record = record;
-                actor.phase = match &next {
-                    Some(pending) => Phase::AwaitingHost(pending.clone()),
-                    None => Phase::Idle,
-                };
-            }
-            // The reply went into the tree just above.
-            if let Some(assistant) = actor.tree.get(&assistant_id) {
-                actor.send_final(
-                    &sink,
-                    TurnEnding {
-                        assistant,
-                        model: live.model,
-                        pending: next.as_deref(),
-                        decision,
-                        output_mode: live.output_mode,
-                        failure: failure.as_ref(),
-                    },
-                );
-            }
-            if let Some(failure) = failure {
-                sink.send(TurnEvent::Error(failure.into_event()));
-            }
-            status(&sink, &actor.id, TurnStatus::Completed);
-            actor.last_activity = Instant::now();
-            actor.run_deferred(ctx);
-            actor.hibernate_if_configured(ctx);
+        // Stale: the session changed while the turn ran (`place_turn` again).
+        self.write(ctx, write, turn, move |actor, ctx, turn| {
+            actor.turn_stored(turn, record, ctx)
         });
     }
 
-    /// The turn's write found the session changed by another process while
-    /// the turn ran. If the session still ends where the turn began (another
-    /// process only joined with a new context, say), the turn is stored as
-    /// usual on the fresh copy. Otherwise a newer message or result came in
-    /// meanwhile: in serial order it superseded this turn, so the reply is
-    /// stored off the active path, its unresolved calls `superseded`, and the
-    /// caller is told the turn was cancelled. An acknowledged message of the
-    /// other process is never moved off the path.
-    fn restore_turn(
+    /// The turn's reply is stored: its final response, then what waited.
+    fn turn_stored(
         &mut self,
-        mut turn: FinishedTurn,
-        reloaded: Result<(), SessionError>,
+        turn: FinishedTurn,
+        mut record: SessionRecord,
         ctx: &mut Context<Self>,
     ) {
-        if let Err(error) = reloaded {
-            log::warn!(
-                "session {}: could not reload to store the turn's result: {error}",
-                self.id
-            );
-            let message = error.to_string();
-            self.turn_not_saved(turn, error.error_type(), &message, ctx);
-            return;
+        let FinishedTurn {
+            live,
+            assistant,
+            next,
+            decision,
+            failure,
+            on_path,
+            summary,
+        } = turn;
+        if let Some(summary) = summary {
+            self.tree.upsert(summary);
         }
-        let parent_stored = turn
-            .assistant
-            .parent_id
-            .as_ref()
-            .is_some_and(|parent| self.tree.contains(parent));
-        if !self.stored || !parent_stored {
-            self.turn_not_saved(
-                turn,
-                ErrorType::Cancelled,
-                "The session was deleted while the turn ran; its reply was not saved.",
-                ctx,
-            );
-            return;
+        let assistant_id = assistant.id.clone();
+        self.tree.upsert(assistant);
+        if on_path {
+            record.pending_action = None;
+            self.record = record;
+            self.phase = match &next {
+                Some(pending) => Phase::AwaitingHost(pending.clone()),
+                None => Phase::Idle,
+            };
         }
-        let leaf = self.record.active_leaf.as_ref();
-        let ends_where_turn_began =
-            leaf == Some(&turn.assistant.id) || leaf == turn.assistant.parent_id.as_ref();
-        if !(ends_where_turn_began && matches!(self.phase, Phase::Idle)) {
-            turn.on_path = false;
-            // Not shared: the write that found the session stale kept nothing.
-            let assistant = Arc::make_mut(&mut turn.assistant);
-            assistant.interrupt_unresolved(CallStatus::Superseded);
-            assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
-            turn.next = None;
-            turn.decision = None;
-            turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+        let sink = live.sink;
+        // The reply went into the tree just above.
+        if let Some(assistant) = self.tree.get(&assistant_id) {
+            let ending = TurnEnding {
+                assistant,
+                model: live.model,
+                pending: next.as_deref(),
+                decision,
+                output_mode: live.output_mode,
+                failure: failure.as_ref(),
+            };
+            self.send_final(&sink, ending);
+        }
+        if let Some(failure) = failure {
+            sink.send(TurnEvent::Error(failure.into_event()));
+        }
+        status(&sink, &self.id, TurnStatus::Completed);
+        self.last_activity = Instant::now();
+        self.run_waiting(ctx);
+        self.hibernate_if_configured(ctx);
+    }
+
+    /// Decides where a finished turn's reply goes, on the copy as it is now
+    /// (reloaded, if the turn's write found the session changed by another
+    /// process, or if anything else reloaded it while the turn ran). If the
+    /// session still ends where the turn began (another process only joined
+    /// with a new context, say), the turn is stored as usual. Otherwise a
+    /// newer message or result came in meanwhile: in serial order it
+    /// superseded this turn, so the reply is stored off the active path, its
+    /// unresolved calls `superseded`, and the caller is told the turn was
+    /// cancelled. An acknowledged message of the other process is never
+    /// moved off the path.
+    pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, ctx: &mut Context<Self>) {
+        match self.view().placement(&turn.assistant) {
+            Placement::OnPath => {}
+            Placement::Gone => {
+                let message =
+                    "The session was deleted while the turn ran; its reply was not saved.";
+                self.turn_not_saved(turn, ErrorType::Cancelled, message, ctx);
+                return;
+            }
+            Placement::Superseded => {
+                turn.on_path = false;
+                // Not shared: no write kept it (one that found the session stale keeps nothing).
+                let assistant = Arc::make_mut(&mut turn.assistant);
+                assistant.interrupt_unresolved(CallStatus::Superseded);
+                assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
+                turn.next = None;
+                turn.decision = None;
+                turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+            }
         }
         self.store_turn(turn, ctx);
     }
 
     /// Ends a turn whose reply could not be stored: its final response and a
     /// terminal error, then whatever waited for it.
-    fn turn_not_saved(
+    pub(super) fn turn_not_saved(
         &mut self,
         turn: FinishedTurn,
         error_type: ErrorType,
@@ -567,7 +476,7 @@ impl SessionActor {
         );
         sink.send(TurnEvent::Error(failure.into_event()));
         status(&sink, &self.id, TurnStatus::Completed);
-        self.run_deferred(ctx);
+        self.run_waiting(ctx);
     }
 
     /// Sends the turn's `final_response` event.
@@ -600,7 +509,7 @@ impl SessionActor {
 
     /// Steering that missed the turn it was meant for becomes the next turn,
     /// ahead of anything else waiting, with its events on the same stream.
-    fn promote_steering(&mut self, notes: Vec<SteeringNote>, sink: &EventSink) {
+    fn promote_steering(&mut self, notes: Vec<SteeringNote>, live: &LiveTurn) {
         for note in notes.into_iter().rev() {
             let request = ChatRequest {
                 id: note.id,
@@ -617,9 +526,10 @@ impl SessionActor {
             };
             // Nobody waits for this reply: the steering was already acknowledged.
             let (reply, _unanswered) = oneshot::channel();
-            self.deferred.push_front(Deferred {
+            self.waiting.push_front(Waiting {
                 request,
-                sink: sink.clone(),
+                sink: live.sink.clone(),
+                caller: live.caller.clone(),
                 reply,
             });
         }
@@ -627,27 +537,29 @@ impl SessionActor {
 
     /// Answers requests that waited for the live turn, in arrival order, until
     /// one of them starts a new turn (the rest keep waiting for that one).
-    pub(super) fn run_deferred(&mut self, ctx: &mut Context<Self>) {
+    pub(super) fn run_waiting(&mut self, ctx: &mut Context<Self>) {
         while !matches!(self.phase, Phase::Running(_)) {
-            let Some(deferred) = self.deferred.pop_front() else {
+            let Some(waiting) = self.waiting.pop_front() else {
                 return;
             };
-            self.accept(deferred.request, deferred.sink, deferred.reply, ctx);
+            self.accept(waiting, ctx);
             if ctx.waiting() {
                 // A store write holds the mailbox. Go on with a mailbox message,
                 // which waits for that write and its continuation (a `ctx.wait`
                 // here would run first: waits run newest first, so the next
-                // deferred message would be accepted beside the write and
+                // waiting message would be accepted beside the write and
                 // both would start a turn, one of them lost).
-                ctx.address().do_send(RunDeferred);
+                ctx.address().do_send(RunWaiting);
                 return;
             }
         }
-        // A newer ordinary message still waiting supersedes the turn just started.
-        let newer_message = self.deferred.iter().any(|deferred| {
-            deferred.request.continuation.is_none()
-                && deferred.request.message_type == MessageType::Standard
-        });
+        // A newer ordinary message still waiting supersedes the turn just
+        // started. (Steering waits here only when it found the turn ending:
+        // it is a message of its own then.)
+        let newer_message = self
+            .waiting
+            .iter()
+            .any(|waiting| waiting.request.continuation.is_none());
         if let (true, Phase::Running(live)) = (newer_message, &mut self.phase) {
             live.cancel.cancel();
             live.cancelling = true;
