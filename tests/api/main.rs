@@ -28,12 +28,13 @@ mod prompt_prefix;
 mod provider_config;
 mod providers;
 mod providers_e2e;
+// The websocket client of the Socket.IO crate's protocol tests, shared.
+#[path = "../../src/socketio/tests/protocol/raw_ws.rs"]
 mod raw_ws;
 mod scale_out;
 mod sessions;
 mod smoke;
 mod socketio_helpers;
-mod socketio_protocol;
 mod store_faults;
 mod tools;
 mod validation;
