@@ -75,9 +75,11 @@ impl std::fmt::Debug for OriginPolicy {
 /// The address a request counts against `max_sessions_per_ip`, decided by the
 /// application; `None` for a request that has none (it is then not capped).
 #[derive(Clone)]
-pub struct ClientAddress(
-    pub std::sync::Arc<dyn Fn(&actix_web::HttpRequest) -> Option<std::net::IpAddr> + Send + Sync>,
-);
+pub struct ClientAddress(pub std::sync::Arc<ClientAddressFn>);
+
+/// What a [`ClientAddress`] calls.
+pub type ClientAddressFn =
+    dyn Fn(&actix_web::HttpRequest) -> Option<std::net::IpAddr> + Send + Sync;
 
 impl std::fmt::Debug for ClientAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

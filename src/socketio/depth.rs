@@ -114,7 +114,7 @@ mod tests {
     fn any_depth_is_checked_without_recursion() {
         let text = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         assert_eq!(
-            too_deep(text.as_bytes(), 64).map(|path| path.len() > 0),
+            too_deep(text.as_bytes(), 64).map(|path| !path.is_empty()),
             Some(true)
         );
     }

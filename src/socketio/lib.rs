@@ -67,7 +67,7 @@ use actix_web::web::{self, Payload};
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
 
-pub use config::{ClientAddress, OriginPolicy, SocketIoConfig};
+pub use config::{ClientAddress, ClientAddressFn, OriginPolicy, SocketIoConfig};
 pub use namespace::{AckSender, DisconnectReason, HandshakeHeaders, NamespaceHandler, SocketRef};
 pub use takeover::http_service;
 pub use websocket::{serve_upgrade, AppService};

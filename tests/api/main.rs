@@ -14,6 +14,7 @@ mod helpers;
 mod history;
 mod host_actions;
 mod hostile;
+mod import_cycles;
 mod mcp;
 mod migrations;
 mod mounted;
