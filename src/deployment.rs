@@ -11,7 +11,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use crate::access::proxies::TrustedProxies;
-use crate::settings::SettingsError;
+use crate::settings_error::SettingsError;
 
 pub(crate) const DEPLOYMENT_KEYS: &[&str] = &[
     "SERVER__TRUSTED_PROXIES",

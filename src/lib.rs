@@ -8,7 +8,8 @@
 //! - `startup`: builds the runtime and the HTTP server (`Application`).
 //! - `routes`: the HTTP routes.
 //! - `socketio`: the Socket.IO v5 / Engine.IO v4 transport (polling, websocket,
-//!   upgrade, namespaces); it knows nothing of sessions or turns.
+//!   upgrade, namespaces), the `assistant-socketio` crate re-exported; it
+//!   knows nothing of sessions or turns.
 //! - `assistant_socket`: the `/assistant` namespace, mapping socket events to the `Runtime`.
 //! - `agui`: the AG-UI edge, `POST /api/agui` (RunAgentInput in, SSE out).
 //! - `cli`: the command line (clap) and `doctor`.
@@ -24,6 +25,7 @@
 //! - `body`: reading a request body within a size limit and a deadline.
 
 pub mod access;
+pub mod access_settings;
 pub mod agui;
 pub mod allocator;
 pub mod api_docs;
@@ -34,13 +36,20 @@ pub mod deployment;
 pub mod edge;
 pub mod embed;
 pub mod errors;
+pub mod extensions;
 pub mod mcp;
+pub mod models_info;
 pub mod mount;
+pub mod mount_prefix;
 pub mod observability;
 pub mod open_files;
 pub mod playground;
 pub mod provider_settings;
 pub mod routes;
 pub mod settings;
-pub mod socketio;
+pub mod settings_error;
 pub mod startup;
+
+/// The Socket.IO transport (the `assistant-socketio` crate), under the name
+/// the server's modules and Rust hosts have always used.
+pub use assistant_socketio as socketio;

@@ -17,23 +17,10 @@ use crate::access::proxies::TrustedProxies;
 use crate::access::Access;
 use crate::body::BodyLimits;
 use crate::errors::ApiError;
+use crate::models_info::ModelsInfo;
+pub use crate::mount_prefix::MountPrefix;
 use crate::observability::Metrics;
 use crate::socketio::SocketIo;
-use crate::startup::ModelsInfo;
-
-/// Where the assistant's routes are mounted: empty for the standalone
-/// server, `/assistant` for a host's `assistant.scope("/assistant")`. The
-/// playground, the API docs page and the OpenAPI document read it, so
-/// that what they point at follows the prefix.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MountPrefix(pub String);
-
-impl MountPrefix {
-    /// The prefix, `""` when not mounted under one.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
 
 /// An assistant built from its settings and a host's definition
 /// ([`crate::embed::AssistantDefinition::build`]), to mount in an actix-web

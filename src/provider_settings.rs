@@ -10,7 +10,7 @@ use actors::model::providers::{ProviderConfig, ProviderKind, BUILTIN};
 use secrecy::SecretString;
 use serde_json::Value;
 
-use crate::settings::SettingsError;
+use crate::settings_error::SettingsError;
 
 pub const PREFIX: &str = "LLM__PROVIDERS__";
 

@@ -6,6 +6,8 @@
 
 pub mod near_miss;
 
+pub use crate::settings_error::SettingsError;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -25,7 +27,7 @@ use secrecy::SecretString;
 use crate::mcp::McpServerConfig;
 use serde_json::Value;
 
-use crate::access::config::{AccessSettings, ACCESS_KEYS};
+use crate::access_settings::{AccessSettings, ACCESS_KEYS};
 use crate::deployment::{DeploymentSettings, DEPLOYMENT_KEYS};
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
@@ -182,21 +184,6 @@ pub struct Settings {
     /// Proxies, the metrics token and the database schema (`deployment`).
     pub deployment: DeploymentSettings,
 }
-
-/// A setting that could not be used, with its name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SettingsError {
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for SettingsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "setting {}: {}", self.key, self.message)
-    }
-}
-
-impl std::error::Error for SettingsError {}
 
 fn bad(key: &str, message: impl Into<String>) -> SettingsError {
     SettingsError {

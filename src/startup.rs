@@ -7,15 +7,9 @@ use crate::access::Access;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 
-use actix_http::body::MessageBody;
-use actix_http::{HttpService, KeepAlive, Response};
-use actix_service::boxed::rc_service;
-use actix_service::{fn_factory, fn_service, map_config, IntoServiceFactory, ServiceFactory};
-use actix_service::{ServiceExt, ServiceFactoryExt};
-use actix_web::dev::{AppConfig, Server, ServiceRequest, ServiceResponse};
-use actix_web::rt::net::TcpStream;
+use actix_web::dev::Server;
 use actix_web::{web, App};
 use actors::model::catalog::StandardCatalog;
 use actors::model::providers::ModelProviders;
@@ -25,83 +19,24 @@ use actors::store::postgres::{DatabaseCause, DatabaseError, PgStore};
 use actors::store::SharedStore;
 use actors::tools::ToolRegistry;
 use secrecy::ExposeSecret;
-use serde::Serialize;
+
 use tokio::net::TcpSocket;
 
 use crate::assistant_socket::{AssistantNamespace, NAMESPACE};
-use crate::embed::Extensions;
+use crate::extensions::Extensions;
+use crate::models_info::ModelsInfo;
 use crate::mount::Assistant;
 use crate::observability::timed_store::TimedStore;
 use crate::observability::Metrics;
 use crate::settings::Settings;
-use crate::socketio::{AppService, SocketIo, SocketIoConfig};
-
-/// What `/api/models` and `/health` say about models. Built once at startup
-/// from the settings; it names endpoints but never carries a key.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct ModelsInfo {
-    pub default_model: String,
-    /// True when no provider key was set and the runtime chose `builtin:echo`.
-    pub fallback: bool,
-    pub providers: Vec<ProviderEntry>,
-}
-
-/// One provider of `/api/models`.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct ProviderEntry {
-    /// What model ids name before the `:` (`builtin`, `openai`, `anthropic`,
-    /// or an `LLM__PROVIDERS__<NAME>` one, lowercased).
-    pub name: String,
-    /// The wire format: `openai` or `anthropic` (`None` for `builtin`).
-    pub kind: Option<&'static str>,
-    /// Whether requests can be sent (a key, or for an OpenAI-compatible
-    /// provider its own base URL).
-    pub has_credentials: bool,
-    /// `None` for `builtin`, which needs no network.
-    pub base_url: Option<String>,
-    /// Model ids known to work here: `builtin:echo`, and the default model
-    /// under its provider. Any `provider:name` the provider serves works too.
-    pub models: Vec<String>,
-}
-
-impl ModelsInfo {
-    fn from_settings(settings: &Settings) -> ModelsInfo {
-        let default_model = settings.primary_model.to_string();
-        let mut providers = vec![ProviderEntry {
-            name: "builtin".to_string(),
-            kind: None,
-            has_credentials: true,
-            base_url: None,
-            models: vec!["builtin:echo".to_string()],
-        }];
-        for info in settings.provider_settings().configured() {
-            let models = if settings.primary_model.provider() == info.name {
-                vec![default_model.clone()]
-            } else {
-                Vec::new()
-            };
-            providers.push(ProviderEntry {
-                kind: Some(info.kind.as_str()),
-                name: info.name,
-                has_credentials: info.has_credentials,
-                base_url: Some(info.base_url),
-                models,
-            });
-        }
-        ModelsInfo {
-            default_model,
-            fallback: settings.model_fallback,
-            providers,
-        }
-    }
-}
+use crate::socketio::{http_service, ClientAddress, SocketIo, SocketIoConfig};
 
 /// `trusted_local` makes every caller an admin: say so loudly when the
 /// server listens beyond loopback without a token.
 fn warn_if_exposed(settings: &Settings) {
     let open = matches!(
         settings.access.mode,
-        crate::access::config::AccessMode::TrustedLocal { token: None }
+        crate::access_settings::AccessMode::TrustedLocal { token: None }
     );
     let loopback = matches!(
         settings.host.as_str(),
@@ -275,6 +210,8 @@ impl Application {
             cors_credentials: cors.credentials(),
             max_sessions_per_ip: settings.max_sessions_per_ip,
             body_timeout: settings.body_timeout,
+            max_event_depth: actors::contract::MAX_JSON_DEPTH,
+            client_address: Some(ClientAddress(Arc::new(crate::access::proxies::client_ip))),
             ..SocketIoConfig::default()
         })
         .namespace(
@@ -372,73 +309,6 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
-}
-
-/// What `actix_web::HttpServer` would serve on one listener (same timeouts,
-/// same `AppConfig`), plus an upgrade service: a request with `Connection:
-/// upgrade` takes the connection from the h1 dispatcher, so an accepted
-/// websocket runs on the socket without the dispatcher's 16 KiB of buffers
-/// (see `socketio::serve_upgrade`). Public so that the Socket.IO protocol
-/// tests serve their app exactly as production does.
-pub fn http_service<F, T, B>(
-    make_app: F,
-    addr: SocketAddr,
-    header_timeout: Duration,
-) -> impl ServiceFactory<
-    TcpStream,
-    Config = (),
-    Response = (),
-    Error = actix_http::error::DispatchError,
-    InitError = (),
->
-where
-    F: Fn() -> App<T> + Clone + 'static,
-    T: ServiceFactory<
-            ServiceRequest,
-            Config = (),
-            Response = ServiceResponse<B>,
-            Error = actix_web::Error,
-            InitError = (),
-        > + 'static,
-    B: MessageBody + 'static,
-{
-    // The AppConfig HttpServer builds for a listener. Its constructor is
-    // pub(crate); `__priv_test_new` is the only other one and is semver-exempt,
-    // hence actix-web's minor-version pin in Cargo.toml.
-    let app_config = AppConfig::__priv_test_new(false, addr.to_string(), addr);
-    let upgrade = {
-        let make_app = make_app.clone();
-        let app_config = app_config.clone();
-        fn_factory(move || {
-            let factory = make_app().into_factory();
-            let app_config = app_config.clone();
-            async move {
-                let app = factory.new_service(app_config).await?;
-                let app: AppService = rc_service(app.map(|response: ServiceResponse<B>| {
-                    Response::from(response.map_into_boxed_body())
-                }));
-                Ok::<_, ()>(fn_service(move |(req, framed)| {
-                    crate::socketio::serve_upgrade(app.clone(), req, framed)
-                }))
-            }
-        })
-    };
-    let app = make_app()
-        .into_factory()
-        .map_err(|error: actix_web::Error| error.error_response());
-    HttpService::build()
-        .keep_alive(KeepAlive::default())
-        .client_request_timeout(header_timeout)
-        .client_disconnect_timeout(Duration::from_secs(1))
-        .h1_allow_half_closed(true)
-        // Without it a websocket's second small frame (the first delta after
-        // `turn_started`) waits for the client's delayed ACK: ~40 ms a turn.
-        // HTTP answers are one write each and lose nothing by it.
-        .tcp_nodelay(true)
-        .local_addr(addr)
-        .upgrade(upgrade)
-        .finish(map_config(app, move |()| app_config.clone()))
-        .tcp()
 }
 
 /// Listeners on every address `host` resolves to (like `HttpServer::bind`:

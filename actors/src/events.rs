@@ -245,8 +245,10 @@ pub struct EventSink {
     /// One that does not gets only the first delta of each model response.
     pub streamed: bool,
     /// The attachment bytes of the message this turn answers, leased from
-    /// the budget until the last clone of the sink is gone.
-    lease: Option<std::sync::Arc<crate::session::AttachmentLease>>,
+    /// the budget until the last clone of the sink is gone. Any value: the
+    /// sink only keeps it (the session's `AttachmentLease` gives the bytes
+    /// back when dropped), so events know nothing of sessions.
+    lease: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// What a sink does with an event.
@@ -352,7 +354,7 @@ impl EventSink {
     }
 
     /// This sink, holding `lease` for as long as any clone of it lives.
-    pub fn with_lease(mut self, lease: crate::session::AttachmentLease) -> EventSink {
+    pub fn with_lease(mut self, lease: impl std::any::Any + Send + Sync) -> EventSink {
         self.lease = Some(std::sync::Arc::new(lease));
         self
     }

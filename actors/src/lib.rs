@@ -2,7 +2,7 @@
 //! and storage, with no knowledge of HTTP, Socket.IO or AG-UI.
 //!
 //! Layout:
-//! - `ids`: identifier newtypes.
+//! - `ids`: identifier newtypes. `clock`: the wall clock, in Unix milliseconds.
 //! - `contract`: the host contract (host_context, attachments, message body): parse and validate.
 //! - `prompt`: the system prompt and the rendered `<host_context>` block.
 //! - `conversation`: stored messages, the tree, and the transcript the model reads.
@@ -20,6 +20,7 @@
 //! - `store`: the store trait with memory and Postgres implementations.
 
 mod bounded_cache;
+pub mod clock;
 pub mod contract;
 pub mod conversation;
 pub mod error_type;

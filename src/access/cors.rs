@@ -22,7 +22,7 @@ use actix_web::Error;
 use futures_util::future::{Either, LocalBoxFuture, MapOk, TryFutureExt};
 use regex::Regex;
 
-use super::config::CorsSettings;
+use crate::access_settings::CorsSettings;
 use crate::socketio::OriginPolicy;
 
 /// Refused origins remembered for the log-once rule; past this many the set
@@ -231,7 +231,7 @@ impl<S: Service<ServiceRequest>> Service<ServiceRequest> for SharedService<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::config::DEFAULT_ORIGIN_REGEX;
+    use crate::access_settings::DEFAULT_ORIGIN_REGEX;
 
     fn policy(any: bool, origins: &[&str], regex: Option<&str>) -> CorsPolicy {
         CorsPolicy::new(&CorsSettings {

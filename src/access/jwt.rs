@@ -10,8 +10,8 @@ use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use secrecy::ExposeSecret;
 use serde_json::Value;
 
-use super::config::{JwtKeys, JwtSettings};
-use super::ADMIN_ROLE;
+use super::identity::ADMIN_ROLE;
+use crate::access_settings::{JwtKeys, JwtSettings};
 use actors::session::Caller;
 
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.

@@ -4,8 +4,8 @@
 //! take an [`Authenticated`] caller; the session actor decides what it may
 //! touch (`actors::session::Caller`). See `docs/access.md`.
 
-pub mod config;
 pub mod cors;
+pub mod identity;
 pub mod jwt;
 pub mod limits;
 pub mod proxies;
@@ -20,12 +20,11 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 
-use self::config::{AccessMode, AccessSettings};
 use self::jwt::JwtVerifier;
+use crate::access_settings::{AccessMode, AccessSettings};
 use crate::errors::ApiError;
 
-/// The role that administers: sees and changes every session.
-pub const ADMIN_ROLE: &str = "admin";
+pub use identity::{AuthenticateHook, Credentials, Principal, Refusal, ADMIN_ROLE};
 
 /// The identity half of `ACCESS__*`, ready to check requests.
 pub struct Access {
@@ -43,7 +42,7 @@ enum Mode {
         roles: HeaderName,
     },
     Jwt(JwtVerifier),
-    Host(crate::embed::AuthenticateHook),
+    Host(AuthenticateHook),
 }
 
 impl Access {
@@ -51,7 +50,7 @@ impl Access {
     /// so is `ACCESS__MODE=host` without a host's `authenticate` hook.
     pub fn new(
         settings: &AccessSettings,
-        host_hook: Option<crate::embed::AuthenticateHook>,
+        host_hook: Option<AuthenticateHook>,
     ) -> Result<Access, String> {
         let mode = match &settings.mode {
             AccessMode::TrustedLocal { token } => Mode::TrustedLocal {
@@ -130,7 +129,7 @@ impl Access {
                     .collect();
                 host_caller(
                     hook,
-                    &crate::embed::Credentials {
+                    &Credentials {
                         headers,
                         socket_auth: None,
                     },
@@ -181,7 +180,7 @@ impl Access {
                     .collect();
                 host_caller(
                     hook,
-                    &crate::embed::Credentials {
+                    &Credentials {
                         headers,
                         socket_auth: auth.cloned(),
                     },
@@ -206,10 +205,7 @@ impl Access {
 const HOST_HANDSHAKE_HEADERS: [HeaderName; 2] = [header::AUTHORIZATION, header::COOKIE];
 
 /// A host's hook's answer as a caller: its principals are never admins.
-fn host_caller(
-    hook: &crate::embed::AuthenticateHook,
-    credentials: &crate::embed::Credentials,
-) -> Result<Caller, String> {
+fn host_caller(hook: &AuthenticateHook, credentials: &Credentials) -> Result<Caller, String> {
     match hook(credentials) {
         Ok(principal) if !principal.id.is_empty() => Ok(Caller::new(principal.id, false)),
         Ok(_) => Err("the host's authenticate hook named an empty principal".into()),

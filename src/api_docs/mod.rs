@@ -7,7 +7,7 @@
 use actix_web::http::header::{CacheControl, CacheDirective, ContentType};
 use actix_web::{web, HttpResponse};
 
-use crate::mount::MountPrefix;
+use crate::mount_prefix::MountPrefix;
 
 const BUNDLE_JS: &str = include_str!("assets/swagger-ui-bundle.js");
 const STYLE_CSS: &str = include_str!("assets/swagger-ui.css");

@@ -11,7 +11,7 @@
 use actix_web::http::header::{CacheControl, CacheDirective, ContentType};
 use actix_web::{web, HttpResponse};
 
-use crate::mount::MountPrefix;
+use crate::mount_prefix::MountPrefix;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");

@@ -26,7 +26,7 @@ struct ChatQuery {
     params(
         ("session_id" = Option<String>, Query, description = "The body's session_id, for a load balancer routing by session; must equal the body's when both are given"),
         ("Idempotency-Key" = Option<String>, Header, description = "IETF Idempotency-Key (an sf-string, or its bare text; 1..255 printable ASCII). Resent with the same key and the byte-identical request, a new message gets the first one's outcome: its final response once its turn ended (a turn the process running it never finished runs again), 409 \"in progress\" while it runs; another body under the key is 422. Scoped to the session and the principal; kept as long as the message. Without it a resent message id is a 409")),
-    request_body(content = crate::routes::openapi::MessageBody, description = "The message body (docs/protocol.md)"),
+    request_body(content = MessageBody, description = "The message body (docs/protocol.md)"),
     responses(
         (status = 200, description = "The turn ended: an answer, a pending host action, a decision, or a saved cancelled/usage-limited turn; for a resent Idempotency-Key, the first request's final response", body = FinalResponse),
         (status = 409, description = "session_error: the message does not fit the session (a duplicate id), or the turn of the message first sent with this Idempotency-Key is in progress", body = ErrorBody),
@@ -209,4 +209,43 @@ pub async fn cancel(
     let session_id = super::sessions::session_id(&path)?;
     let cancel_requested = runtime.cancel(&caller, &session_id).await?;
     Ok(HttpResponse::Ok().json(CancelReply { cancel_requested }))
+}
+
+/// The message body of `POST /api/chat` (and of the socket's
+/// `assistant_message`). `actors::contract::ChatRequest::parse` is what checks
+/// it; this type only describes the wire form for the document.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct MessageBody {
+    /// Client message id, 1..64 characters; unique within the session.
+    id: String,
+    /// 1..64 characters; the session is created on first use.
+    session_id: String,
+    /// The user's text; may be empty on a continuation.
+    content: Option<String>,
+    /// Branch from this message; omitted, continue from the active leaf.
+    parent_id: Option<String>,
+    /// `standard` (default) or `steering` (Socket.IO only).
+    #[schema(pattern = "^(standard|steering)$")]
+    message_type: Option<String>,
+    /// `text` (default) or `host_tools` (silent decisions).
+    #[schema(pattern = "^(text|host_tools)$")]
+    output_mode: Option<String>,
+    /// At most 16: `{kind, purpose, name, description, media_type}` and one of `data_uri`, `url`, `text`.
+    attachments: Option<Vec<serde_json::Value>>,
+    /// Legacy screenshot data URIs.
+    images: Option<Vec<String>>,
+    /// One screenshot data URI.
+    screenshot: Option<String>,
+    /// What is on screen and what the host can do (docs/protocol.md).
+    host_context: Option<serde_json::Value>,
+    /// Per-request overrides: `default_model`, `thinking_budget`, `temperature`, `max_turns`.
+    config: Option<serde_json::Value>,
+    /// Continuation: the call id being answered.
+    tool_call_id: Option<String>,
+    /// Continuation: the action's result, any JSON.
+    tool_result: Option<serde_json::Value>,
+    /// Continuation: `success` (default) or `failed`.
+    #[schema(pattern = "^(success|failed)$")]
+    tool_outcome: Option<String>,
 }

@@ -9,9 +9,9 @@ use utoipa::ToSchema;
 
 use crate::access::{Access, Authenticated};
 use crate::errors::ApiError;
+use crate::models_info::ModelsInfo;
 use crate::observability::metrics::Snapshot;
 use crate::observability::Metrics;
-use crate::startup::ModelsInfo;
 
 /// Liveness: the process answers HTTP. Never depends on the store or a
 /// model, so an orchestrator does not restart a runtime that is only waiting

@@ -5,12 +5,12 @@
 //! table (`routes::ROUTE_TABLE`).
 
 use actix_web::{web, HttpResponse};
-use serde::Serialize;
+
 use serde_json::{json, Value};
-use utoipa::{OpenApi, ToSchema};
+use utoipa::OpenApi;
 
 use crate::errors::ErrorBody;
-use crate::mount::MountPrefix;
+use crate::mount_prefix::MountPrefix;
 use crate::routes::{chat, health, sessions};
 
 #[derive(OpenApi)]
@@ -41,48 +41,9 @@ use crate::routes::{chat, health, sessions};
         health::debug_prompt,
         health::models,
     ),
-    components(schemas(MessageBody, ErrorBody))
+    components(schemas(chat::MessageBody, ErrorBody))
 )]
 pub struct ApiDoc;
-
-/// The message body of `POST /api/chat` (and of the socket's
-/// `assistant_message`). `actors::contract::ChatRequest::parse` is what checks
-/// it; this type only describes the wire form for the document.
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)]
-pub struct MessageBody {
-    /// Client message id, 1..64 characters; unique within the session.
-    id: String,
-    /// 1..64 characters; the session is created on first use.
-    session_id: String,
-    /// The user's text; may be empty on a continuation.
-    content: Option<String>,
-    /// Branch from this message; omitted, continue from the active leaf.
-    parent_id: Option<String>,
-    /// `standard` (default) or `steering` (Socket.IO only).
-    #[schema(pattern = "^(standard|steering)$")]
-    message_type: Option<String>,
-    /// `text` (default) or `host_tools` (silent decisions).
-    #[schema(pattern = "^(text|host_tools)$")]
-    output_mode: Option<String>,
-    /// At most 16: `{kind, purpose, name, description, media_type}` and one of `data_uri`, `url`, `text`.
-    attachments: Option<Vec<Value>>,
-    /// Legacy screenshot data URIs.
-    images: Option<Vec<String>>,
-    /// One screenshot data URI.
-    screenshot: Option<String>,
-    /// What is on screen and what the host can do (docs/protocol.md).
-    host_context: Option<Value>,
-    /// Per-request overrides: `default_model`, `thinking_budget`, `temperature`, `max_turns`.
-    config: Option<Value>,
-    /// Continuation: the call id being answered.
-    tool_call_id: Option<String>,
-    /// Continuation: the action's result, any JSON.
-    tool_result: Option<Value>,
-    /// Continuation: `success` (default) or `failed`.
-    #[schema(pattern = "^(success|failed)$")]
-    tool_outcome: Option<String>,
-}
 
 /// The document as JSON, with the answers every authenticated route shares
 /// (`with_access`).

@@ -10,6 +10,9 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(25);
 pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(20);
 /// Engine.IO's default largest packet (and polling body), in bytes.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1_000_000;
+/// Nesting an event argument may have by default: what the assistant
+/// runtime accepts in any JSON.
+pub const DEFAULT_MAX_EVENT_DEPTH: usize = 64;
 /// How many `max_payload`s of unsent output a connection may hold before it is
 /// dropped as too slow: enough for a burst of streamed deltas, small enough that
 /// 50,000 stalled clients cannot exhaust memory one by one.
@@ -42,10 +45,21 @@ pub struct SocketIoConfig {
     /// Whether allowed origins may send credentials (`false` for a `*` policy).
     pub cors_credentials: bool,
     /// Engine.IO sessions one peer address may hold at once (429 past it);
-    /// 0: no cap. Behind a proxy every client has the proxy's address.
+    /// 0: no cap. Behind a proxy every client has the proxy's address unless
+    /// `client_address` says otherwise.
     pub max_sessions_per_ip: usize,
+    /// The client's address for `max_sessions_per_ip`, decided by the
+    /// application (the forwarded client behind a trusted proxy). `None`:
+    /// the peer's address.
+    pub client_address: Option<ClientAddress>,
     /// How long a polling POST body may take to arrive.
     pub body_timeout: Duration,
+    /// Most arrays/objects one event argument may nest (`{}` is 1). An
+    /// event with a deeper one goes unparsed to
+    /// [`NamespaceHandler::on_too_deep`](super::NamespaceHandler::on_too_deep).
+    /// serde_json refuses more than 128 levels, so a packet past
+    /// `min(this, 127)` never reaches `on_event`.
+    pub max_event_depth: usize,
 }
 
 /// Whether a browser `Origin` may talk to the server, decided by the application.
@@ -58,6 +72,21 @@ impl std::fmt::Debug for OriginPolicy {
     }
 }
 
+/// The address a request counts against `max_sessions_per_ip`, decided by the
+/// application; `None` for a request that has none (it is then not capped).
+#[derive(Clone)]
+pub struct ClientAddress(pub std::sync::Arc<ClientAddressFn>);
+
+/// What a [`ClientAddress`] calls.
+pub type ClientAddressFn =
+    dyn Fn(&actix_web::HttpRequest) -> Option<std::net::IpAddr> + Send + Sync;
+
+impl std::fmt::Debug for ClientAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientAddress")
+    }
+}
+
 impl Default for SocketIoConfig {
     fn default() -> Self {
         SocketIoConfig {
@@ -66,10 +95,12 @@ impl Default for SocketIoConfig {
             max_payload: DEFAULT_MAX_PAYLOAD_BYTES,
             cors_origins: Vec::new(),
             max_sessions_per_ip: 0,
+            client_address: None,
             body_timeout: Duration::from_secs(30),
             handshake_headers: Vec::new(),
             origin_policy: None,
             cors_credentials: true,
+            max_event_depth: DEFAULT_MAX_EVENT_DEPTH,
         }
     }
 }
@@ -80,6 +111,17 @@ impl SocketIoConfig {
         self.max_payload
             .saturating_mul(QUEUE_LIMIT_IN_PAYLOADS)
             .max(MIN_QUEUE_LIMIT_BYTES)
+    }
+
+    /// The address `request` counts against `max_sessions_per_ip`.
+    pub(crate) fn client_address(
+        &self,
+        request: &actix_web::HttpRequest,
+    ) -> Option<std::net::IpAddr> {
+        match &self.client_address {
+            Some(address) => (address.0)(request),
+            None => Some(request.peer_addr()?.ip().to_canonical()),
+        }
     }
 
     /// Whether a browser page from `origin` may talk to us.

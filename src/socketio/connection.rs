@@ -435,27 +435,26 @@ impl Connection {
         };
         // Checked before parsing: the parser recurses and stops at 128 levels
         // without saying where. The argument array itself does not count.
-        let depth = actors::contract::depth::check_text_within(
+        let too_deep = super::depth::too_deep(
             packet.data.as_bytes(),
-            "",
-            actors::contract::MAX_JSON_DEPTH + 1,
+            self.shared.config.max_event_depth + 1,
         );
-        if let Err(error) = depth {
+        if let Some(found) = too_deep {
             let attached = &self.sockets[idx];
             let socket = attached.socket.clone();
             let ack = packet
                 .ack_id
                 .map(|ack_id| AckSender::new(socket.clone(), ack_id));
             // `[1].x`: argument 1 of the packet is argument 0 of the event.
-            let path = match error.path.strip_prefix("[") {
+            let path = match found.strip_prefix("[") {
                 Some(rest) => match rest.split_once(']') {
                     Some((index, tail)) => match index.parse::<usize>() {
                         Ok(index) if index > 0 => format!("[{}]{tail}", index - 1),
-                        _ => error.path.clone(),
+                        _ => found.clone(),
                     },
-                    None => error.path.clone(),
+                    None => found.clone(),
                 },
-                None => error.path.clone(),
+                None => found.clone(),
             };
             attached.handler.on_too_deep(socket, path, ack);
             return;

@@ -34,9 +34,9 @@ pub trait NamespaceHandler: Send + Sync + 'static {
     /// `Some` when the client asked for an acknowledgement.
     fn on_event(&self, socket: SocketRef, event: String, args: Vec<Value>, ack: Option<AckSender>);
 
-    /// An EVENT packet whose arguments nest deeper than the runtime's JSON
-    /// depth limit (`actors::contract::MAX_JSON_DEPTH` per argument); they
-    /// are never parsed. `path` starts at the argument: `[0].a.b`.
+    /// An EVENT packet with an argument nested deeper than
+    /// `SocketIoConfig::max_event_depth`; the arguments are never parsed.
+    /// `path` starts at the argument: `[0].a.b`.
     fn on_too_deep(&self, socket: SocketRef, path: String, ack: Option<AckSender>) {
         let _ = (socket, path, ack);
     }

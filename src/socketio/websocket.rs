@@ -138,7 +138,7 @@ pub(crate) fn open(req: &HttpRequest, payload: Payload, shared: &Arc<Shared>) ->
     )
     .with_handshake(super::kept_headers(req, config))
     .start();
-    shared.register(sid, addr.clone(), crate::access::proxies::client_ip(req));
+    shared.register(sid, addr.clone(), shared.config.client_address(req));
     let reader = FrameReader::new(addr, pong_tx, link, config.max_payload);
     start(req, response, payload, reader, body)
 }

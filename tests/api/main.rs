@@ -15,6 +15,7 @@ mod helpers;
 mod history;
 mod host_actions;
 mod hostile;
+mod import_cycles;
 mod mcp;
 mod migrations;
 mod mounted;
@@ -29,12 +30,13 @@ mod prompt_prefix;
 mod provider_config;
 mod providers;
 mod providers_e2e;
+// The websocket client of the Socket.IO crate's protocol tests, shared.
+#[path = "../../src/socketio/tests/protocol/raw_ws.rs"]
 mod raw_ws;
 mod scale_out;
 mod sessions;
 mod smoke;
 mod socketio_helpers;
-mod socketio_protocol;
 mod store_faults;
 mod tools;
 mod validation;

@@ -48,6 +48,7 @@ fn request(provider: &str, messages: Vec<ChatItem>) -> ModelRequest {
         messages: messages.into(),
         tools: vec![],
         settings: ModelSettings::default(),
+        purpose: Default::default(),
     }
 }
 

@@ -23,6 +23,17 @@ pub const MAX_TURNS_LIMIT: u32 = 100;
 /// The largest `config.temperature`.
 pub const MAX_TEMPERATURE: f64 = 2.0;
 
+/// What an `Idempotency-Key` leaves on the message it sent: digests only, so
+/// neither the key nor the principal is shown with the conversation.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IdempotencyMark {
+    /// The key, scoped to its principal (a digest of both): another caller's
+    /// identical key is another key.
+    pub key: String,
+    /// A digest of the request as sent (its body and query string).
+    pub body: String,
+}
+
 /// One parsed message body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatRequest {
@@ -44,7 +55,7 @@ pub struct ChatRequest {
     /// Present when the body answers a pending host action.
     pub continuation: Option<Continuation>,
     /// Set by the edge from an `Idempotency-Key` header, never from the body.
-    pub idempotency: Option<Box<crate::conversation::IdempotencyMark>>,
+    pub idempotency: Option<Box<IdempotencyMark>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

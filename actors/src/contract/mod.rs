@@ -24,7 +24,9 @@ mod timestamp;
 pub use attachment::{
     Attachment, AttachmentKind, AttachmentPurpose, AttachmentSource, MAX_ATTACHMENT_CONTENT_CHARS,
 };
-pub use body::{ChatRequest, Continuation, MessageType, OutputMode, RequestConfig, ToolOutcome};
+pub use body::{
+    ChatRequest, Continuation, IdempotencyMark, MessageType, OutputMode, RequestConfig, ToolOutcome,
+};
 pub use depth::MAX_JSON_DEPTH;
 pub use error::ValidationError;
 pub use host_context::{

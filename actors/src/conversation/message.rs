@@ -66,17 +66,6 @@ pub struct Message {
     pub created_at: u64,
 }
 
-/// What an `Idempotency-Key` leaves on the message it sent: digests only, so
-/// neither the key nor the principal is shown with the conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdempotencyMark {
-    /// The key, scoped to its principal (a digest of both): another caller's
-    /// identical key is another key.
-    pub key: String,
-    /// A digest of the request as sent (its body and query string).
-    pub body: String,
-}
-
 // A message lives in an `Arc` (16 bytes of counts) in the tree and the
 // memory store for as long as its session is resident: at most 240 bytes
 // keeps that in mimalloc's 256-byte class; at 312 it took 384, and the
@@ -366,13 +355,8 @@ impl SessionRecord {
     }
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use crate::clock::now_millis;
+pub use crate::contract::IdempotencyMark;
 
 #[cfg(test)]
 mod tests {

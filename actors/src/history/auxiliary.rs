@@ -6,7 +6,8 @@ use futures_util::StreamExt;
 use crate::conversation::Usage;
 use crate::model::pricing::price_for;
 use crate::model::{
-    ChatItem, ContentPart, ModelEvent, ModelId, ModelRequest, ModelSettings, SharedModelClient,
+    ChatItem, ContentPart, ModelEvent, ModelId, ModelRequest, ModelSettings, Purpose,
+    SharedModelClient,
 };
 
 /// A model to call for auxiliary work.
@@ -24,9 +25,10 @@ impl std::fmt::Debug for AuxiliaryModel {
 
 impl AuxiliaryModel {
     /// Sends `instructions` as the system prompt and `input` as the one user
-    /// message; returns the reply's text and the call's usage.
+    /// message, for `purpose`; returns the reply's text and the call's usage.
     pub async fn complete(
         &self,
+        purpose: Purpose,
         instructions: &str,
         input: String,
     ) -> Result<(String, Usage), String> {
@@ -36,6 +38,7 @@ impl AuxiliaryModel {
             messages: vec![ChatItem::User(vec![ContentPart::Text(input)])].into(),
             tools: Vec::new(),
             settings: ModelSettings::default(),
+            purpose,
         };
         let mut stream = self.client.stream(request);
         let mut text = String::new();

@@ -10,7 +10,7 @@ use crate::contract::Attachment;
 use crate::conversation::{now_millis, Message, MessageTree, Role, Segment, Usage};
 use crate::ids::MessageId;
 use crate::model::estimate::estimate_text;
-use crate::model::Transcript;
+use crate::model::{Purpose, Transcript};
 
 /// The summarizer's system prompt. `builtin:echo` recognises it and answers
 /// with a deterministic summary, so compaction is testable offline.
@@ -42,7 +42,7 @@ impl CompactionJob {
     pub async fn run(self) -> Result<Compacted, String> {
         let (text, usage) = self
             .model
-            .complete(SUMMARIZER_INSTRUCTIONS, self.input)
+            .complete(Purpose::Summary, SUMMARIZER_INSTRUCTIONS, self.input)
             .await?;
         let summary = Message {
             id: MessageId::new(format!("{}:summary", self.cut)),

@@ -9,6 +9,7 @@ use super::auxiliary::AuxiliaryModel;
 use super::HistoryConfig;
 use crate::conversation::{Message, MessageTree, Role, Usage};
 use crate::ids::MessageId;
+use crate::model::Purpose;
 
 /// The extractor's system prompt. `builtin:echo` recognises it and keeps
 /// every `remember <fact>` line of the user's text, so the path is testable offline.
@@ -44,7 +45,10 @@ impl MemoryJob {
             cut(&self.user_text, self.truncation_limit),
             cut(&reply, self.truncation_limit),
         );
-        let (text, usage) = self.model.complete(MEMORY_INSTRUCTIONS, input).await?;
+        let (text, usage) = self
+            .model
+            .complete(Purpose::Memory, MEMORY_INSTRUCTIONS, input)
+            .await?;
         Ok((parse_memory(&text, self.max_entries)?, usage))
     }
 }

@@ -190,3 +190,16 @@ pub fn plan_jobs(
     });
     HistoryJobs { compaction, memory }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The echo model skips the summary and memory blocks by these spellings.
+    #[test]
+    fn the_echo_model_knows_the_blocks() {
+        let known = crate::model::echo::RUNTIME_BLOCK_OPENERS;
+        assert!(known.contains(&SUMMARY_BLOCK_OPEN));
+        assert!(known.contains(&MEMORY_BLOCK_OPEN));
+    }
+}

@@ -574,6 +574,7 @@ mod tests {
             messages: messages.into(),
             tools: vec![],
             settings,
+            purpose: Default::default(),
         }
     }
 

@@ -14,8 +14,8 @@
 //! Any other text is echoed back as `Echo: <text>`. After tool results it
 //! answers `Tool results: <name> → <output>; ...` instead of reading commands.
 //!
-//! Asked with the history module's instructions, it is a deterministic
-//! summarizer (a count of the user messages folded so far and the start of
+//! Asked for a summary or a memory update (`ModelRequest::purpose`), it is a
+//! deterministic summarizer (a count of the user messages folded so far and the start of
 //! the newest) and memory extractor (every `remember <fact>` line of the
 //! user's text, added to the current list).
 
@@ -25,7 +25,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{
     ChatItem, ContentPart, ModelClient, ModelError, ModelErrorKind, ModelEvent, ModelRequest,
-    ModelStream, Resend, TokenUsage, Transcript,
+    ModelStream, Purpose, Resend, TokenUsage, Transcript,
 };
 use crate::error_type::ErrorType;
 use crate::text::join;
@@ -159,12 +159,10 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
 /// The summary or memory update `request` asks for, when it is one;
 /// `input` is its latest user text.
 fn auxiliary_reply(request: &ModelRequest, input: &str) -> Option<String> {
-    if *request.system == *crate::history::SUMMARIZER_INSTRUCTIONS {
-        Some(echo_summary(input))
-    } else if *request.system == *crate::history::MEMORY_INSTRUCTIONS {
-        Some(echo_memory(input))
-    } else {
-        None
+    match request.purpose {
+        Purpose::Summary => Some(echo_summary(input)),
+        Purpose::Memory => Some(echo_memory(input)),
+        Purpose::Turn => None,
     }
 }
 
@@ -220,10 +218,7 @@ fn next_call_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "call_{:x}{n:04}",
-        crate::conversation::now_millis() % 0xffff_ffff
-    )
+    format!("call_{:x}{n:04}", crate::clock::now_millis() % 0xffff_ffff)
 }
 
 fn provider_failure(kind: &str) -> ModelError {
@@ -269,11 +264,19 @@ fn tool_results_summary(messages: &Transcript) -> Option<String> {
     Some(format!("Tool results: {}", in_order.join("; ")))
 }
 
+/// How the blocks the runtime writes into a user item open: the host
+/// context, the conversation's summary and its working memory (the prompt
+/// and history modules hold these spellings to this list in their tests).
+pub const RUNTIME_BLOCK_OPENERS: [&str; 3] = [
+    "<host_context>",
+    "<conversation_summary>",
+    "<working_memory>",
+];
+
 /// A part the runtime wrote (host context, summary, working memory), not the user.
 fn is_host_context_part(part: &ContentPart) -> bool {
-    matches!(part, ContentPart::Text(text) if text.starts_with("<host_context>")
-        || text.starts_with(crate::history::SUMMARY_BLOCK_OPEN)
-        || text.starts_with(crate::history::MEMORY_BLOCK_OPEN))
+    matches!(part, ContentPart::Text(text)
+        if RUNTIME_BLOCK_OPENERS.iter().any(|opener| text.starts_with(opener)))
 }
 
 fn first_text(parts: &[ContentPart]) -> &str {
@@ -327,6 +330,7 @@ mod tests {
             messages: messages.into(),
             tools: vec![],
             settings: ModelSettings::default(),
+            purpose: Default::default(),
         }
     }
 

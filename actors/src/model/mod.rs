@@ -97,6 +97,24 @@ pub struct ModelRequest {
     pub messages: Transcript,
     pub tools: Vec<ToolSpec>,
     pub settings: ModelSettings,
+    /// What the request is for. Every provider sends it alike; the offline
+    /// echo model answers the runtime's own auxiliary requests in kind.
+    pub purpose: Purpose,
+}
+
+/// Why a model is asked: a turn's reply, or the runtime's own work on a long
+/// conversation's history (a summary of its earlier part, its working
+/// memory). Said as data so that a model adapter needs to know nothing of
+/// the history module's prompts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Purpose {
+    /// A turn: the conversation itself.
+    #[default]
+    Turn,
+    /// A summary of the conversation's earlier part.
+    Summary,
+    /// The conversation's working memory, updated.
+    Memory,
 }
 
 impl ModelRequest {

@@ -581,6 +581,7 @@ mod tests {
             messages: messages.into(),
             tools: vec![],
             settings: ModelSettings::default(),
+            purpose: Default::default(),
         }
     }
 

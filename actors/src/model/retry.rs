@@ -188,6 +188,7 @@ mod tests {
             messages: Default::default(),
             tools: vec![],
             settings: ModelSettings::default(),
+            purpose: Default::default(),
         };
         let items = model.stream(request).collect().await;
         (items, inner.attempts.load(Ordering::SeqCst))

@@ -203,6 +203,12 @@ mod tests {
     use super::*;
     use crate::contract::host_context::tests::spec_example;
 
+    /// The echo model skips the block by this spelling.
+    #[test]
+    fn the_echo_model_knows_the_block() {
+        assert!(crate::model::echo::RUNTIME_BLOCK_OPENERS.contains(&OPEN_TAG));
+    }
+
     /// Asserts that the wire context `wire` renders to exactly `expected`.
     fn check(wire: Value, expected: &str) {
         let context = HostContext::parse(&wire, "host_context").unwrap();

@@ -159,7 +159,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "profile_{name}_{}_{}",
             std::process::id(),
-            crate::conversation::now_millis()
+            crate::clock::now_millis()
         ));
         std::fs::create_dir_all(&dir).expect("scratch dir");
         dir

@@ -61,7 +61,7 @@ impl BackendTool {
     pub fn run(self, screenshot: Option<&str>) -> BackendOutput {
         match self {
             BackendTool::GetTime => {
-                let unix = crate::conversation::now_millis() / 1000;
+                let unix = crate::clock::now_millis() / 1000;
                 BackendOutput {
                     output: json!({"success": true, "utc": format_utc(unix), "unix": unix}),
                     success: true,

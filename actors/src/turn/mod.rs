@@ -174,6 +174,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             messages,
             tools: plan.tools.specs(),
             settings: plan.settings.clone(),
+            purpose: crate::model::Purpose::Turn,
         };
         usage.requests += 1;
         let response =

@@ -4,13 +4,11 @@
 
 use std::time::Duration;
 
-use assistant_runtime::socketio::SocketIoConfig;
+use assistant_socketio::SocketIoConfig;
 use serde_json::{json, Value};
 
 use crate::raw_ws::RawWs;
-use crate::socketio_helpers::{
-    run_probe, spawn_server, Client, ServerKind, TestServer, TEST_NAMESPACE,
-};
+use crate::support::{run_probe, spawn_server, Client, ServerKind, TestServer, TEST_NAMESPACE};
 
 /// Server emits per probe; enough to catch reordering across the upgrade.
 const BURST: u32 = 100;
@@ -21,14 +19,14 @@ const FAST_PING: Duration = Duration::from_millis(300);
 
 /// Every test below runs against both servers the transport is served by:
 /// `HttpServer` (a websocket stays inside the h1 dispatcher) and the
-/// takeover server production builds (`startup::http_service`: an accepted
+/// takeover server the binary builds (`http_service`: an accepted
 /// websocket leaves the dispatcher and runs on the socket itself). Each name
 /// becomes a module with the tests `http_server` and `takeover`.
 macro_rules! on_both_servers {
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
-                use crate::socketio_helpers::ServerKind;
+                use crate::support::ServerKind;
 
                 #[actix_web::test]
                 async fn http_server() {
@@ -132,7 +130,7 @@ async fn node_client_gets_connect_error_for_unknown_namespace(kind: ServerKind) 
 /// slow to repeat per request within the fast ping periods.
 fn http() -> reqwest::Client {
     thread_local! {
-        static CLIENT: reqwest::Client = crate::helpers::http_client_builder()
+        static CLIENT: reqwest::Client = crate::support::http_client_builder()
             .timeout(EVENTUALLY)
             .build()
             .expect("reqwest client");

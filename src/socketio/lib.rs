@@ -12,13 +12,17 @@
 //!   websockets on the socket itself (no h1 dispatcher buffers); under a plain
 //!   `HttpServer` they stream through the dispatcher.
 //! - `frame_channel`: the small channel carrying the actor's websocket frames.
+//! - `takeover`: [`http_service`], an actix-web `App` served with
+//!   [`serve_upgrade`] as its upgrade service.
 //! - `engine_packet`, `socket_packet`: pure wire formats. `sid`: random ids.
+//! - `depth`: how deep an event's arguments nest, read before parsing.
 //!
 //! Architecture Invariant: nothing here knows about sessions, turns or the
-//! `actors` crate; the `/assistant` namespace is just a registered handler.
+//! assistant runtime's crates (it depends on neither); the server's
+//! `/assistant` namespace is just a registered handler.
 //!
 //! ```no_run
-//! use assistant_runtime::socketio::{AckSender, NamespaceHandler, SocketIo, SocketIoConfig, SocketRef};
+//! use assistant_socketio::{AckSender, NamespaceHandler, SocketIo, SocketIoConfig, SocketRef};
 //! use serde_json::Value;
 //!
 //! struct Echo;
@@ -42,12 +46,14 @@
 
 mod config;
 mod connection;
+mod depth;
 mod engine_packet;
 mod frame_channel;
 mod namespace;
 mod polling;
 mod sid;
 mod socket_packet;
+mod takeover;
 mod websocket;
 
 use std::collections::HashMap;
@@ -61,8 +67,9 @@ use actix_web::web::{self, Payload};
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
 
-pub use config::{OriginPolicy, SocketIoConfig};
+pub use config::{ClientAddress, ClientAddressFn, OriginPolicy, SocketIoConfig};
 pub use namespace::{AckSender, DisconnectReason, HandshakeHeaders, NamespaceHandler, SocketRef};
+pub use takeover::http_service;
 pub use websocket::{serve_upgrade, AppService};
 
 use connection::Connection;
@@ -337,9 +344,9 @@ async fn handle_get(req: HttpRequest, payload: Payload, shared: web::Data<Shared
         Ok(checked) => checked,
         Err(error) => return error_with_cors(&req, &shared, error),
     };
-    // The forwarded client behind a trusted proxy, so the per-address cap
-    // counts clients rather than the proxy.
-    let client = crate::access::proxies::client_ip(&req);
+    // The application may name the forwarded client behind a trusted proxy,
+    // so that the per-address cap counts clients rather than the proxy.
+    let client = shared.config.client_address(&req);
     let response = match (checked.transport, checked.sid.as_deref()) {
         (_, None) if !shared.has_room(client) => {
             too_many_sessions(shared.config.max_sessions_per_ip)

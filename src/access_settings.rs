@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use regex::Regex;
 use secrecy::SecretString;
 
-use crate::settings::SettingsError;
+use crate::settings_error::SettingsError;
 
 /// The default `ACCESS__CORS_ORIGIN_REGEX`: pages served from this machine.
 pub const DEFAULT_ORIGIN_REGEX: &str = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?$";

@@ -1,12 +1,10 @@
 //! A standalone echo server on the Socket.IO transport, for trying clients by
-//! hand and measuring per-connection memory: `cargo run --example
+//! hand and measuring per-connection memory: `cargo run -p assistant-socketio --example
 //! socketio_echo -- 127.0.0.1:7101`. Namespace `/echo` emits every event back
 //! under the same name and acknowledges with the event's arguments.
 
 use actix_web::{App, HttpServer};
-use assistant_runtime::socketio::{
-    AckSender, NamespaceHandler, SocketIo, SocketIoConfig, SocketRef,
-};
+use assistant_socketio::{AckSender, NamespaceHandler, SocketIo, SocketIoConfig, SocketRef};
 use serde_json::Value;
 
 /// Where to listen when no address is given.
