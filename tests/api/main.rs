@@ -36,4 +36,5 @@ mod socketio_helpers;
 mod socketio_protocol;
 mod store_faults;
 mod tools;
+mod traces;
 mod validation;

@@ -12,6 +12,7 @@ use crate::events::{EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, T
 use crate::ids::{MessageId, ToolCallId};
 use crate::offload;
 use crate::tools::{check_arguments, check_arguments_inline, success_output, ToolKind};
+use crate::trace::{call_outcome, ToolCallTrace, TraceEvent, TurnTrace};
 
 /// A tool call as the model sent it.
 pub(super) struct RawCall {
@@ -164,9 +165,29 @@ pub(super) fn retry_record(
     )
 }
 
+/// Records a call in the turn's trace, if it has one.
+fn traced(
+    trace: &mut Option<&mut TurnTrace>,
+    started: Instant,
+    record: &ToolRecord,
+    outcome: &'static str,
+) {
+    if let Some(trace) = trace {
+        trace.push(TraceEvent::ToolCall(ToolCallTrace {
+            at: trace.offset(started),
+            duration: started.elapsed(),
+            name: record.name.clone(),
+            call_id: record.id.to_string(),
+            category: record.category,
+            outcome,
+        }));
+    }
+}
+
 /// Runs backend calls, announces host calls, and turns bad calls into retries.
 /// A cancel during a custom tool's call (which may wait on a network or a
 /// process) interrupts it and every call after it; the flag says so.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_calls(
     plan: &TurnPlan,
     message_id: &MessageId,
@@ -175,11 +196,14 @@ pub(super) async fn run_calls(
     sink: &EventSink,
     overlay: &mut ScreenshotOverlay,
     cancel: &mut CancelToken,
+    mut trace: Option<&mut TurnTrace>,
 ) -> (Vec<ToolRecord>, Vec<ToolCallId>, bool) {
     let mut records = Vec::with_capacity(calls.len());
     let mut host_calls = Vec::new();
     let mut calls = calls.into_iter();
     while let Some(call) = calls.next() {
+        // A clock read per call, not per run: the check and the run are one step.
+        let started = Instant::now();
         let (arguments, kind) = match check_call(plan, &call).await {
             Ok(checked) => checked,
             Err((arguments, reason)) => {
@@ -190,7 +214,9 @@ pub(super) async fn run_calls(
                     error: reason.clone(),
                     segment_index: group_index,
                 }));
-                records.push(retry_record(call, arguments, &reason, plan));
+                let record = retry_record(call, arguments, &reason, plan);
+                traced(&mut trace, started, &record, "invalid");
+                records.push(record);
                 continue;
             }
         };
@@ -210,7 +236,6 @@ pub(super) async fn run_calls(
         let mut record = call.into_record(plan, arguments, category);
         match kind {
             ToolKind::Backend(tool) => {
-                let started = Instant::now();
                 let result = tool.run(plan.screenshot.as_deref());
                 if !result.live_content.is_empty() {
                     overlay.insert(record.id.to_string(), result.live_content);
@@ -224,6 +249,7 @@ pub(super) async fn run_calls(
                     record.status = Some(CallStatus::Failed);
                 }
                 record.output = Some(result.output.clone());
+                traced(&mut trace, started, &record, call_outcome(result.success));
                 sink.send(TurnEvent::ToolResult(ToolResultEvent {
                     message_id: message_id.clone(),
                     tool_name: record.name.clone(),
@@ -234,7 +260,6 @@ pub(super) async fn run_calls(
                 }));
             }
             ToolKind::Custom(tool) => {
-                let started = Instant::now();
                 let arguments = record.input.clone();
                 let result = tokio::select! {
                     biased;
@@ -243,6 +268,7 @@ pub(super) async fn run_calls(
                 };
                 let Some(result) = result else {
                     record.interrupt(CallStatus::Cancelled);
+                    traced(&mut trace, started, &record, "cancelled");
                     records.push(record);
                     records.extend(calls.map(|call| interrupted_record(plan, call)));
                     return (records, host_calls, true);
@@ -260,6 +286,7 @@ pub(super) async fn run_calls(
                     record.status = Some(CallStatus::Failed);
                 }
                 record.output = Some(output.clone());
+                traced(&mut trace, started, &record, call_outcome(success));
                 let invalidates = plan.invalidations.get(&record.name).cloned().or_else(|| {
                     let own = tool.invalidates();
                     (!own.is_empty()).then_some(own)
@@ -273,7 +300,10 @@ pub(super) async fn run_calls(
                     invalidates,
                 }));
             }
-            ToolKind::Host | ToolKind::Hold => host_calls.push(record.id.clone()),
+            ToolKind::Host | ToolKind::Hold => {
+                traced(&mut trace, started, &record, "host");
+                host_calls.push(record.id.clone());
+            }
         }
         records.push(record);
     }

@@ -260,6 +260,11 @@ impl SessionActor {
             sink,
             cancel: token,
             steering: steering_rx,
+            trace: self
+                .deps
+                .config
+                .traces
+                .begin(request, &model_id, output_mode),
         };
         // The turn is finished where it ends, in the actor's context: actix
         // polls no spawned future while a store write holds the context
@@ -311,6 +316,7 @@ impl SessionActor {
             mut assistant,
             end,
             steering: mut late_steering,
+            trace,
         } = output;
         let mut undelivered = Vec::new();
         while let Some(note) = late_steering.try_recv() {
@@ -380,6 +386,16 @@ impl SessionActor {
         assistant.error_type = failure
             .as_ref()
             .map(|failure| failure.error_type.as_str().to_string());
+        if let Some(trace) = trace {
+            crate::trace::finish(
+                &self.deps.config.traces,
+                &self.deps.store,
+                &self.id,
+                trace,
+                end.trace_outcome(),
+                failure.as_ref().map(|failure| failure.error_type),
+            );
+        }
         self.store_turn(
             FinishedTurn {
                 live,
