@@ -99,7 +99,7 @@ pub fn finish(
     config: &TraceConfig,
     store: &SharedStore,
     session_id: &SessionId,
-    turn: Box<TurnTrace>,
+    turn: TurnTrace,
     outcome: &'static str,
     error_type: Option<ErrorType>,
 ) {
@@ -107,7 +107,7 @@ pub fn finish(
         id: new_trace_id(),
         session_id: session_id.clone(),
         duration: turn.elapsed(),
-        turn: *turn,
+        turn,
         outcome,
         error_type,
     };

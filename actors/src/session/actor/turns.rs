@@ -391,7 +391,7 @@ impl SessionActor {
                 &self.deps.config.traces,
                 &self.deps.store,
                 &self.id,
-                trace,
+                *trace,
                 end.trace_outcome(),
                 failure.as_ref().map(|failure| failure.error_type),
             );
