@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS traces (
     -- Insertion order: the listing order, and what "oldest" means.
     seq             bigserial NOT NULL,
     events          json NOT NULL,
-    -- Bytes of `events`, summed by the byte bound.
+    -- Bytes of `events` and `user_message`, summed by the byte bound.
     n_bytes         bigint NOT NULL,
     user_message    text,
     is_continuation boolean NOT NULL DEFAULT false,

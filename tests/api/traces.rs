@@ -133,6 +133,11 @@ fn assert_tool_then_action(session: &str, listed: &[Value]) {
 async fn a_turn_with_a_backend_tool_and_a_host_action_is_traced_with_its_timings() {
     let app = spawn_app_with(&[("TRACES__ENABLED", "true")]).await;
     tool_then_action(&app, "traced").await;
+    // Stored after the turn's final response.
+    eventually("both traces stored", || async {
+        traces(&app, "traced", "").await.len() == 2
+    })
+    .await;
     let listed = traces(&app, "traced", "").await;
     assert_tool_then_action("traced", &listed);
 
@@ -150,7 +155,10 @@ async fn a_turn_with_a_backend_tool_and_a_host_action_is_traced_with_its_timings
     assert_eq!(status, StatusCode::OK);
     let (status, _) = app.say("traced", "m1", "hello", None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(traces(&app, "traced", "").await.len(), 1);
+    eventually("the new session's one trace", || async {
+        traces(&app, "traced", "").await.len() == 1
+    })
+    .await;
 }
 
 #[actix_web::test]
@@ -167,6 +175,13 @@ async fn traces_are_off_by_default_and_bounded_oldest_first() {
     for id in ["m1", "m2", "m3"] {
         let (status, _) = app.say("bounded", id, &format!("say {id}"), None).await;
         assert_eq!(status, StatusCode::OK);
+        eventually("the turn's trace", || async {
+            traces(&app, "bounded", "")
+                .await
+                .iter()
+                .any(|trace| trace["user_message"] == format!("say {id}"))
+        })
+        .await;
     }
     let kept: Vec<Value> = traces(&app, "bounded", "")
         .await

@@ -16,7 +16,8 @@ use crate::ids::SessionId;
 pub struct TraceBounds {
     /// Traces per session (`TRACES__MAX_PER_SESSION`).
     pub max_traces: u32,
-    /// Bytes of events JSON per session (`TRACES__MAX_BYTES_PER_SESSION`).
+    /// Bytes of events JSON and user messages per session
+    /// (`TRACES__MAX_BYTES_PER_SESSION`).
     pub max_bytes: u64,
 }
 
@@ -52,9 +53,9 @@ pub struct StoredTrace {
 }
 
 impl StoredTrace {
-    /// What the byte bound counts: the events' JSON.
+    /// What the byte bound counts: the events' JSON and the user message.
     pub fn n_bytes(&self) -> u64 {
-        self.events.get().len() as u64
+        (self.events.get().len() + self.user_message.as_ref().map_or(0, String::len)) as u64
     }
 }
 

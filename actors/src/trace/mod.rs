@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use futures_util::FutureExt;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
@@ -92,9 +91,10 @@ pub struct FinishedTrace {
 }
 
 /// Ends `turn`'s trace: the observer gets it, and the store when traces are
-/// stored. Called by the session actor as it stores the turn's result; the
-/// store's write is not awaited by the turn (the memory store's is done when
-/// made, a database's runs beside the turn's own write).
+/// stored. Called by the session actor as the turn ends, before it stores
+/// the turn's result. Encoding and storing run in a task of their own on the
+/// actor's thread, after the turn's final response has gone out: the turn
+/// neither waits for them nor pays their time.
 pub fn finish(
     config: &TraceConfig,
     store: &SharedStore,
@@ -117,26 +117,21 @@ pub fn finish(
     if !config.store {
         return;
     }
-    let stored = match finished.stored(config.bounds) {
-        Ok(stored) => stored,
-        Err(error) => {
-            log::warn!("session {session_id}: the turn's trace could not be encoded: {error}");
-            return;
-        }
-    };
-    let session_id = session_id.clone();
-    let mut write = store.save_trace(stored, config.bounds);
-    let report = move |result: crate::store::StoreResult<()>| {
-        if let Err(error) = result {
+    let store = store.clone();
+    let bounds = config.bounds;
+    actix::spawn(async move {
+        let session_id = &finished.session_id;
+        let stored = match finished.stored(bounds) {
+            Ok(stored) => stored,
+            Err(error) => {
+                log::warn!("session {session_id}: the turn's trace could not be encoded: {error}");
+                return;
+            }
+        };
+        if let Err(error) = store.save_trace(stored, bounds).await {
             log::warn!("session {session_id}: the turn's trace was not stored: {error}");
         }
-    };
-    match (&mut write).now_or_never() {
-        Some(result) => report(result),
-        None => {
-            actix::spawn(async move { report(write.await) });
-        }
-    }
+    });
 }
 
 impl FinishedTrace {

@@ -2,7 +2,7 @@
 //! (a bad one goes back to the model as a retry), backend and custom tools run
 //! here, and host calls end the turn for the host to answer.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -165,17 +165,23 @@ pub(super) fn retry_record(
     )
 }
 
-/// Records a call in the turn's trace, if it has one.
+/// Records a call in the turn's trace, if it has one: run from `started`
+/// (a backend or custom tool), or not run here at all (`None`: a host
+/// action, a call sent back as invalid), so no clock is read for it untraced.
 fn traced(
     trace: &mut Option<&mut TurnTrace>,
-    started: Instant,
+    started: Option<Instant>,
     record: &ToolRecord,
     outcome: &'static str,
 ) {
     if let Some(trace) = trace {
+        let (at, duration) = match started {
+            Some(started) => (trace.offset(started), started.elapsed()),
+            None => (trace.elapsed(), Duration::ZERO),
+        };
         trace.push(TraceEvent::ToolCall(ToolCallTrace {
-            at: trace.offset(started),
-            duration: started.elapsed(),
+            at,
+            duration,
             name: record.name.clone(),
             call_id: record.id.to_string(),
             category: record.category,
@@ -202,8 +208,6 @@ pub(super) async fn run_calls(
     let mut host_calls = Vec::new();
     let mut calls = calls.into_iter();
     while let Some(call) = calls.next() {
-        // A clock read per call, not per run: the check and the run are one step.
-        let started = Instant::now();
         let (arguments, kind) = match check_call(plan, &call).await {
             Ok(checked) => checked,
             Err((arguments, reason)) => {
@@ -215,7 +219,7 @@ pub(super) async fn run_calls(
                     segment_index: group_index,
                 }));
                 let record = retry_record(call, arguments, &reason, plan);
-                traced(&mut trace, started, &record, "invalid");
+                traced(&mut trace, None, &record, "invalid");
                 records.push(record);
                 continue;
             }
@@ -236,6 +240,7 @@ pub(super) async fn run_calls(
         let mut record = call.into_record(plan, arguments, category);
         match kind {
             ToolKind::Backend(tool) => {
+                let started = Instant::now();
                 let result = tool.run(plan.screenshot.as_deref());
                 if !result.live_content.is_empty() {
                     overlay.insert(record.id.to_string(), result.live_content);
@@ -249,7 +254,12 @@ pub(super) async fn run_calls(
                     record.status = Some(CallStatus::Failed);
                 }
                 record.output = Some(result.output.clone());
-                traced(&mut trace, started, &record, call_outcome(result.success));
+                traced(
+                    &mut trace,
+                    Some(started),
+                    &record,
+                    call_outcome(result.success),
+                );
                 sink.send(TurnEvent::ToolResult(ToolResultEvent {
                     message_id: message_id.clone(),
                     tool_name: record.name.clone(),
@@ -260,6 +270,7 @@ pub(super) async fn run_calls(
                 }));
             }
             ToolKind::Custom(tool) => {
+                let started = Instant::now();
                 let arguments = record.input.clone();
                 let result = tokio::select! {
                     biased;
@@ -268,7 +279,7 @@ pub(super) async fn run_calls(
                 };
                 let Some(result) = result else {
                     record.interrupt(CallStatus::Cancelled);
-                    traced(&mut trace, started, &record, "cancelled");
+                    traced(&mut trace, Some(started), &record, "cancelled");
                     records.push(record);
                     records.extend(calls.map(|call| interrupted_record(plan, call)));
                     return (records, host_calls, true);
@@ -286,7 +297,7 @@ pub(super) async fn run_calls(
                     record.status = Some(CallStatus::Failed);
                 }
                 record.output = Some(output.clone());
-                traced(&mut trace, started, &record, call_outcome(success));
+                traced(&mut trace, Some(started), &record, call_outcome(success));
                 let invalidates = plan.invalidations.get(&record.name).cloned().or_else(|| {
                     let own = tool.invalidates();
                     (!own.is_empty()).then_some(own)
@@ -301,7 +312,7 @@ pub(super) async fn run_calls(
                 }));
             }
             ToolKind::Host | ToolKind::Hold => {
-                traced(&mut trace, started, &record, "host");
+                traced(&mut trace, None, &record, "host");
                 host_calls.push(record.id.clone());
             }
         }
