@@ -143,12 +143,14 @@ impl FinishedTrace {
     /// The row the stores keep. A trace whose events alone pass the byte
     /// bound keeps its first and last events only (and says how many went).
     pub fn stored(&self, bounds: TraceBounds) -> Result<StoredTrace, serde_json::Error> {
-        let mut events = serde_json::to_string(&Events {
+        // Encoded straight into the raw value: `RawValue::from_string`
+        // would parse the text again to check it.
+        let mut events = serde_json::value::to_raw_value(&Events {
             trace: self,
             keep_all: true,
         })?;
-        if events.len() as u64 > bounds.max_bytes {
-            events = serde_json::to_string(&Events {
+        if events.get().len() as u64 > bounds.max_bytes {
+            events = serde_json::value::to_raw_value(&Events {
                 trace: self,
                 keep_all: false,
             })?;
@@ -156,7 +158,7 @@ impl FinishedTrace {
         Ok(StoredTrace {
             id: self.id.clone(),
             session_id: self.session_id.clone(),
-            events: serde_json::value::RawValue::from_string(events)?,
+            events,
             user_message: self.turn.user_message.clone(),
             is_continuation: self.turn.is_continuation,
             duration_ms: self.duration_ms(),
