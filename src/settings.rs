@@ -999,6 +999,32 @@ mod tests {
     }
 
     #[test]
+    fn trace_settings_default_to_off_and_name_bad_values() {
+        let defaults = settings(&[]).unwrap();
+        assert!(!defaults.traces_enabled);
+        assert_eq!(defaults.trace_bounds, actors::store::TraceBounds::default());
+        assert_eq!(defaults.otlp_endpoint, None);
+        let on = settings(&[
+            ("TRACES__ENABLED", "true"),
+            ("TRACES__MAX_PER_SESSION", "3"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+        ])
+        .unwrap();
+        assert!(on.traces_enabled);
+        assert_eq!(on.trace_bounds.max_traces, 3);
+        assert_eq!(on.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        for (key, value) in [
+            ("TRACES__ENABLED", "sometimes"),
+            ("TRACES__MAX_PER_SESSION", "0"),
+            ("TRACES__MAX_BYTES_PER_SESSION", "-1"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url"),
+        ] {
+            assert_eq!(settings(&[(key, value)]).unwrap_err().key, key, "{value}");
+        }
+    }
+
+    #[test]
     fn history_settings_default_to_the_python_original_and_name_bad_values() {
         let history = settings(&[]).unwrap().history;
         assert_eq!(history, HistoryConfig::default());
