@@ -31,8 +31,9 @@ use crate::access_settings::{AccessSettings, ACCESS_KEYS};
 use crate::deployment::{DeploymentSettings, DEPLOYMENT_KEYS};
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
-const OWNED_PREFIXES: [&str; 10] = [
+const OWNED_PREFIXES: [&str; 11] = [
     "SERVER__",
+    "TRACES__",
     "HISTORY__",
     "LLM__",
     "TOOLS__",
@@ -94,6 +95,9 @@ const KNOWN_KEYS: &[&str] = &[
     "SOCKETIO__MAX_SESSIONS_PER_IP",
     "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
     "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
+    "TRACES__ENABLED",
+    "TRACES__MAX_PER_SESSION",
+    "TRACES__MAX_BYTES_PER_SESSION",
 ];
 
 /// Settings read outside the owned prefixes.
@@ -104,6 +108,8 @@ const OUTSIDE_KEYS: &[&str] = &[
     "ANTHROPIC_BASE_URL",
     "DATABASE_URL",
     "MCP_CONFIG_PATH",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_SERVICE_NAME",
 ];
 
 /// Every setting's name, for the near-miss check.
@@ -179,6 +185,15 @@ pub struct Settings {
     pub mcp_call_timeout: Duration,
     /// Engine.IO sessions one peer address may hold at once; 0: no cap.
     pub max_sessions_per_ip: usize,
+    /// `TRACES__ENABLED`: store each turn's trace with its session.
+    pub traces_enabled: bool,
+    /// `TRACES__MAX_PER_SESSION`, `TRACES__MAX_BYTES_PER_SESSION`.
+    pub trace_bounds: actors::store::TraceBounds,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: export turn spans over OTLP/HTTP to
+    /// `<endpoint>/v1/traces`; unset, nothing is exported.
+    pub otlp_endpoint: Option<String>,
+    /// `OTEL_SERVICE_NAME`, the exported `service.name` (default `assistant-runtime`).
+    pub otel_service_name: String,
     /// Attachment bytes in flight at once, per session and per process.
     pub attachment_budget: actors::session::AttachmentBudget,
     /// Proxies, the metrics token and the database schema (`deployment`).
@@ -427,6 +442,23 @@ impl Settings {
                     1024 * 1024 * 1024,
                 )?,
             ),
+            traces_enabled: boolean(get("TRACES__ENABLED"), "TRACES__ENABLED")?,
+            trace_bounds: actors::store::TraceBounds {
+                max_traces: positive(
+                    get("TRACES__MAX_PER_SESSION"),
+                    "TRACES__MAX_PER_SESSION",
+                    50,
+                )?,
+                max_bytes: positive(
+                    get("TRACES__MAX_BYTES_PER_SESSION"),
+                    "TRACES__MAX_BYTES_PER_SESSION",
+                    512 * 1024,
+                )?,
+            },
+            otlp_endpoint: otlp_endpoint(get("OTEL_EXPORTER_OTLP_ENDPOINT"))?,
+            otel_service_name: get("OTEL_SERVICE_NAME")
+                .unwrap_or("assistant-runtime")
+                .to_string(),
             deployment: DeploymentSettings::from_map(values)?,
         })
     }
@@ -780,6 +812,26 @@ fn optional<T: std::str::FromStr>(
         .transpose()
 }
 
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`: an `http` or `https` URL, kept without a trailing `/`.
+fn otlp_endpoint(value: Option<&str>) -> Result<Option<String>, SettingsError> {
+    let Some(text) = value else {
+        return Ok(None);
+    };
+    let parsed = reqwest::Url::parse(text).map_err(|error| {
+        bad(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("not a URL ({error}): {text:?}"),
+        )
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("expected an http or https URL, got {text:?}"),
+        ));
+    }
+    Ok(Some(text.trim_end_matches('/').to_string()))
+}
+
 fn boolean(value: Option<&str>, key: &str) -> Result<bool, SettingsError> {
     match value.map(str::to_ascii_lowercase).as_deref() {
         None => Ok(false),
@@ -931,6 +983,32 @@ mod tests {
                 .key,
             "DATABASE__REQUIRED"
         );
+    }
+
+    #[test]
+    fn trace_settings_default_to_off_and_name_bad_values() {
+        let defaults = settings(&[]).unwrap();
+        assert!(!defaults.traces_enabled);
+        assert_eq!(defaults.trace_bounds, actors::store::TraceBounds::default());
+        assert_eq!(defaults.otlp_endpoint, None);
+        let on = settings(&[
+            ("TRACES__ENABLED", "true"),
+            ("TRACES__MAX_PER_SESSION", "3"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+        ])
+        .unwrap();
+        assert!(on.traces_enabled);
+        assert_eq!(on.trace_bounds.max_traces, 3);
+        assert_eq!(on.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        for (key, value) in [
+            ("TRACES__ENABLED", "sometimes"),
+            ("TRACES__MAX_PER_SESSION", "0"),
+            ("TRACES__MAX_BYTES_PER_SESSION", "-1"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url"),
+        ] {
+            assert_eq!(settings(&[(key, value)]).unwrap_err().key, key, "{value}");
+        }
     }
 
     #[test]

@@ -453,6 +453,11 @@ pub(crate) fn build_runtime_with(
             history: settings.history.clone(),
             request_models: settings.request_models.clone(),
             attachment_budget: settings.attachment_budget.clone(),
+            traces: actors::trace::TraceConfig {
+                store: settings.traces_enabled,
+                bounds: settings.trace_bounds,
+                observer: crate::observability::otel::observer(settings),
+            },
         },
     };
     Runtime::new(deps)

@@ -18,6 +18,7 @@
 //! - `offload`: large parsing and decoding moved to the blocking pool.
 //! - `text`: joining strings without collecting them first.
 //! - `store`: the store trait with memory and Postgres implementations.
+//! - `trace`: per-turn traces with their timings, stored and exported.
 
 mod bounded_cache;
 pub mod clock;
@@ -35,4 +36,5 @@ pub mod session;
 pub mod store;
 mod text;
 pub mod tools;
+pub mod trace;
 pub mod turn;

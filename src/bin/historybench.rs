@@ -127,6 +127,7 @@ async fn run(options: Options) {
             idle_timeout: std::time::Duration::from_secs(600),
             request_models: Vec::new(),
             attachment_budget: actors::session::AttachmentBudget::new(64 << 20, 1 << 30),
+            traces: Default::default(),
             history: HistoryConfig {
                 compaction_enabled: options.compaction,
                 token_budget: options.budget,

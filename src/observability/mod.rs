@@ -7,9 +7,11 @@
 //! - `metrics`: the registry, turn observation, and the text format.
 //! - `timed_store`: a `Store` wrapper that times every store operation.
 //! - `turn_failure`: the WARN line of a failed turn.
+//! - `otel`: turn spans exported over OTLP/HTTP (GenAI semantic conventions).
 
 pub mod access_log;
 pub mod metrics;
+pub mod otel;
 pub mod request_id;
 pub mod timed_store;
 pub mod turn_failure;

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use actors::conversation::{Message, SessionRecord};
 use actors::ids::SessionId;
 use actors::store::{
-    SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult, Version, Written,
+    SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult, StoredTrace, TraceBounds,
+    Version, Written,
 };
 use futures_util::future::{self, BoxFuture, FutureExt};
 
@@ -98,6 +99,23 @@ impl Store for TimedStore {
 
     fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>> {
         self.timed("purge_expired", self.inner.purge_expired(ttl))
+    }
+
+    fn save_trace(
+        &self,
+        trace: StoredTrace,
+        bounds: TraceBounds,
+    ) -> BoxFuture<'static, StoreResult<()>> {
+        self.timed("save_trace", self.inner.save_trace(trace, bounds))
+    }
+
+    fn traces(
+        &self,
+        id: &SessionId,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Vec<Arc<StoredTrace>>>> {
+        self.timed("traces", self.inner.traces(id, limit, offset))
     }
 
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>> {

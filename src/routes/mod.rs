@@ -29,6 +29,7 @@ pub const ROUTE_TABLE: &[(&str, &str)] = &[
     ("delete", "/api/sessions/{session_id}"),
     ("get", "/api/sessions/{session_id}/messages"),
     ("get", "/api/sessions/{session_id}/tree"),
+    ("get", "/api/sessions/{session_id}/traces"),
     ("post", "/api/sessions/{session_id}/repair"),
     ("get", "/api/debug/tools"),
     ("get", "/api/debug/prompt"),
@@ -57,6 +58,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(web::resource("/api/sessions/{session_id}/messages").get(sessions::messages))
         .service(web::resource("/api/sessions/{session_id}/tree").get(sessions::tree))
+        .service(web::resource("/api/sessions/{session_id}/traces").get(sessions::traces))
         .service(web::resource("/api/sessions/{session_id}/repair").post(sessions::repair))
         .service(web::resource("/api/debug/tools").get(health::debug_tools))
         .service(web::resource("/api/debug/prompt").get(health::debug_prompt))

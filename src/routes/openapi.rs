@@ -36,6 +36,7 @@ use crate::routes::{chat, health, sessions};
         sessions::delete,
         sessions::messages,
         sessions::tree,
+        sessions::traces,
         sessions::repair,
         health::debug_tools,
         health::debug_prompt,

@@ -1,4 +1,4 @@
-//! The session routes: list, inspect, path, tree, repair, delete.
+//! The session routes: list, inspect, path, tree, traces, repair, delete.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::ValidationError;
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::access::{require_json, Authenticated};
 use crate::errors::{ApiError, ErrorBody};
 use actors::session::SessionInfo;
-use actors::store::SessionSummary;
+use actors::store::{SessionSummary, StoredTrace};
 
 /// The most sessions one page returns.
 const MAX_PAGE: u32 = 500;
@@ -121,6 +121,33 @@ pub async fn tree(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(runtime.tree(&caller, &session_id(&path)?).await?))
+}
+
+#[utoipa::path(get, path = "/api/sessions/{session_id}/traces", tag = "sessions",
+    params(("session_id" = String, Path, description = "1..64 characters"),
+           ("limit" = Option<u32>, Query, description = "At most 500; default 50"),
+           ("offset" = Option<u32>, Query, description = "Default 0")),
+    responses((status = 200, description = "The session's turn traces, oldest first (docs/protocol.md); empty unless TRACES__ENABLED", body = Vec<StoredTrace>),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+        (status = 422, description = "Bad session id, limit or offset", body = ErrorBody),
+        (status = 503, description = "Database unreachable", body = ErrorBody)))]
+pub async fn traces(
+    Authenticated(caller): Authenticated,
+    runtime: web::Data<Runtime>,
+    path: web::Path<String>,
+    page: web::Query<Page>,
+) -> Result<HttpResponse, ApiError> {
+    let id = session_id(&path)?;
+    let limit = page_number(page.limit.as_deref(), "limit", 50)?;
+    if limit > MAX_PAGE {
+        return Err(ValidationError {
+            path: "limit".into(),
+            message: format!("at most {MAX_PAGE} traces a page; page on with offset"),
+        }
+        .into());
+    }
+    let offset = page_number(page.offset.as_deref(), "offset", 0)?;
+    Ok(HttpResponse::Ok().json(runtime.traces(&caller, &id, limit, offset).await?))
 }
 
 #[utoipa::path(post, path = "/api/sessions/{session_id}/repair", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),

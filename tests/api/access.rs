@@ -189,6 +189,7 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
             ("info", caller.get("/api/sessions/s-alice").await),
             ("messages", caller.get("/api/sessions/s-alice/messages").await),
             ("tree", caller.get("/api/sessions/s-alice/tree").await),
+            ("traces", caller.get("/api/sessions/s-alice/traces").await),
             (
                 "repair",
                 caller.post_json("/api/sessions/s-alice/repair", &json!({})).await,
@@ -275,6 +276,14 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
         ("alice tree", alice.get("/api/sessions/s-alice/tree").await),
         ("admin tree", admin.get("/api/sessions/s-alice/tree").await),
         (
+            "alice traces",
+            alice.get("/api/sessions/s-alice/traces").await,
+        ),
+        (
+            "admin traces",
+            admin.get("/api/sessions/s-alice/traces").await,
+        ),
+        (
             "alice messages",
             alice.get("/api/sessions/s-alice/messages").await,
         ),
@@ -301,6 +310,12 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
     );
     let (_, missing) = admin.get("/api/sessions/nobody-has-this").await;
     assert_eq!(missing["type"], "not_found", "an admin is told the truth");
+    let (status, missing) = admin.get("/api/sessions/nobody-has-this/traces").await;
+    assert_eq!(
+        (status, &missing["type"]),
+        (StatusCode::NOT_FOUND, &json!("not_found")),
+        "{missing}"
+    );
 
     // Lists: own sessions only; an admin sees all, with their owners.
     let bob = as_caller(app, &credentials.headers(Who::Bob));

@@ -29,6 +29,7 @@ const CORE_LAYERS: &[&[&str]] = &[
     &["prompt"],
     &["conversation"],
     &["store", "tools", "events"],
+    &["trace"],
     &["turn"],
     &["history"],
     &["session"],

@@ -39,4 +39,5 @@ mod smoke;
 mod socketio_helpers;
 mod store_faults;
 mod tools;
+mod traces;
 mod validation;

@@ -39,6 +39,8 @@ pub struct SessionConfig {
     pub request_models: Vec<ModelId>,
     /// Attachment bytes of running turns, per session and per process.
     pub attachment_budget: super::AttachmentBudget,
+    /// Per-turn traces: stored (`TRACES__*`), exported (OpenTelemetry), or neither.
+    pub traces: crate::trace::TraceConfig,
 }
 
 /// What session actors need, shared by all of them.

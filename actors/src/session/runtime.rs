@@ -18,7 +18,7 @@ use crate::contract::{ChatRequest, HostContext};
 use crate::conversation::Message as StoredMessage;
 use crate::events::EventSink;
 use crate::ids::{MessageId, SessionId};
-use crate::store::{SessionSummary, StoreError};
+use crate::store::{SessionSummary, StoreError, StoredTrace};
 use crate::tools::ToolRegistry;
 
 /// Fresh actors a message may be handed to when each one stopped before
@@ -280,6 +280,19 @@ impl Runtime {
             caller: caller.clone(),
         })
         .await?
+    }
+
+    /// A page of the session's turn traces, oldest first, to whoever may
+    /// read the session (checked by its actor, as `session` is).
+    pub async fn traces(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<Arc<StoredTrace>>, SessionError> {
+        self.session(caller, id).await?;
+        Ok(self.deps.store.traces(id, limit, offset).await?)
     }
 
     pub async fn repair(

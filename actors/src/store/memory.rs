@@ -22,7 +22,8 @@ use serde_json::value::RawValue;
 
 use super::readback;
 use super::{
-    SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
+    SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, StoredTrace,
+    TraceBounds, Version, Written,
 };
 use crate::conversation::{Message, PendingAction, SessionRecord, StoredContext};
 use crate::ids::{fnv1a, MessageId, SessionId};
@@ -49,6 +50,8 @@ pub struct MemoryStore {
     n_evicted: AtomicU64,
     /// The last version handed out, for every session: versions never repeat.
     last_version: AtomicU64,
+    /// Per-turn traces, by session; empty unless traces are stored.
+    traces: super::traces::TraceLog,
 }
 
 /// A shard's map. A session is boxed so that the table holds a key and a
@@ -430,6 +433,7 @@ impl MemoryStore {
             evictable: OnceLock::new(),
             n_evicted: AtomicU64::new(0),
             last_version: AtomicU64::new(0),
+            traces: Default::default(),
         }
     }
 
@@ -481,6 +485,7 @@ impl MemoryStore {
             .map(|(candidate, _)| candidate.clone());
         if let Some(oldest) = oldest {
             shard.remove(&oldest);
+            self.traces.forget(&oldest);
             let n_evicted = self.n_evicted.fetch_add(1, Ordering::Relaxed) + 1;
             log::info!(
                 "memory store full (ASSISTANT__MAX_MEMORY_SESSIONS): evicted session {oldest} ({n_evicted} so far)"
@@ -728,6 +733,7 @@ impl Store for MemoryStore {
 
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
         let existed = self.shard(id).remove(id).is_some();
+        self.traces.forget(id);
         future::ready(Ok(existed)).boxed()
     }
 
@@ -740,10 +746,42 @@ impl Store for MemoryStore {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let n_before = shard.len();
-            shard.retain(|_, stored| now.saturating_sub(stored.updated_at) < ttl);
+            shard.retain(|id, stored| {
+                let keep = now.saturating_sub(stored.updated_at) < ttl;
+                if !keep {
+                    // Under the shard's lock; the trace log's lock is only
+                    // ever taken inside a shard's, never around one.
+                    self.traces.forget(id);
+                }
+                keep
+            });
             n_deleted += (n_before - shard.len()) as u64;
         }
         future::ready(Ok(n_deleted)).boxed()
+    }
+
+    fn save_trace(
+        &self,
+        trace: StoredTrace,
+        bounds: TraceBounds,
+    ) -> BoxFuture<'static, StoreResult<()>> {
+        // A trace of a session deleted meanwhile is not kept: nothing would remove it.
+        if self
+            .shard(&trace.session_id)
+            .contains_key(&trace.session_id)
+        {
+            self.traces.push(trace, bounds);
+        }
+        future::ready(Ok(())).boxed()
+    }
+
+    fn traces(
+        &self,
+        id: &SessionId,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Vec<Arc<StoredTrace>>>> {
+        future::ready(Ok(self.traces.page(id, limit, offset))).boxed()
     }
 
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>> {

@@ -37,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_lean_turn_writes.sql",
         sql: include_str!("../../sql/0004_lean_turn_writes.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_traces.sql",
+        sql: include_str!("../../sql/0006_traces.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migrations across processes

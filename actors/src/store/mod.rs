@@ -13,6 +13,7 @@ pub mod memory;
 pub mod migrations;
 pub mod postgres;
 pub mod readback;
+pub mod traces;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +25,8 @@ use serde::Serialize;
 use crate::conversation::{Message, SessionRecord};
 use crate::error_type::ErrorType;
 use crate::ids::SessionId;
+
+pub use traces::{StoredTrace, TraceBounds};
 
 /// A stamp that changes on every write of a session and never repeats
 /// within a store (not even for a session deleted and created again under
@@ -244,6 +247,27 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes every session (with its messages) not written for `ttl`, and
     /// returns how many went (`ASSISTANT__SESSION_TTL_HOURS`).
     fn purge_expired(&self, ttl: Duration) -> BoxFuture<'static, StoreResult<u64>>;
+
+    /// Stores one turn's trace, then drops the session's oldest traces past
+    /// `bounds`. Deleting the session deletes its traces. A store that keeps
+    /// none ignores it.
+    fn save_trace(
+        &self,
+        _trace: StoredTrace,
+        _bounds: TraceBounds,
+    ) -> BoxFuture<'static, StoreResult<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// A page of the session's traces, oldest first.
+    fn traces(
+        &self,
+        _id: &SessionId,
+        _limit: u32,
+        _offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Vec<Arc<StoredTrace>>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
 
     /// Cheap liveness check for `/health`.
     fn ping(&self) -> BoxFuture<'static, StoreResult<()>>;

@@ -19,7 +19,8 @@ use tokio_postgres::NoTls;
 use super::group_commit::{GroupCommit, SessionWrite};
 use super::migrations;
 use super::{
-    SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, Version, Written,
+    SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, StoredTrace,
+    TraceBounds, Version, Written,
 };
 use crate::conversation::{Message, PendingAction, Role, SessionRecord};
 use crate::ids::SessionId;
@@ -523,9 +524,63 @@ async fn delete_sessions(
             .prepare_cached("DELETE FROM messages WHERE session_id = ANY($1)")
             .await?;
         transaction.execute(&statement, &[&ids]).await?;
+        let statement = transaction
+            .prepare_cached("DELETE FROM traces WHERE session_id = ANY($1)")
+            .await?;
+        transaction.execute(&statement, &[&ids]).await?;
     }
     transaction.commit().await?;
     Ok(ids.len() as u64)
+}
+
+/// Inserts a trace and drops the session's oldest past `bounds`, in one
+/// statement: the `DELETE` reads the rows as they were before the insert, so
+/// it keeps at most `max_traces - 1` of them and leaves room for the new
+/// row's bytes (the new row itself is never dropped).
+async fn save_trace(
+    client: &Object,
+    trace: &StoredTrace,
+    bounds: TraceBounds,
+) -> Result<(), tokio_postgres::Error> {
+    let statement = client
+        .prepare_cached(
+            "WITH inserted AS (
+                 INSERT INTO traces (session_id, id, events, n_bytes, user_message,
+                                     is_continuation, duration_ms, created_at)
+                 VALUES ($1, $2, $3::text::json, $4, $5, $6, $7, $8)
+                 RETURNING seq
+             )
+             DELETE FROM traces WHERE session_id = $1 AND seq IN (
+                 SELECT seq FROM (
+                     SELECT seq,
+                            row_number() OVER newest_first AS n_newer,
+                            sum(n_bytes) OVER newest_first AS n_bytes_newer
+                     FROM traces WHERE session_id = $1
+                     WINDOW newest_first AS (ORDER BY seq DESC)
+                 ) existing
+                 WHERE n_newer >= $9::bigint OR n_bytes_newer + $4::bigint > $10::bigint
+             )",
+        )
+        .await?;
+    let n_bytes = trace.n_bytes() as i64;
+    client
+        .execute(
+            &statement,
+            &[
+                &trace.session_id.as_str(),
+                &trace.id,
+                &trace.events.get(),
+                &n_bytes,
+                &trace.user_message,
+                &trace.is_continuation,
+                &trace.duration_ms,
+                &(trace.created_at as i64),
+                &i64::from(bounds.max_traces.max(1)),
+                &(bounds.max_bytes.min(i64::MAX as u64) as i64),
+            ],
+        )
+        .await?;
+    Ok(())
 }
 
 impl Store for PgStore {
@@ -631,6 +686,69 @@ impl Store for PgStore {
             let mut client = shared.client().await?;
             let deleted = delete_sessions(&mut client, DeleteWhich::IdleFor(ttl_millis)).await;
             settle(client, deleted)
+        })
+    }
+
+    fn save_trace(
+        &self,
+        trace: StoredTrace,
+        bounds: TraceBounds,
+    ) -> BoxFuture<'static, StoreResult<()>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let saved = save_trace(&client, &trace, bounds).await;
+            settle(client, saved)
+        })
+    }
+
+    fn traces(
+        &self,
+        id: &SessionId,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Vec<Arc<StoredTrace>>>> {
+        let shared = self.shared.clone();
+        let id = id.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let rows = async {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT id, events::text, user_message, is_continuation, duration_ms, created_at
+                         FROM traces WHERE session_id = $1
+                         ORDER BY seq LIMIT $2 OFFSET $3",
+                    )
+                    .await?;
+                client
+                    .query(
+                        &statement,
+                        &[&id.as_str(), &(limit as i64), &(offset as i64)],
+                    )
+                    .await
+            }
+            .await;
+            let rows = settle(client, rows)?;
+            rows.iter()
+                .map(|row| {
+                    let events: String = row.get(1);
+                    Ok(Arc::new(StoredTrace {
+                        id: row.get(0),
+                        session_id: id.clone(),
+                        events: serde_json::value::RawValue::from_string(events).map_err(
+                            |error| {
+                                StoreError::Failed(StoreCause::new(format!(
+                                    "a stored trace is not JSON: {error}"
+                                )))
+                            },
+                        )?,
+                        user_message: row.get(2),
+                        is_continuation: row.get(3),
+                        duration_ms: row.get(4),
+                        created_at: row.get::<_, i64>(5).max(0) as u64,
+                    }))
+                })
+                .collect()
         })
     }
 

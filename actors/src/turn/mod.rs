@@ -21,6 +21,7 @@ use tools::{interrupted_record, run_calls};
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::contract::{Attachment, OutputMode};
 use crate::conversation::{
@@ -34,6 +35,7 @@ use crate::model::{
     TranscriptChunk,
 };
 use crate::tools::{ToolContext, ToolSet};
+use crate::trace::{ModelRequestTrace, TraceEvent, TurnTrace};
 
 /// Text delivered into a live turn before the model's next request.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +72,8 @@ pub struct TurnInput {
     pub sink: EventSink,
     pub cancel: CancelToken,
     pub steering: SteeringReceiver,
+    /// The turn's trace, when traces are stored or exported; filled in as it runs.
+    pub trace: Option<Box<TurnTrace>>,
 }
 
 /// How the turn ended.
@@ -90,12 +94,30 @@ pub enum TurnEnd {
     Panicked(String),
 }
 
+impl TurnEnd {
+    /// The word a trace records for this ending.
+    pub fn trace_outcome(&self) -> &'static str {
+        match self {
+            TurnEnd::Completed => "completed",
+            TurnEnd::HostCalls(_) => "host_action",
+            TurnEnd::Hold => "hold",
+            TurnEnd::InvalidDecision(_) => "invalid_decision",
+            TurnEnd::Cancelled => "cancelled",
+            TurnEnd::UsageLimit(_) => "usage_limit",
+            TurnEnd::Failed(_) => "failed",
+            TurnEnd::Panicked(_) => "panicked",
+        }
+    }
+}
+
 pub struct TurnOutput {
     pub assistant: Message,
     pub end: TurnEnd,
     /// Handed back so the actor can collect steering that arrived after the
     /// turn's last look (it is promoted to a turn of its own).
     pub steering: SteeringReceiver,
+    /// The turn's trace, if it was given one (lost with a panic).
+    pub trace: Option<Box<TurnTrace>>,
 }
 
 /// `run_turn` with a panic anywhere inside it caught: it becomes a failed
@@ -121,6 +143,7 @@ pub async fn run_turn_guarded(input: TurnInput) -> TurnOutput {
                 assistant,
                 end: TurnEnd::Panicked(message),
                 steering,
+                trace: None,
             }
         }
     }
@@ -135,6 +158,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         sink,
         mut cancel,
         mut steering,
+        mut trace,
     } = input;
     let silent = plan.output_mode == OutputMode::HostTools;
     let mut overlay = ScreenshotOverlay::new();
@@ -152,7 +176,11 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         if cancel.is_cancelled() {
             break TurnEnd::Cancelled;
         }
-        take_steering(&mut steering, &mut assistant, &sink, silent);
+        let n_notes = take_steering(&mut steering, &mut assistant, &sink, silent);
+        if let (Some(trace), true) = (trace.as_deref_mut(), n_notes > 0) {
+            let at = trace.elapsed();
+            trace.push(TraceEvent::Steering { at, n_notes });
+        }
         if let Some(reason) = plan
             .limits
             .exceeded_before_request(&run_usage(&usage, &carried))
@@ -177,8 +205,35 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             purpose: crate::model::Purpose::Turn,
         };
         usage.requests += 1;
-        let response =
-            stream_response(&plan, request, &mut assistant, &sink, &mut cancel, silent).await;
+        // Timed at its start and end, and at its first output (one clock
+        // read in `stream_response`), only when traced.
+        let request_started = trace.is_some().then(Instant::now);
+        let response = stream_response(
+            &plan,
+            request,
+            &mut assistant,
+            &sink,
+            &mut cancel,
+            silent,
+            request_started.is_some(),
+        )
+        .await;
+        if let (Some(trace), Some(started)) = (trace.as_deref_mut(), request_started) {
+            trace.push(TraceEvent::ModelRequest(ModelRequestTrace {
+                at: trace.offset(started),
+                duration: started.elapsed(),
+                time_to_first_token: response
+                    .first_output
+                    .map(|first| first.saturating_duration_since(started)),
+                tokens: response.tokens,
+                n_tool_calls: response.calls.len(),
+                error: match (&response.error, response.cancelled) {
+                    (Some(error), _) => Some(error.kind.error_type().as_str()),
+                    (None, true) => Some("cancelled"),
+                    (None, false) => None,
+                },
+            }));
+        }
         add_usage(&mut usage, &response.tokens, price);
         if let Some(error) = response.error {
             break TurnEnd::Failed(error);
@@ -232,6 +287,7 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
             &sink,
             &mut overlay,
             &mut cancel,
+            trace.as_deref_mut(),
         )
         .await;
         let (records, host_calls, cancelled) = ran;
@@ -257,20 +313,21 @@ pub async fn run_turn(input: TurnInput) -> TurnOutput {
         assistant,
         end,
         steering,
+        trace,
     }
 }
 
 /// Moves the steering notes waiting in the channel into the assistant message,
 /// where the next request's transcript shows them, and tells the client each
-/// one arrived (its segment takes an index, so the stream announces it); true
-/// if there were any.
+/// one arrived (its segment takes an index, so the stream announces it); how
+/// many there were.
 fn take_steering(
     steering: &mut SteeringReceiver,
     assistant: &mut Message,
     sink: &EventSink,
     silent: bool,
-) -> bool {
-    let mut taken = false;
+) -> usize {
+    let mut taken = 0;
     while let Some(note) = steering.try_recv() {
         let index = assistant.segments.len();
         if !silent {
@@ -288,7 +345,7 @@ fn take_steering(
             text: note.text,
             attachments: note.attachments,
         });
-        taken = true;
+        taken += 1;
     }
     taken
 }

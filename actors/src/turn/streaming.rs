@@ -3,6 +3,7 @@
 //! and the provider's token counts.
 
 use std::borrow::Cow;
+use std::time::Instant;
 
 use futures_util::{FutureExt, StreamExt};
 
@@ -18,9 +19,12 @@ pub(super) struct Response {
     pub(super) tokens: TokenUsage,
     pub(super) cancelled: bool,
     pub(super) error: Option<ModelError>,
+    /// When the first text, thinking or tool call came (only when timed).
+    pub(super) first_output: Option<Instant>,
 }
 
 /// Streams one model response into `assistant`, forwarding deltas to `sink`.
+/// `timed`: note when its first output came (the turn is traced).
 pub(super) async fn stream_response(
     plan: &TurnPlan,
     request: ModelRequest,
@@ -28,6 +32,7 @@ pub(super) async fn stream_response(
     sink: &EventSink,
     cancel: &mut CancelToken,
     silent: bool,
+    timed: bool,
 ) -> Response {
     // Providers report usage at the end of a response; a cancel drops the
     // stream before that, so the turn keeps its own count to fall back on.
@@ -39,7 +44,10 @@ pub(super) async fn stream_response(
         tokens: TokenUsage::default(),
         cancelled: false,
         error: None,
+        first_output: None,
     };
+    // Cleared at the first output, so later events pay one test of a bool.
+    let mut awaiting_first = timed;
     // One wait for the cancel over the whole response, not a new one per
     // delta (a response of many small deltas would make one per delta).
     let flag = cancel.clone();
@@ -74,6 +82,10 @@ pub(super) async fn stream_response(
             }
             Some(Ok(event)) => event,
         };
+        if awaiting_first && !matches!(event, ModelEvent::Usage(_)) {
+            awaiting_first = false;
+            response.first_output = Some(Instant::now());
+        }
         match event {
             ModelEvent::TextDelta(text) => deltas.take(assistant, sink, false, text),
             ModelEvent::ThinkingDelta(text) => deltas.take(assistant, sink, true, text),

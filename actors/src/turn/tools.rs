@@ -2,7 +2,7 @@
 //! (a bad one goes back to the model as a retry), backend and custom tools run
 //! here, and host calls end the turn for the host to answer.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -12,6 +12,7 @@ use crate::events::{EventSink, ToolCallEvent, ToolErrorEvent, ToolResultEvent, T
 use crate::ids::{MessageId, ToolCallId};
 use crate::offload;
 use crate::tools::{check_arguments, check_arguments_inline, success_output, ToolKind};
+use crate::trace::{call_outcome, ToolCallTrace, TraceEvent, TurnTrace};
 
 /// A tool call as the model sent it.
 pub(super) struct RawCall {
@@ -164,9 +165,35 @@ pub(super) fn retry_record(
     )
 }
 
+/// Records a call in the turn's trace, if it has one: run from `started`
+/// (a backend or custom tool), or not run here at all (`None`: a host
+/// action, a call sent back as invalid), so no clock is read for it untraced.
+fn traced(
+    trace: &mut Option<&mut TurnTrace>,
+    started: Option<Instant>,
+    record: &ToolRecord,
+    outcome: &'static str,
+) {
+    if let Some(trace) = trace {
+        let (at, duration) = match started {
+            Some(started) => (trace.offset(started), started.elapsed()),
+            None => (trace.elapsed(), Duration::ZERO),
+        };
+        trace.push(TraceEvent::ToolCall(ToolCallTrace {
+            at,
+            duration,
+            name: record.name.clone(),
+            call_id: record.id.to_string(),
+            category: record.category,
+            outcome,
+        }));
+    }
+}
+
 /// Runs backend calls, announces host calls, and turns bad calls into retries.
 /// A cancel during a custom tool's call (which may wait on a network or a
 /// process) interrupts it and every call after it; the flag says so.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_calls(
     plan: &TurnPlan,
     message_id: &MessageId,
@@ -175,6 +202,7 @@ pub(super) async fn run_calls(
     sink: &EventSink,
     overlay: &mut ScreenshotOverlay,
     cancel: &mut CancelToken,
+    mut trace: Option<&mut TurnTrace>,
 ) -> (Vec<ToolRecord>, Vec<ToolCallId>, bool) {
     let mut records = Vec::with_capacity(calls.len());
     let mut host_calls = Vec::new();
@@ -190,7 +218,9 @@ pub(super) async fn run_calls(
                     error: reason.clone(),
                     segment_index: group_index,
                 }));
-                records.push(retry_record(call, arguments, &reason, plan));
+                let record = retry_record(call, arguments, &reason, plan);
+                traced(&mut trace, None, &record, "invalid");
+                records.push(record);
                 continue;
             }
         };
@@ -224,6 +254,12 @@ pub(super) async fn run_calls(
                     record.status = Some(CallStatus::Failed);
                 }
                 record.output = Some(result.output.clone());
+                traced(
+                    &mut trace,
+                    Some(started),
+                    &record,
+                    call_outcome(result.success),
+                );
                 sink.send(TurnEvent::ToolResult(ToolResultEvent {
                     message_id: message_id.clone(),
                     tool_name: record.name.clone(),
@@ -243,6 +279,7 @@ pub(super) async fn run_calls(
                 };
                 let Some(result) = result else {
                     record.interrupt(CallStatus::Cancelled);
+                    traced(&mut trace, Some(started), &record, "cancelled");
                     records.push(record);
                     records.extend(calls.map(|call| interrupted_record(plan, call)));
                     return (records, host_calls, true);
@@ -260,6 +297,7 @@ pub(super) async fn run_calls(
                     record.status = Some(CallStatus::Failed);
                 }
                 record.output = Some(output.clone());
+                traced(&mut trace, Some(started), &record, call_outcome(success));
                 let invalidates = plan.invalidations.get(&record.name).cloned().or_else(|| {
                     let own = tool.invalidates();
                     (!own.is_empty()).then_some(own)
@@ -273,7 +311,10 @@ pub(super) async fn run_calls(
                     invalidates,
                 }));
             }
-            ToolKind::Host | ToolKind::Hold => host_calls.push(record.id.clone()),
+            ToolKind::Host | ToolKind::Hold => {
+                traced(&mut trace, None, &record, "host");
+                host_calls.push(record.id.clone());
+            }
         }
         records.push(record);
     }

@@ -119,6 +119,7 @@ pub(super) fn runtime_on(
             history: HistoryConfig::default(),
             request_models: Vec::new(),
             attachment_budget: AttachmentBudget::new(64 << 20, 1 << 30),
+            traces: Default::default(),
         },
     })
 }

@@ -161,6 +161,7 @@ impl SessionActor {
             message_id: assistant.id.clone(),
         });
         self.opened(reply, &sink, &assistant, opening);
+        let trace = (self.deps.config.traces).begin(&request, &plan.model_id, request.output_mode);
         let input = TurnInput {
             plan,
             history,
@@ -168,6 +169,7 @@ impl SessionActor {
             sink,
             cancel: token,
             steering: steering_rx,
+            trace,
         };
         self.spawn_turn(turn_id, jobs, input, ctx);
     }
@@ -296,12 +298,23 @@ impl SessionActor {
             mut assistant,
             end,
             steering: late_steering,
+            trace,
         } = output;
         self.late_steering(late_steering, &end, &live);
         let (next, decision, failure) = turn_outcome(&mut assistant, &end, live.output_mode);
         assistant.error_type = failure
             .as_ref()
             .map(|failure| failure.error_type.as_str().to_string());
+        if let Some(trace) = trace {
+            crate::trace::finish(
+                &self.deps.config.traces,
+                &self.deps.store,
+                &self.id,
+                *trace,
+                end.trace_outcome(),
+                failure.as_ref().map(|failure| failure.error_type),
+            );
+        }
         let turn = FinishedTurn {
             live,
             assistant: Arc::new(assistant),
