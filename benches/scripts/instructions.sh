@@ -15,8 +15,8 @@
 # handler of `loadgen bare` for the same load. Runs of one binary agree
 # within about 2 % (the dispatcher's polls and the timers vary from run to
 # run): for a smaller change, compare the functions it touches in the
-# output of `callgrind_annotate --inclusive=yes` instead (KEEP=DIR, a new directory, keeps
-# callgrind's files in DIR).
+# output of `callgrind_annotate --inclusive=yes` instead (KEEP=DIR, a new
+# directory, keeps callgrind's files there).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 binary=${1:?usage: instructions.sh SERVER_BINARY|bare [turns|roundtrips] [PORT]}

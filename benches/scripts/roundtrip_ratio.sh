@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Host action round trips per second against chat turns per second (issue
-# 17, target 4: at least 0.4), side by side: RUNS pairs, each load on a
+# Host action round trips per second against chat turns per second (the
+# goal is at least 0.4), side by side: RUNS pairs, each load on a
 # fresh server, `loadgen turns` then `loadgen roundtrips`, both 50 sessions x
 # 20 x 30 rounds. Prints each pair's ratio and their median. Needs release
 # builds (`cargo build --release --workspace`).
