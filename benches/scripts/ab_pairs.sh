@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Two server builds side by side: RUNS pairs of fresh processes,
-# each warmed up with 50 sessions x 2 turns, then measured with 100 sessions
-# x 10 turns x 40 rounds. The order of the two is swapped every pair: run in
-# a fixed order, pairs were off by a few percent either way. Prints each pair and the medians of B / A for turns per
-# second and for server CPU per turn. Needs release builds.
+# Two server builds side by side: RUNS pairs of fresh processes, each
+# warmed up with 50 sessions x 2 turns, then measured with 100 sessions x 10
+# turns x 40 rounds. The order of the two is swapped every pair: run in a
+# fixed order, pairs were off by a few percent either way. Prints each pair
+# and the medians of B / A for turns per second and for server CPU per turn.
+# Needs release builds.
 #
 # Usage: benches/scripts/ab_pairs.sh BINARY_A BINARY_B [RUNS] [pinned]
 #   pinned: the server on CPU 0 and the load generator on CPU 1 (taskset).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A flame graph of where the server's CPU time goes under the load of issue
-# 17's target 2 (100 sessions x 10 turns x 40 rounds, after a warm-up), or
+# A flame graph of where the server's CPU time goes under the load of
+# bare_ratio.sh (100 sessions x 10 turns x 40 rounds, after a warm-up), or
 # of the bare actix-web handler of `loadgen bare` under the same load, to
 # set the two side by side. Samples with `perf record --call-graph dwarf`
 # (user and kernel stacks), folds and draws them with inferno. The folded

@@ -1,5 +1,5 @@
 # /health latency while N chats with a 1.1 MB tool call (uniqueItems over
-# 70,000 objects: the worst argument check the step budget allows) run at once.
+# 70,000 objects: the worst validation the schema budget allows) run at once.
 # Usage: python3 health_during_big_chats.py PORT [N=2] [ROUNDS=3]
 import json, sys, threading, time, http.client
 PFX = str(time.time()); port = int(sys.argv[1]); n = int(sys.argv[2]) if len(sys.argv) > 2 else 2

@@ -3,19 +3,24 @@
 //! on the message (`IdempotencyMark`). SHA-256, a fixed hash: the digests
 //! are stored, and must read the same in every process and every release.
 
+use actix_web::http::header::HeaderName;
 use actix_web::HttpRequest;
 use actors::contract::ValidationError;
 use actors::conversation::IdempotencyMark;
 use sha2::{Digest, Sha256};
 
 pub const HEADER: &str = "Idempotency-Key";
+/// The same name, made once: looked up by a `&str`, a header name not among
+/// the standard ones is parsed and copied into a new allocation on every
+/// request, though almost none carries it.
+const HEADER_NAME: HeaderName = HeaderName::from_static("idempotency-key");
 /// The longest key taken (the draft leaves it to the server; a UUID is 36).
 const MAX_KEY_CHARS: usize = 255;
 
 /// The request's key, if it sends one: the draft's sf-string
 /// (`"8e03978e-…"`), or the same text unquoted, as many clients send it.
 pub fn key(http: &HttpRequest) -> Result<Option<String>, ValidationError> {
-    let mut values = http.headers().get_all(HEADER);
+    let mut values = http.headers().get_all(&HEADER_NAME);
     let Some(value) = values.next() else {
         return Ok(None);
     };
@@ -102,6 +107,11 @@ mod tests {
             test = test.append_header((HEADER, *value));
         }
         test.to_http_request()
+    }
+
+    #[test]
+    fn the_name_looked_up_is_the_header_named() {
+        assert_eq!(HeaderName::try_from(HEADER).unwrap(), HEADER_NAME);
     }
 
     #[test]
