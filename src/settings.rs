@@ -826,7 +826,7 @@ fn parse_host_tools(key: &str, text: &str) -> Result<Vec<HostToolConfig>, Settin
     };
     let mut parsed = Vec::with_capacity(tools.len());
     for (name, tool) in tools {
-        if !actors::contract::is_valid_action_name(&name) {
+        if !actors::tool_name::is_valid(&name) {
             return Err(bad(
                 key,
                 format!("tool name {name:?} must match ^[A-Za-z0-9_-]{{1,64}}$"),
