@@ -125,7 +125,6 @@ mod tests {
     #[test]
     fn every_documented_operation_has_its_handler_once() {
         let table = route_table();
-        assert_eq!(table.len(), 19, "{table:?}");
         let mut ids = Vec::new();
         for (_, item) in RoutePaths::openapi().paths.paths {
             for (method, operation) in operations(&item) {
@@ -138,6 +137,7 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), count, "two routes share an operation id");
+        assert_eq!(ids.len(), table.len());
         assert!(table.contains(&("delete".into(), "/api/sessions/{session_id}".into())));
     }
 }
