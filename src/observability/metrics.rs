@@ -1,5 +1,5 @@
 //! The Prometheus metrics of `GET /metrics`, on `prometheus-client`: each
-//! metric is one line of [`families!`] (its field, type, name and help),
+//! metric is one line of `families!` (its field, type, name and help),
 //! which declares the field, registers it and so puts it in the exposition
 //! (the Prometheus text format, version 0.0.4). Labels are typed structs;
 //! the labels counted on every request or turn borrow or share their

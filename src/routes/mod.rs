@@ -2,7 +2,7 @@
 //! the `Runtime`, and write back what it answers.
 //!
 //! A route is declared once, by its handler's `#[utoipa::path]` (method,
-//! path, parameters, responses), and listed once, in [`routes!`]. From that
+//! path, parameters, responses), and listed once, in `routes!`. From that
 //! list come both the OpenAPI document's paths and the registration: each
 //! path of the document becomes one actix resource whose methods are the
 //! handlers the document names for it (by operation id, the handler's
