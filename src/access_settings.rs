@@ -75,20 +75,6 @@ pub struct AccessSettings {
     pub cors: CorsSettings,
 }
 
-pub(crate) const ACCESS_KEYS: &[&str] = &[
-    "ACCESS__MODE",
-    "ACCESS__LOCAL_TOKEN",
-    "ACCESS__PRINCIPAL_HEADER",
-    "ACCESS__ROLES_HEADER",
-    "ACCESS__JWT_SECRET",
-    "ACCESS__JWT_PUBLIC_KEYS_PATH",
-    "ACCESS__JWT_ISSUER",
-    "ACCESS__JWT_AUDIENCE",
-    "ACCESS__JWT_ROLES_CLAIM",
-    "ACCESS__CORS_ORIGINS",
-    "ACCESS__CORS_ORIGIN_REGEX",
-];
-
 fn bad(key: &str, message: impl Into<String>) -> SettingsError {
     SettingsError {
         key: key.to_string(),

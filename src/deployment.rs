@@ -13,13 +13,6 @@ use secrecy::SecretString;
 use crate::access::proxies::TrustedProxies;
 use crate::settings_error::SettingsError;
 
-pub(crate) const DEPLOYMENT_KEYS: &[&str] = &[
-    "SERVER__TRUSTED_PROXIES",
-    "METRICS__TOKEN",
-    "DATABASE__SCHEMA",
-    "METRICS__STORED_SESSIONS_INTERVAL_SECONDS",
-];
-
 pub use actors::store::postgres::DEFAULT_SCHEMA;
 
 #[derive(Clone, Debug)]

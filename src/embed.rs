@@ -254,12 +254,7 @@ impl AssistantDefinition {
         let mut taken: Vec<&str> = BackendTool::ALL.iter().map(|tool| tool.name()).collect();
         for tool in &self.extensions.tools {
             let name = tool.name();
-            let valid = !name.is_empty()
-                && name.len() <= 64
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !valid {
+            if !actors::tool_name::is_valid(name) {
                 return Err(EmbedError::ToolName(name.to_string()));
             }
             if taken.contains(&name) {

@@ -4,6 +4,7 @@
 //! pure function of the merged map, and a bad value stops startup with an
 //! error naming the setting.
 
+pub mod declare;
 pub mod near_miss;
 
 pub use crate::settings_error::SettingsError;
@@ -27,8 +28,10 @@ use secrecy::SecretString;
 use crate::mcp::McpServerConfig;
 use serde_json::Value;
 
-use crate::access_settings::{AccessSettings, ACCESS_KEYS};
-use crate::deployment::{DeploymentSettings, DEPLOYMENT_KEYS};
+use crate::access_settings::AccessSettings;
+use crate::deployment::DeploymentSettings;
+
+use declare::{declare_settings, Setting};
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
 const OWNED_PREFIXES: [&str; 11] = [
@@ -45,159 +48,317 @@ const OWNED_PREFIXES: [&str; 11] = [
     "METRICS__",
 ];
 
-const KNOWN_KEYS: &[&str] = &[
-    "SERVER__HOST",
-    "SERVER__PORT",
-    "SERVER__WORKERS",
-    "SERVER__MAX_BODY_BYTES",
-    "SERVER__HEADER_TIMEOUT_SECONDS",
-    "SERVER__BODY_TIMEOUT_SECONDS",
-    "LLM__PRIMARY_MODEL",
-    "LLM__REQUEST_TIMEOUT_SECONDS",
-    "LLM__RETRY_BACKOFF_MS",
-    "LLM__RETRY_MAX_WAIT_SECONDS",
-    "LLM__MAX_EVENT_BYTES",
-    "LLM__SUMMARIZATION_MODEL",
-    "LLM__WORKING_MEMORY_MODEL",
-    "LLM__REQUIRE_USABLE",
-    "TOOLS__HOST_TOOLS",
-    "TOOLS__HOST_TOOLS_PATH",
-    "TOOLS__PAGE_SCOPES",
-    "TOOLS__INVALIDATIONS",
-    "ASSISTANT__MAX_TURNS",
-    "ASSISTANT__THINKING_BUDGET",
-    "ASSISTANT__SYSTEM_PROMPT",
-    "ASSISTANT__PROFILE",
-    "ASSISTANT__BUDGET__TOOL_CALLS",
-    "ASSISTANT__BUDGET__INPUT_TOKENS",
-    "ASSISTANT__BUDGET__OUTPUT_TOKENS",
-    "ASSISTANT__BUDGET__TOTAL_TOKENS",
-    "ASSISTANT__SESSION_IDLE_SECONDS",
-    "ASSISTANT__SESSION_TTL_HOURS",
-    "ASSISTANT__ENABLE_WORKING_MEMORY",
-    "HISTORY__COMPACTION_ENABLED",
-    "HISTORY__TOKEN_BUDGET",
-    "HISTORY__RETAIN_RECENT",
-    "HISTORY__PROTECT_RECENT_TOOL_RESULTS",
-    "HISTORY__MESSAGE_TRUNCATION_LIMIT",
-    "HISTORY__MAX_MEMORY_ENTRIES",
-    "ASSISTANT__REQUEST_MODELS",
-    "ASSISTANT__TURNS_PER_MINUTE",
-    "ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL",
-    "ASSISTANT__MAX_MEMORY_SESSIONS",
-    "DATABASE__URL",
-    "DATABASE__REQUIRED",
-    "DATABASE__POOL_SIZE",
-    "SOCKETIO__PING_INTERVAL_MS",
-    "SOCKETIO__PING_TIMEOUT_MS",
-    "SOCKETIO__MAX_PAYLOAD",
-    "MCP__CALL_TIMEOUT_SECONDS",
-    "SOCKETIO__MAX_SESSIONS_PER_IP",
-    "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
-    "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
-    "TRACES__ENABLED",
-    "TRACES__MAX_PER_SESSION",
-    "TRACES__MAX_BYTES_PER_SESSION",
-];
+/// The README's settings table ends with these: read before `Settings`.
+pub const ALSO_DOCUMENTED: &[Setting] = &[Setting {
+    key: "RUST_LOG",
+    default: "`info`",
+    doc: "log filter",
+}];
 
-/// Settings read outside the owned prefixes.
-const OUTSIDE_KEYS: &[&str] = &[
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "DATABASE_URL",
-    "MCP_CONFIG_PATH",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_SERVICE_NAME",
-];
-
-/// Every setting's name, for the near-miss check.
+/// Every setting's name, for the unknown-key and near-miss checks.
 fn every_key() -> Vec<&'static str> {
-    KNOWN_KEYS
+    SETTINGS
         .iter()
-        .chain(ACCESS_KEYS)
-        .chain(DEPLOYMENT_KEYS)
-        .chain(OUTSIDE_KEYS)
-        .copied()
+        .filter(|setting| setting.is_name())
+        .map(|setting| setting.key)
         .collect()
 }
 
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// Variables that look like a misspelt or borrowed setting name
-    /// (`SERVER_PORT`, `OPENAI_API_BASE`): warned about at startup, a
-    /// startup error with `LLM__REQUIRE_USABLE=true`.
-    pub near_misses: Vec<near_miss::NearMiss>,
-    pub host: String,
-    pub port: u16,
-    /// HTTP worker threads; `None` means one per core.
-    pub workers: Option<NonZeroUsize>,
-    pub max_body_bytes: usize,
-    /// How long a client may take to send a request's head (slowloris).
-    pub header_timeout: Duration,
-    /// How long a client may take to send a request's whole body.
-    pub body_timeout: Duration,
-    pub primary_model: ModelId,
-    /// Whether the primary model was chosen because no provider key was set.
-    pub model_fallback: bool,
-    /// `openai`, `anthropic` and the `LLM__PROVIDERS__<NAME>__*` ones.
-    pub providers: Vec<ProviderConfig>,
-    pub request_timeout: Duration,
-    /// `LLM__RETRY_BACKOFF_MS`, `LLM__RETRY_MAX_WAIT_SECONDS`.
-    pub retry: RetryPolicy,
-    /// `LLM__MAX_EVENT_BYTES`: the largest SSE event a provider may send.
-    pub max_event_bytes: usize,
-    pub host_tools: Vec<HostToolConfig>,
-    pub page_scopes: HashMap<String, Vec<String>>,
-    pub invalidations: HashMap<String, Vec<String>>,
-    pub max_turns: u32,
-    pub thinking_budget: Option<u32>,
-    pub system_prompt: Option<String>,
-    /// `ASSISTANT__PROFILE`, read at startup; `None` is the builtin profile.
-    pub profile: Option<Profile>,
-    pub budget: Budget,
-    pub session_idle: Duration,
-    pub session_ttl_hours: Option<u64>,
-    /// A secret: it may hold the database password.
-    pub database_url: Option<SecretString>,
-    pub database_required: bool,
-    pub database_pool_size: usize,
-    /// `ACCESS__*`: identity mode and CORS.
-    pub access: AccessSettings,
-    /// Models a request's `config.default_model` may name besides the
-    /// configured default (`ASSISTANT__REQUEST_MODELS`).
-    pub request_models: Vec<ModelId>,
-    /// Turns one principal may start per minute; 0: no cap.
-    pub turns_per_minute: u32,
-    /// Sessions one principal may have running a turn at once; 0: no cap.
-    pub live_sessions_per_principal: u32,
-    /// Sessions the in-memory store holds at most; 0: no bound.
-    pub max_memory_sessions: usize,
-    pub ping_interval: Duration,
-    pub ping_timeout: Duration,
-    pub max_payload: usize,
-    /// Compaction and working memory (`HISTORY__*` and friends).
-    pub history: HistoryConfig,
-    /// MCP servers from `MCP_CONFIG_PATH` (default `mcp_servers.json`).
-    pub mcp_servers: Vec<McpServerConfig>,
-    /// `MCP__CALL_TIMEOUT_SECONDS`: the longest an MCP call (or connect) may take.
-    pub mcp_call_timeout: Duration,
-    /// Engine.IO sessions one peer address may hold at once; 0: no cap.
-    pub max_sessions_per_ip: usize,
-    /// `TRACES__ENABLED`: store each turn's trace with its session.
-    pub traces_enabled: bool,
-    /// `TRACES__MAX_PER_SESSION`, `TRACES__MAX_BYTES_PER_SESSION`.
-    pub trace_bounds: actors::store::TraceBounds,
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: export turn spans over OTLP/HTTP to
-    /// `<endpoint>/v1/traces`; unset, nothing is exported.
-    pub otlp_endpoint: Option<String>,
-    /// `OTEL_SERVICE_NAME`, the exported `service.name` (default `assistant-runtime`).
-    pub otel_service_name: String,
-    /// Attachment bytes in flight at once, per session and per process.
-    pub attachment_budget: actors::session::AttachmentBudget,
-    /// Proxies, the metrics token and the database schema (`deployment`).
-    pub deployment: DeploymentSettings,
+declare_settings! {
+    #[derive(Clone, Debug)]
+    pub struct Settings reads (values, get) {
+        pub host: String {
+            "SERVER__HOST" = "`127.0.0.1`": "listen address";
+        } = get("SERVER__HOST").unwrap_or("127.0.0.1").to_string();
+        pub port: u16 {
+            "SERVER__PORT" = "7100": "listen port, 1..65535 (0: any free port)";
+        } = port(get("SERVER__PORT"))?;
+        /// HTTP worker threads; `None` means one per core.
+        pub workers: Option<NonZeroUsize> {
+            "SERVER__WORKERS" = "cores": "HTTP worker threads, at least 1";
+        } = optional(get("SERVER__WORKERS"), "SERVER__WORKERS")?
+            .map(|workers: usize| {
+                NonZeroUsize::new(workers).ok_or_else(|| {
+                    bad("SERVER__WORKERS", "must be at least 1 (unset: one per core)")
+                })
+            })
+            .transpose()?;
+        pub max_body_bytes: usize {
+            "SERVER__MAX_BODY_BYTES" = "64 MiB": "largest request body (attachments may be 12,000,000 characters)";
+        } = number(get("SERVER__MAX_BODY_BYTES"), "SERVER__MAX_BODY_BYTES", 64 * 1024 * 1024)?;
+        /// How long a client may take to send a request's head (slowloris).
+        pub header_timeout: Duration {
+            "SERVER__HEADER_TIMEOUT_SECONDS" = "5": "time to send a request's head";
+        } = Duration::from_secs(positive(
+            get("SERVER__HEADER_TIMEOUT_SECONDS"),
+            "SERVER__HEADER_TIMEOUT_SECONDS",
+            5,
+        )?);
+        /// How long a client may take to send a request's whole body.
+        pub body_timeout: Duration {
+            "SERVER__BODY_TIMEOUT_SECONDS" = "30": "time to send a request's whole body (then 408)";
+        } = Duration::from_secs(positive(
+            get("SERVER__BODY_TIMEOUT_SECONDS"),
+            "SERVER__BODY_TIMEOUT_SECONDS",
+            30,
+        )?);
+        /// `openai`, `anthropic` and the `LLM__PROVIDERS__<NAME>__*` ones.
+        pub providers: Vec<ProviderConfig> {
+            "OPENAI_API_KEY" = "": "OpenAI or any compatible server (vLLM, llama.cpp, Ollama)";
+            "OPENAI_BASE_URL" = "": "the OpenAI-compatible server's API root; `http(s)://host...`";
+            "ANTHROPIC_API_KEY" = "": "Anthropic";
+            "ANTHROPIC_BASE_URL" = "": "Anthropic's API root; `http(s)://host...`";
+            "LLM__PROVIDERS__<NAME>__*" = "": "named providers: `KIND`, `BASE_URL`, `API_KEY`, `HEADERS`, `CA_FILE` (see Named providers)";
+        } = crate::provider_settings::read(values)?;
+        /// A default model whose provider has no key, or a near-miss
+        /// variable name, stops startup instead of a warning.
+        pub require_usable: bool {
+            "LLM__REQUIRE_USABLE" = "false": "a default model whose provider has no key, or a near-miss variable name, stops startup (otherwise a warning, and `/health` 503 for the model)";
+        } = boolean(get("LLM__REQUIRE_USABLE"), "LLM__REQUIRE_USABLE")?;
+        /// Variables that look like a misspelt or borrowed setting name
+        /// (`SERVER_PORT`, `OPENAI_API_BASE`): warned about at startup, a
+        /// startup error with `LLM__REQUIRE_USABLE=true`.
+        pub near_misses: Vec<near_miss::NearMiss> {} = {
+            let near_misses = near_miss::near_misses(values, &every_key());
+            if let (true, Some(near_miss)) = (require_usable, near_misses.first()) {
+                return Err(bad(
+                    &near_miss.key,
+                    format!("{} (LLM__REQUIRE_USABLE is true)", near_miss.sentence()),
+                ));
+            }
+            near_misses
+        };
+        pub primary_model: ModelId {
+            "LLM__PRIMARY_MODEL" = "see below": "default model, `provider:name`";
+        } = {
+            let model = match get("LLM__PRIMARY_MODEL") {
+                Some(text) => primary_model(text, "LLM__PRIMARY_MODEL", &providers)?,
+                None => default_model(&providers).0,
+            };
+            if let (true, Some(problem)) = (require_usable, unusable_model(&model, &providers)) {
+                return Err(bad(
+                    "LLM__PRIMARY_MODEL",
+                    format!("{problem} (LLM__REQUIRE_USABLE is true)"),
+                ));
+            }
+            model
+        };
+        /// Whether the primary model was chosen because no provider key was set.
+        pub model_fallback: bool {} =
+            get("LLM__PRIMARY_MODEL").is_none() && default_model(&providers).1;
+        pub request_timeout: Duration {
+            "LLM__REQUEST_TIMEOUT_SECONDS" = "120": "longest silence from a provider";
+        } = Duration::from_secs(number(
+            get("LLM__REQUEST_TIMEOUT_SECONDS"),
+            "LLM__REQUEST_TIMEOUT_SECONDS",
+            120,
+        )?);
+        pub retry: RetryPolicy {
+            "LLM__RETRY_BACKOFF_MS" = "500": "ceiling of the first jittered backoff before a retry (doubles per retry; see Retries)";
+            "LLM__RETRY_MAX_WAIT_SECONDS" = "30": "longest wait for a provider's `retry-after` (or a backoff); a longer one fails the turn at once";
+        } = retry_policy(&get)?;
+        /// The largest SSE event a provider may send.
+        pub max_event_bytes: usize {
+            "LLM__MAX_EVENT_BYTES" = "8 MiB": "largest SSE event or line a provider may send; more fails the turn as `provider_error`";
+        } = positive(
+            get("LLM__MAX_EVENT_BYTES"),
+            "LLM__MAX_EVENT_BYTES",
+            actors::model::DEFAULT_MAX_EVENT_BYTES,
+        )?;
+        /// Models a request's `config.default_model` may name besides the
+        /// configured default.
+        pub request_models: Vec<ModelId> {
+            "ASSISTANT__REQUEST_MODELS" = "none": "models a request's `config.default_model` may name besides the default";
+        } = request_models(get("ASSISTANT__REQUEST_MODELS"), &providers)?;
+        pub host_tools: Vec<HostToolConfig> {
+            "TOOLS__HOST_TOOLS" = "": "`{\"name\": {\"description\", \"parameters\"}}`: host tools every turn";
+            "TOOLS__HOST_TOOLS_PATH" = "": "a JSON file of the same shape";
+        } = host_tools(get("TOOLS__HOST_TOOLS"), get("TOOLS__HOST_TOOLS_PATH"))?;
+        pub page_scopes: HashMap<String, Vec<String>> {
+            "TOOLS__PAGE_SCOPES" = "": "`{\"view name\": [\"backend tool\", ...]}`; unlisted views get every backend tool";
+        } = json_setting(get("TOOLS__PAGE_SCOPES"), "TOOLS__PAGE_SCOPES")?;
+        pub invalidations: HashMap<String, Vec<String>> {
+            "TOOLS__INVALIDATIONS" = "": "`{\"tool\": [\"what it invalidates\"]}`, echoed in `tool_result.invalidates`";
+        } = json_setting(get("TOOLS__INVALIDATIONS"), "TOOLS__INVALIDATIONS")?;
+        pub max_turns: u32 {
+            "ASSISTANT__MAX_TURNS" = "10": "model requests per turn (a request may lower it)";
+        } = positive(get("ASSISTANT__MAX_TURNS"), "ASSISTANT__MAX_TURNS", 10)?;
+        pub thinking_budget: Option<u32> {
+            "ASSISTANT__THINKING_BUDGET" = "none": "ceiling on thinking tokens";
+        } = optional(get("ASSISTANT__THINKING_BUDGET"), "ASSISTANT__THINKING_BUDGET")?;
+        pub system_prompt: Option<String> {
+            "ASSISTANT__SYSTEM_PROMPT" = "built in": "replaces the system prompt (not with `ASSISTANT__PROFILE`)";
+        } = get("ASSISTANT__SYSTEM_PROMPT").map(str::to_string);
+        /// Read at startup; `None` is the builtin profile.
+        pub profile: Option<Profile> {
+            "ASSISTANT__PROFILE" = "builtin neutral profile": "a directory of markdown parts composed into the system prompt (see Profiles)";
+        } = profile(get("ASSISTANT__PROFILE"), system_prompt.as_deref())?;
+        pub budget: Budget {
+            "ASSISTANT__BUDGET__TOOL_CALLS" = "none": "per-turn ceiling on tool calls";
+            "ASSISTANT__BUDGET__INPUT_TOKENS" = "none": "per-turn ceiling on input tokens";
+            "ASSISTANT__BUDGET__OUTPUT_TOKENS" = "none": "per-turn ceiling on output tokens";
+            "ASSISTANT__BUDGET__TOTAL_TOKENS" = "none": "per-turn ceiling on input and output tokens";
+        } = Budget {
+            tool_calls: optional(get("ASSISTANT__BUDGET__TOOL_CALLS"), "ASSISTANT__BUDGET__TOOL_CALLS")?,
+            input_tokens: optional(get("ASSISTANT__BUDGET__INPUT_TOKENS"), "ASSISTANT__BUDGET__INPUT_TOKENS")?,
+            output_tokens: optional(get("ASSISTANT__BUDGET__OUTPUT_TOKENS"), "ASSISTANT__BUDGET__OUTPUT_TOKENS")?,
+            total_tokens: optional(get("ASSISTANT__BUDGET__TOTAL_TOKENS"), "ASSISTANT__BUDGET__TOTAL_TOKENS")?,
+        };
+        pub session_idle: Duration {
+            "ASSISTANT__SESSION_IDLE_SECONDS" = "0 in memory, 300 with a database": "an idle session actor stops and reloads from the store on its next message (0: a session of one exchange right after its turn, or 100 ms after it while fewer than 256 such sessions are in memory; one waiting for a host result or past its first exchange 500 ms after its last request, so the conversation's next request finds it in memory; one of more than 16 messages 5 seconds, since its reload decodes every message; a session waiting for a host result with a screenshot keeps its actor 5 minutes, since screenshots are never stored)";
+        } = Duration::from_secs(number(
+            get("ASSISTANT__SESSION_IDLE_SECONDS"),
+            "ASSISTANT__SESSION_IDLE_SECONDS",
+            default_idle_seconds(get("DATABASE_URL").or_else(|| get("DATABASE__URL"))),
+        )?);
+        pub session_ttl_hours: Option<u64> {
+            "ASSISTANT__SESSION_TTL_HOURS" = "none": "delete sessions not updated for this long";
+        } = optional(get("ASSISTANT__SESSION_TTL_HOURS"), "ASSISTANT__SESSION_TTL_HOURS")?;
+        /// Compaction and working memory.
+        pub history: HistoryConfig {
+            "HISTORY__COMPACTION_ENABLED" = "true": "fold old exchanges into a summary when the path exceeds the budget";
+            "HISTORY__TOKEN_BUDGET" = "100000": "tokens the replayed path may reach (5,000..500,000; provider-reported count, estimate as a floor: docs/history.md)";
+            "HISTORY__RETAIN_RECENT" = "5": "exchanges always replayed verbatim (1..50)";
+            "HISTORY__PROTECT_RECENT_TOOL_RESULTS" = "3": "the exchanges holding this many newest tool results stay verbatim too";
+            "HISTORY__MESSAGE_TRUNCATION_LIMIT" = "1000": "characters of each message the summarizer reads";
+            "LLM__SUMMARIZATION_MODEL" = "the turn's model": "model that writes summaries";
+            "ASSISTANT__ENABLE_WORKING_MEMORY" = "false": "extract durable facts after each turn; **off by default because it doubles the model calls** (one extra call per completed turn)";
+            "LLM__WORKING_MEMORY_MODEL" = "the turn's model": "model that updates working memory";
+            "HISTORY__MAX_MEMORY_ENTRIES" = "15": "working-memory entries kept (the newest)";
+        } = history(&get, &providers)?;
+        /// Attachment bytes in flight at once, per session and per process.
+        pub attachment_budget: actors::session::AttachmentBudget {
+            "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES" = "64 MiB": "attachment bytes of one session's running turns (then 413)";
+            "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES" = "1 GiB": "attachment bytes of all running turns (then 413)";
+        } = actors::session::AttachmentBudget::new(
+            positive(
+                get("ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES"),
+                "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
+                64 * 1024 * 1024,
+            )?,
+            positive(
+                get("ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES"),
+                "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
+                1024 * 1024 * 1024,
+            )?,
+        );
+        /// `TRACES__ENABLED`: store each turn's trace with its session.
+        pub traces_enabled: bool {
+            "TRACES__ENABLED" = "false": "store each turn's trace with its session (`GET /api/sessions/{id}/traces`); off by default: a trace per turn costs memory per session and a database write per turn";
+        } = boolean(get("TRACES__ENABLED"), "TRACES__ENABLED")?;
+        /// `TRACES__MAX_PER_SESSION`, `TRACES__MAX_BYTES_PER_SESSION`.
+        pub trace_bounds: actors::store::TraceBounds {
+            "TRACES__MAX_PER_SESSION" = "50": "traces kept per session; past it the oldest go first";
+            "TRACES__MAX_BYTES_PER_SESSION" = "524288": "bytes of a session's traces (events and user messages); past it the oldest go first";
+        } = actors::store::TraceBounds {
+            max_traces: positive(get("TRACES__MAX_PER_SESSION"), "TRACES__MAX_PER_SESSION", 50)?,
+            max_bytes: positive(
+                get("TRACES__MAX_BYTES_PER_SESSION"),
+                "TRACES__MAX_BYTES_PER_SESSION",
+                512 * 1024,
+            )?,
+        };
+        /// `OTEL_EXPORTER_OTLP_ENDPOINT`: export turn spans over OTLP/HTTP to
+        /// `<endpoint>/v1/traces`; unset, nothing is exported.
+        pub otlp_endpoint: Option<String> {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" = "none": "export turn spans over OTLP/HTTP protobuf to `<endpoint>/v1/traces` (see Observability)";
+        } = otlp_endpoint(get("OTEL_EXPORTER_OTLP_ENDPOINT"))?;
+        /// `OTEL_SERVICE_NAME`, the exported `service.name`.
+        pub otel_service_name: String {
+            "OTEL_SERVICE_NAME" = "`assistant-runtime`": "the exported `service.name`";
+        } = get("OTEL_SERVICE_NAME").unwrap_or("assistant-runtime").to_string();
+        /// A secret: it may hold the database password.
+        pub database_url: Option<SecretString> {
+            "DATABASE_URL" = "": "PostgreSQL; unset means in memory";
+            "DATABASE__URL" = "": "the same, when `DATABASE_URL` is unset";
+        } = get("DATABASE_URL")
+            .or_else(|| get("DATABASE__URL"))
+            .map(SecretString::from);
+        pub database_required: bool {
+            "DATABASE__REQUIRED" = "false": "fail startup when PostgreSQL is unreachable";
+        } = boolean(get("DATABASE__REQUIRED"), "DATABASE__REQUIRED")?;
+        pub database_pool_size: usize {
+            "DATABASE__POOL_SIZE" = "16": "connections";
+        } = positive(get("DATABASE__POOL_SIZE"), "DATABASE__POOL_SIZE", 16)?;
+        /// Proxies, the metrics token and the database schema (`deployment`).
+        pub deployment: DeploymentSettings {
+            "DATABASE__SCHEMA" = "`assistant_runtime`": "the schema of the runtime's tables (lower-case letters, digits, `_`); created by the migrations. A database of the layout before it (tables in `public`) is moved into it on the first start";
+            "SERVER__TRUSTED_PROXIES" = "none": "CIDRs (comma-separated) of proxies whose `X-Forwarded-For` (else `Forwarded`) is believed: the rightmost hop that is not a trusted proxy is the client, for the per-IP cap and the access log. From any other peer the headers change nothing";
+            "METRICS__TOKEN" = "none": "a bearer token that may read `/metrics` besides an admin";
+            "METRICS__STORED_SESSIONS_INTERVAL_SECONDS" = "30": "how often `assistant_stored_sessions` is recounted (never per scrape)";
+        } = DeploymentSettings::from_map(values)?;
+        /// `ACCESS__*`: identity mode and CORS.
+        pub access: AccessSettings {
+            "ACCESS__MODE" = "`trusted_local` (`host` for an embedding host with an `authenticate` hook)": "who the caller is: `trusted_local` (the local operator, an admin), `header` (set by an authenticating proxy), `jwt` (verified here), `host` (a Rust host's `authenticate` hook, embedding API); see [docs/access.md](docs/access.md)";
+            "ACCESS__LOCAL_TOKEN" = "none": "`trusted_local`: required as `Authorization: Bearer` / socket `auth.token`";
+            "ACCESS__PRINCIPAL_HEADER" = "`X-Assistant-Principal`": "`header` mode: the principal";
+            "ACCESS__ROLES_HEADER" = "`X-Assistant-Roles`": "`header` mode: the principal's comma-separated roles (`admin` administers)";
+            "ACCESS__JWT_SECRET" = "": "`jwt` mode: an HS256 secret (or `ACCESS__JWT_PUBLIC_KEYS_PATH`)";
+            "ACCESS__JWT_PUBLIC_KEYS_PATH" = "": "`jwt` mode: a JWKS file (RS256, ES256, EdDSA)";
+            "ACCESS__JWT_ISSUER" = "none": "`jwt` mode: the `iss` a token must carry (as a string)";
+            "ACCESS__JWT_AUDIENCE" = "none": "`jwt` mode: the `aud` a token must carry (as a string)";
+            "ACCESS__JWT_ROLES_CLAIM" = "`roles`": "`jwt` mode: the claim holding roles";
+            "ACCESS__CORS_ORIGINS" = "none": "exact browser origins (`scheme://host[:port]`), comma-separated; `*`: any origin, without credentials. For HTTP, AG-UI and Socket.IO";
+            "ACCESS__CORS_ORIGIN_REGEX" = "localhost, 127.0.0.1, [::1], any port": "origins matching it are allowed too; empty: none";
+        } = AccessSettings::from_map(values)?;
+        /// Turns one principal may start per minute; 0: no cap.
+        pub turns_per_minute: u32 {
+            "ASSISTANT__TURNS_PER_MINUTE" = "60": "per principal (admins exempt); over it: 429 + `Retry-After`; 0: no cap";
+        } = number(get("ASSISTANT__TURNS_PER_MINUTE"), "ASSISTANT__TURNS_PER_MINUTE", 60)?;
+        /// Sessions one principal may have running a turn at once; 0: no cap.
+        pub live_sessions_per_principal: u32 {
+            "ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL" = "8": "sessions with a request in flight, per principal (admins exempt); 0: no cap";
+        } = number(
+            get("ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL"),
+            "ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL",
+            8,
+        )?;
+        /// Sessions the in-memory store holds at most; 0: no bound.
+        pub max_memory_sessions: usize {
+            "ASSISTANT__MAX_MEMORY_SESSIONS" = "100000": "in-memory store bound; the least recently written idle session is evicted; 0: none";
+        } = number(
+            get("ASSISTANT__MAX_MEMORY_SESSIONS"),
+            "ASSISTANT__MAX_MEMORY_SESSIONS",
+            100_000,
+        )?;
+        pub ping_interval: Duration {
+            "SOCKETIO__PING_INTERVAL_MS" = "25000": "Engine.IO handshake `pingInterval`";
+        } = Duration::from_millis(positive(
+            get("SOCKETIO__PING_INTERVAL_MS"),
+            "SOCKETIO__PING_INTERVAL_MS",
+            25_000,
+        )?);
+        pub ping_timeout: Duration {
+            "SOCKETIO__PING_TIMEOUT_MS" = "20000": "Engine.IO handshake `pingTimeout`";
+        } = Duration::from_millis(positive(
+            get("SOCKETIO__PING_TIMEOUT_MS"),
+            "SOCKETIO__PING_TIMEOUT_MS",
+            20_000,
+        )?);
+        pub max_payload: usize {
+            "SOCKETIO__MAX_PAYLOAD" = "1000000": "Engine.IO handshake `maxPayload`";
+        } = positive(get("SOCKETIO__MAX_PAYLOAD"), "SOCKETIO__MAX_PAYLOAD", 1_000_000)?;
+        /// Engine.IO sessions one peer address may hold at once; 0: no cap.
+        pub max_sessions_per_ip: usize {
+            "SOCKETIO__MAX_SESSIONS_PER_IP" = "1000": "Engine.IO sessions one client address may hold (then 429); 0: no cap. Behind a proxy, set `SERVER__TRUSTED_PROXIES`, or all clients share its address";
+        } = number(
+            get("SOCKETIO__MAX_SESSIONS_PER_IP"),
+            "SOCKETIO__MAX_SESSIONS_PER_IP",
+            1_000,
+        )?;
+        /// MCP servers from `MCP_CONFIG_PATH` (default `mcp_servers.json`).
+        pub mcp_servers: Vec<McpServerConfig> {
+            "MCP_CONFIG_PATH" = "`mcp_servers.json` (may be missing)": "MCP servers, see MCP tools; a path set explicitly must exist";
+        } = mcp_servers(get("MCP_CONFIG_PATH"))?;
+        /// The longest an MCP call (or connect) may take.
+        pub mcp_call_timeout: Duration {
+            "MCP__CALL_TIMEOUT_SECONDS" = "30": "longest an MCP call (or connect) may take";
+        } = Duration::from_secs(positive(
+            get("MCP__CALL_TIMEOUT_SECONDS"),
+            "MCP__CALL_TIMEOUT_SECONDS",
+            30,
+        )?);
+    }
 }
 
 fn bad(key: &str, message: impl Into<String>) -> SettingsError {
@@ -257,211 +418,38 @@ impl Settings {
             }
         }
         let get = |key: &str| {
+            debug_assert!(
+                every_key.contains(&key),
+                "{key} is read but not declared in Settings"
+            );
             values
                 .get(key)
                 .map(|value| value.trim())
                 .filter(|value| !value.is_empty())
         };
-        let require_usable = boolean(get("LLM__REQUIRE_USABLE"), "LLM__REQUIRE_USABLE")?;
-        let near_misses = near_miss::near_misses(values, &every_key);
-        if let (true, Some(near_miss)) = (require_usable, near_misses.first()) {
-            return Err(bad(
-                &near_miss.key,
-                format!("{} (LLM__REQUIRE_USABLE is true)", near_miss.sentence()),
-            ));
-        }
-        let providers = crate::provider_settings::read(values)?;
-        let (primary_model, model_fallback) = match get("LLM__PRIMARY_MODEL") {
-            Some(text) => (
-                primary_model(text, "LLM__PRIMARY_MODEL", &providers)?,
-                false,
-            ),
-            None => default_model(&providers),
-        };
-        if let Some(problem) = unusable_model(&primary_model, &providers) {
-            if require_usable {
-                return Err(bad(
-                    "LLM__PRIMARY_MODEL",
-                    format!("{problem} (LLM__REQUIRE_USABLE is true)"),
-                ));
-            }
-        }
-        let request_models = request_models(get("ASSISTANT__REQUEST_MODELS"), &providers)?;
-        let history = history(&get, &providers)?;
-        let mut host_tools = match get("TOOLS__HOST_TOOLS") {
-            Some(text) => parse_host_tools("TOOLS__HOST_TOOLS", text)?,
-            None => Vec::new(),
-        };
-        if let Some(path) = get("TOOLS__HOST_TOOLS_PATH") {
-            let text = std::fs::read_to_string(path).map_err(|error| {
-                bad(
-                    "TOOLS__HOST_TOOLS_PATH",
-                    format!("cannot read {path}: {error}"),
-                )
-            })?;
-            host_tools.extend(parse_host_tools("TOOLS__HOST_TOOLS_PATH", &text)?);
-        }
-        Ok(Settings {
-            near_misses,
-            host: get("SERVER__HOST").unwrap_or("127.0.0.1").to_string(),
-            port: port(get("SERVER__PORT"))?,
-            workers: optional(get("SERVER__WORKERS"), "SERVER__WORKERS")?
-                .map(|workers: usize| {
-                    NonZeroUsize::new(workers).ok_or_else(|| {
-                        bad(
-                            "SERVER__WORKERS",
-                            "must be at least 1 (unset: one per core)",
-                        )
-                    })
-                })
-                .transpose()?,
-            max_body_bytes: number(
-                get("SERVER__MAX_BODY_BYTES"),
-                "SERVER__MAX_BODY_BYTES",
-                64 * 1024 * 1024,
-            )?,
-            header_timeout: Duration::from_secs(positive(
-                get("SERVER__HEADER_TIMEOUT_SECONDS"),
-                "SERVER__HEADER_TIMEOUT_SECONDS",
-                5,
-            )?),
-            body_timeout: Duration::from_secs(positive(
-                get("SERVER__BODY_TIMEOUT_SECONDS"),
-                "SERVER__BODY_TIMEOUT_SECONDS",
-                30,
-            )?),
-            primary_model,
-            model_fallback,
-            providers,
-            request_timeout: Duration::from_secs(number(
-                get("LLM__REQUEST_TIMEOUT_SECONDS"),
-                "LLM__REQUEST_TIMEOUT_SECONDS",
-                120,
-            )?),
-            retry: retry_policy(&get)?,
-            max_event_bytes: positive(
-                get("LLM__MAX_EVENT_BYTES"),
-                "LLM__MAX_EVENT_BYTES",
-                actors::model::DEFAULT_MAX_EVENT_BYTES,
-            )?,
-            host_tools,
-            page_scopes: json_setting(get("TOOLS__PAGE_SCOPES"), "TOOLS__PAGE_SCOPES")?,
-            invalidations: json_setting(get("TOOLS__INVALIDATIONS"), "TOOLS__INVALIDATIONS")?,
-            max_turns: positive(get("ASSISTANT__MAX_TURNS"), "ASSISTANT__MAX_TURNS", 10)?,
-            thinking_budget: optional(
-                get("ASSISTANT__THINKING_BUDGET"),
-                "ASSISTANT__THINKING_BUDGET",
-            )?,
-            system_prompt: get("ASSISTANT__SYSTEM_PROMPT").map(str::to_string),
-            profile: profile(get("ASSISTANT__PROFILE"), get("ASSISTANT__SYSTEM_PROMPT"))?,
-            budget: Budget {
-                tool_calls: optional(
-                    get("ASSISTANT__BUDGET__TOOL_CALLS"),
-                    "ASSISTANT__BUDGET__TOOL_CALLS",
-                )?,
-                input_tokens: optional(
-                    get("ASSISTANT__BUDGET__INPUT_TOKENS"),
-                    "ASSISTANT__BUDGET__INPUT_TOKENS",
-                )?,
-                output_tokens: optional(
-                    get("ASSISTANT__BUDGET__OUTPUT_TOKENS"),
-                    "ASSISTANT__BUDGET__OUTPUT_TOKENS",
-                )?,
-                total_tokens: optional(
-                    get("ASSISTANT__BUDGET__TOTAL_TOKENS"),
-                    "ASSISTANT__BUDGET__TOTAL_TOKENS",
-                )?,
-            },
-            session_idle: Duration::from_secs(number(
-                get("ASSISTANT__SESSION_IDLE_SECONDS"),
-                "ASSISTANT__SESSION_IDLE_SECONDS",
-                default_idle_seconds(get("DATABASE_URL").or_else(|| get("DATABASE__URL"))),
-            )?),
-            session_ttl_hours: optional(
-                get("ASSISTANT__SESSION_TTL_HOURS"),
-                "ASSISTANT__SESSION_TTL_HOURS",
-            )?,
-            database_url: get("DATABASE_URL")
-                .or_else(|| get("DATABASE__URL"))
-                .map(SecretString::from),
-            database_required: boolean(get("DATABASE__REQUIRED"), "DATABASE__REQUIRED")?,
-            database_pool_size: positive(get("DATABASE__POOL_SIZE"), "DATABASE__POOL_SIZE", 16)?,
-            access: AccessSettings::from_map(values)?,
-            request_models,
-            turns_per_minute: number(
-                get("ASSISTANT__TURNS_PER_MINUTE"),
-                "ASSISTANT__TURNS_PER_MINUTE",
-                60,
-            )?,
-            live_sessions_per_principal: number(
-                get("ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL"),
-                "ASSISTANT__LIVE_SESSIONS_PER_PRINCIPAL",
-                8,
-            )?,
-            max_memory_sessions: number(
-                get("ASSISTANT__MAX_MEMORY_SESSIONS"),
-                "ASSISTANT__MAX_MEMORY_SESSIONS",
-                100_000,
-            )?,
-            ping_interval: Duration::from_millis(positive(
-                get("SOCKETIO__PING_INTERVAL_MS"),
-                "SOCKETIO__PING_INTERVAL_MS",
-                25_000,
-            )?),
-            ping_timeout: Duration::from_millis(positive(
-                get("SOCKETIO__PING_TIMEOUT_MS"),
-                "SOCKETIO__PING_TIMEOUT_MS",
-                20_000,
-            )?),
-            max_payload: positive(
-                get("SOCKETIO__MAX_PAYLOAD"),
-                "SOCKETIO__MAX_PAYLOAD",
-                1_000_000,
-            )?,
-            history,
-            mcp_servers: mcp_servers(get("MCP_CONFIG_PATH"))?,
-            mcp_call_timeout: Duration::from_secs(positive(
-                get("MCP__CALL_TIMEOUT_SECONDS"),
-                "MCP__CALL_TIMEOUT_SECONDS",
-                30,
-            )?),
-            max_sessions_per_ip: number(
-                get("SOCKETIO__MAX_SESSIONS_PER_IP"),
-                "SOCKETIO__MAX_SESSIONS_PER_IP",
-                1_000,
-            )?,
-            attachment_budget: actors::session::AttachmentBudget::new(
-                positive(
-                    get("ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES"),
-                    "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",
-                    64 * 1024 * 1024,
-                )?,
-                positive(
-                    get("ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES"),
-                    "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES",
-                    1024 * 1024 * 1024,
-                )?,
-            ),
-            traces_enabled: boolean(get("TRACES__ENABLED"), "TRACES__ENABLED")?,
-            trace_bounds: actors::store::TraceBounds {
-                max_traces: positive(
-                    get("TRACES__MAX_PER_SESSION"),
-                    "TRACES__MAX_PER_SESSION",
-                    50,
-                )?,
-                max_bytes: positive(
-                    get("TRACES__MAX_BYTES_PER_SESSION"),
-                    "TRACES__MAX_BYTES_PER_SESSION",
-                    512 * 1024,
-                )?,
-            },
-            otlp_endpoint: otlp_endpoint(get("OTEL_EXPORTER_OTLP_ENDPOINT"))?,
-            otel_service_name: get("OTEL_SERVICE_NAME")
-                .unwrap_or("assistant-runtime")
-                .to_string(),
-            deployment: DeploymentSettings::from_map(values)?,
-        })
+        Settings::read(values, &get)
     }
+}
+
+/// `TOOLS__HOST_TOOLS`, then those of `TOOLS__HOST_TOOLS_PATH`.
+fn host_tools(
+    inline: Option<&str>,
+    path: Option<&str>,
+) -> Result<Vec<HostToolConfig>, SettingsError> {
+    let mut host_tools = match inline {
+        Some(text) => parse_host_tools("TOOLS__HOST_TOOLS", text)?,
+        None => Vec::new(),
+    };
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            bad(
+                "TOOLS__HOST_TOOLS_PATH",
+                format!("cannot read {path}: {error}"),
+            )
+        })?;
+        host_tools.extend(parse_host_tools("TOOLS__HOST_TOOLS_PATH", &text)?);
+    }
+    Ok(host_tools)
 }
 
 /// `HISTORY__*`, `LLM__SUMMARIZATION_MODEL`, `ASSISTANT__ENABLE_WORKING_MEMORY`
@@ -865,7 +853,7 @@ fn parse_host_tools(key: &str, text: &str) -> Result<Vec<HostToolConfig>, Settin
     };
     let mut parsed = Vec::with_capacity(tools.len());
     for (name, tool) in tools {
-        if !actors::contract::is_valid_action_name(&name) {
+        if !actors::tool_name::is_valid(&name) {
             return Err(bad(
                 key,
                 format!("tool name {name:?} must match ^[A-Za-z0-9_-]{{1,64}}$"),
@@ -912,6 +900,57 @@ mod tests {
                 .map(|(key, value)| (key.to_string(), value.to_string()))
                 .collect(),
         )
+    }
+
+    /// README.md's settings table is the declaration's: between the
+    /// marker comment and the first line after the table. With
+    /// `UPDATE_README=1` the test writes it instead.
+    #[test]
+    fn the_readme_table_is_the_declaration() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let readme = std::fs::read_to_string(&path).expect("README.md");
+        let marker = "<!-- The settings table is written from src/settings.rs";
+        let start = readme
+            .find(marker)
+            .expect("the settings marker in README.md");
+        let start = start + readme[start..].find('\n').expect("marker line") + 1;
+        let length = readme[start..]
+            .lines()
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| line.len() + 1)
+            .sum::<usize>();
+        let all: Vec<Setting> = SETTINGS.iter().chain(ALSO_DOCUMENTED).copied().collect();
+        let table = declare::readme_table(&all);
+        if std::env::var_os("UPDATE_README").is_some() {
+            let updated = format!("{}{table}{}", &readme[..start], &readme[start + length..]);
+            std::fs::write(&path, updated).expect("write README.md");
+            return;
+        }
+        assert_eq!(
+            readme[start..start + length],
+            table,
+            "README.md's settings table differs from the declaration \
+             (UPDATE_README=1 cargo test --lib the_readme_table_is_the_declaration rewrites it)"
+        );
+    }
+
+    #[test]
+    fn every_declared_name_is_known_and_its_blank_value_is_the_default() {
+        let names = every_key();
+        assert!(names.len() >= 70, "{names:?}");
+        for name in &names {
+            assert!(
+                OWNED_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+                    || !name.contains("__"),
+                "{name}"
+            );
+            // A blank value reads as unset, so every setting parses.
+            settings(&[(name, "")]).unwrap_or_else(|error| panic!("{name}: {error}"));
+        }
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "a setting is declared twice");
     }
 
     #[test]

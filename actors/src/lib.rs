@@ -17,6 +17,7 @@
 //! - `bounded_cache`: values made once from repeated host input (schemas, contexts).
 //! - `offload`: large parsing and decoding moved to the blocking pool.
 //! - `text`: joining strings without collecting them first.
+//! - `tool_name`: the one rule for a tool's name.
 //! - `store`: the store trait with memory and Postgres implementations.
 //! - `trace`: per-turn traces with their timings, stored and exported.
 
@@ -35,6 +36,7 @@ pub mod schema;
 pub mod session;
 pub mod store;
 mod text;
+pub mod tool_name;
 pub mod tools;
 pub mod trace;
 pub mod turn;

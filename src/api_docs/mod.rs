@@ -31,9 +31,9 @@ window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", deepL
 </html>
 "##;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/docs").get(docs))
-        .service(web::resource("/docs/swagger-ui-bundle.js").get(bundle_js))
+/// The docs page's assets; the page, `GET /docs`, is a route of `routes!`.
+pub fn configure_assets(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/docs/swagger-ui-bundle.js").get(bundle_js))
         .service(web::resource("/docs/swagger-ui.css").get(style_css));
 }
 

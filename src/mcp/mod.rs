@@ -57,8 +57,8 @@ pub async fn connect_all(
         for tool in listed {
             let full_name = format!("{name}_{}", tool.name);
             let parameters = Value::Object((*tool.input_schema).clone());
-            let problem = if !valid_tool_name(&full_name) {
-                Some("the name is not 1..64 letters, digits, '_' or '-'")
+            let problem = if !actors::tool_name::is_valid(&full_name) {
+                Some("the name is not 1 to 64 of A-Z, a-z, 0-9, _ and -")
             } else if taken.contains(&full_name) {
                 Some("another tool has this name")
             } else if !is_valid_schema(&parameters) {
@@ -100,13 +100,4 @@ fn report(name: &str, transport: &str, outcome: Result<(), &str>, tools: &[Strin
         "tools": tools,
         "error": outcome.err(),
     })
-}
-
-/// What OpenAI and Anthropic accept as a tool name.
-fn valid_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }

@@ -18,10 +18,9 @@ const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 const CLIENT_JS: &str = include_str!("assets/assistant-client.js");
 
-/// The playground's routes, part of the route table (`routes::configure`).
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/").get(index))
-        .service(web::resource("/playground/app.js").get(app_js))
+/// The playground's assets; its page, `GET /`, is a route of `routes!`.
+pub fn configure_assets(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/playground/app.js").get(app_js))
         .service(web::resource("/playground/style.css").get(style_css))
         .service(web::resource("/playground/assistant-client.js").get(client_js));
 }

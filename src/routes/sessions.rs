@@ -11,6 +11,20 @@ use crate::errors::{ApiError, ErrorBody};
 use actors::session::SessionInfo;
 use actors::store::{SessionSummary, StoredTrace};
 
+/// What every route about one stored session may answer besides its own
+/// success (the access refusals are added to every `/api/` route by
+/// `openapi::with_access`).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Only describes the responses for the document.
+pub enum SessionRefusals {
+    #[response(status = 404, description = "Unknown session")]
+    Unknown(ErrorBody),
+    #[response(status = 422, description = "Bad session id")]
+    BadId(ErrorBody),
+    #[response(status = 503, description = "Database unreachable")]
+    Unavailable(ErrorBody),
+}
+
 /// The most sessions one page returns.
 const MAX_PAGE: u32 = 500;
 
@@ -69,9 +83,7 @@ pub async fn list(
 
 #[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
     responses((status = 200, description = "The session, with its pending action", body = SessionInfo),
-        (status = 404, description = "Unknown session", body = ErrorBody),
-        (status = 422, description = "Bad session id", body = ErrorBody),
-        (status = 503, description = "Database unreachable", body = ErrorBody)))]
+        SessionRefusals))]
 pub async fn info(
     Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
@@ -89,9 +101,7 @@ pub struct Leaf {
     params(("session_id" = String, Path, description = "1..64 characters"),
            ("leaf_id" = Option<String>, Query, description = "Default: the active leaf")),
     responses((status = 200, description = "Root-to-leaf path of stored messages (docs/protocol.md)", body = Vec<Object>),
-        (status = 404, description = "Unknown session", body = ErrorBody),
-        (status = 422, description = "Bad session id", body = ErrorBody),
-        (status = 503, description = "Database unreachable", body = ErrorBody)))]
+        SessionRefusals))]
 pub async fn messages(
     Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
@@ -112,9 +122,7 @@ pub async fn messages(
 
 #[utoipa::path(get, path = "/api/sessions/{session_id}/tree", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
     responses((status = 200, description = "Every stored message, each with parent_id", body = Vec<Object>),
-        (status = 404, description = "Unknown session", body = ErrorBody),
-        (status = 422, description = "Bad session id", body = ErrorBody),
-        (status = 503, description = "Database unreachable", body = ErrorBody)))]
+        SessionRefusals))]
 pub async fn tree(
     Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
@@ -152,9 +160,7 @@ pub async fn traces(
 
 #[utoipa::path(post, path = "/api/sessions/{session_id}/repair", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
     responses((status = 200, description = "The session after resolving unresolved calls as unknown", body = SessionInfo),
-        (status = 404, description = "Unknown session", body = ErrorBody),
-        (status = 422, description = "Bad session id", body = ErrorBody),
-        (status = 503, description = "Database unreachable", body = ErrorBody)))]
+        SessionRefusals))]
 pub async fn repair(
     req: HttpRequest,
     Authenticated(caller): Authenticated,
@@ -174,9 +180,7 @@ pub struct Deleted {
 
 #[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "1..64 characters")),
     responses((status = 200, description = "Deleted", body = Deleted),
-        (status = 404, description = "Unknown session", body = ErrorBody),
-        (status = 422, description = "Bad session id", body = ErrorBody),
-        (status = 503, description = "Database unreachable", body = ErrorBody)))]
+        SessionRefusals))]
 pub async fn delete(
     Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,

@@ -23,8 +23,6 @@ pub const MAX_ACTIONS: usize = 32;
 pub const MAX_ATTACHMENTS: usize = 16;
 /// view.data + view.state + extensions, serialised as compact JSON, together.
 pub const MAX_CONTEXT_JSON_CHARS: usize = 32_000;
-/// The longest action name (tool-name rules).
-pub const MAX_ACTION_NAME_CHARS: usize = 64;
 /// The longest `host.name`.
 pub const MAX_HOST_NAME_CHARS: usize = 64;
 /// The longest `host.version`.
@@ -445,14 +443,6 @@ impl std::io::Write for CharCounter {
     }
 }
 
-/// Whether `name` follows the tool-name rules: `^[A-Za-z0-9_-]{1,64}$`.
-pub fn is_valid_action_name(name: &str) -> bool {
-    (1..=MAX_ACTION_NAME_CHARS).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
 fn supported_version() -> u32 {
     HostContext::SUPPORTED_VERSION
 }
@@ -551,13 +541,10 @@ fn parse_action(value: &Value, path: &str) -> Result<HostAction, ValidationError
     let fields = Fields::read(value, path, ACTION_FIELDS)?;
     fields.reject_null(&["parameters"])?;
     let name = fields.required_str("name")?;
-    if !is_valid_action_name(name) {
+    if !crate::tool_name::is_valid(name) {
         return Err(fields.error(
             "name",
-            format!(
-                "{} must be 1 to {MAX_ACTION_NAME_CHARS} of A-Z, a-z, 0-9, _ and -",
-                quoted(name)
-            ),
+            format!("{} must be {}", quoted(name), crate::tool_name::RULE),
         ));
     }
     let description = fields.required_non_empty_str("description")?;
@@ -790,17 +777,6 @@ pub(crate) mod tests {
         let filler = "x".repeat(MAX_CONTEXT_JSON_CHARS - 7);
         let wire = json!({"extensions": {"k": filler}});
         assert!(HostContext::parse(&wire, "host_context").is_err());
-    }
-
-    #[test]
-    fn action_names_follow_the_tool_name_rules() {
-        assert!(is_valid_action_name("select_issue-2"));
-        assert!(is_valid_action_name(&"a".repeat(64)));
-        assert!(!is_valid_action_name(&"a".repeat(65)));
-        assert!(!is_valid_action_name(""));
-        assert!(!is_valid_action_name("has space"));
-        assert!(!is_valid_action_name("dot.name"));
-        assert!(!is_valid_action_name("ünïcode"));
     }
 
     #[test]

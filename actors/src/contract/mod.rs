@@ -30,7 +30,7 @@ pub use body::{
 pub use depth::MAX_JSON_DEPTH;
 pub use error::ValidationError;
 pub use host_context::{
-    is_valid_action_name, HostAction, HostContext, HostInfo, HostKind, NavigationTarget, View,
-    MAX_ACTIONS, MAX_ATTACHMENTS, MAX_CONTEXT_JSON_CHARS, MAX_NAVIGATION_TARGETS,
+    HostAction, HostContext, HostInfo, HostKind, NavigationTarget, View, MAX_ACTIONS,
+    MAX_ATTACHMENTS, MAX_CONTEXT_JSON_CHARS, MAX_NAVIGATION_TARGETS,
 };
 pub use join::{CancelRequest, JoinRequest};

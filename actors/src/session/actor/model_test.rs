@@ -208,6 +208,7 @@ fn process(store: &Arc<MemoryStore>, model: &Arc<PlannedModel>) -> Runtime {
             history: HistoryConfig::default(),
             request_models: Vec::new(),
             attachment_budget: AttachmentBudget::new(64 << 20, 1 << 30),
+            traces: Default::default(),
         },
     })
 }
