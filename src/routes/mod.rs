@@ -115,6 +115,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         }
         cfg.service(resource);
     }
+    cfg.app_data(web::Data::new(
+        openapi::Document::new(RoutePaths::openapi()),
+    ));
     cfg.configure(playground::configure_assets)
         .configure(api_docs::configure_assets);
 }

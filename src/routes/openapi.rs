@@ -10,7 +10,7 @@ use utoipa::OpenApi;
 
 use crate::errors::ErrorBody;
 use crate::mount_prefix::MountPrefix;
-use crate::routes::{chat, RoutePaths};
+use crate::routes::chat;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -23,11 +23,22 @@ use crate::routes::{chat, RoutePaths};
 )]
 pub struct ApiDoc;
 
-/// The document as JSON, with the answers every authenticated route shares
-/// (`with_access`).
-pub fn document() -> Value {
+/// The document as JSON, made once when the routes are configured and
+/// served from the app's data: `routes` is every route's path item (from
+/// `routes!`, which lists this module's handler too, so it is passed in
+/// rather than imported), completed with the answers every authenticated
+/// route shares (`with_access`).
+pub struct Document(Value);
+
+impl Document {
+    pub fn new(routes: utoipa::openapi::OpenApi) -> Self {
+        Document(document(routes))
+    }
+}
+
+fn document(routes: utoipa::openapi::OpenApi) -> Value {
     let mut api = ApiDoc::openapi();
-    api.merge(RoutePaths::openapi());
+    api.merge(routes);
     let mut document = serde_json::to_value(api).unwrap_or(Value::Null);
     with_access(&mut document);
     document
@@ -88,8 +99,11 @@ fn with_access(document: &mut Value) {
 
 #[utoipa::path(get, path = "/openapi.json", tag = "docs",
     responses((status = 200, description = "This OpenAPI document", body = Object)))]
-pub async fn openapi(prefix: Option<web::Data<MountPrefix>>) -> HttpResponse {
-    let mut document = document();
+pub async fn openapi(
+    document: web::Data<Document>,
+    prefix: Option<web::Data<MountPrefix>>,
+) -> HttpResponse {
+    let mut document = document.0.clone();
     if let Some(prefix) = prefix.filter(|prefix| !prefix.as_str().is_empty()) {
         // Mounted in a host's app: every path is relative to the prefix.
         document["servers"] = json!([{"url": prefix.as_str()}]);

@@ -18,6 +18,7 @@ const CORE_LAYERS: &[&[&str]] = &[
     &[
         "ids",
         "clock",
+        "tool_name",
         "text",
         "error_type",
         "bounded_cache",
