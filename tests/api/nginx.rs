@@ -575,9 +575,16 @@ fn keyed_chat(nginx: &Nginx, key: &str, body: &Value) -> reqwest::RequestBuilder
         .body(body.to_string())
 }
 
-/// The process serving `session` behind nginx, from its access log.
-fn serving(nginx: &Nginx, processes: &[ServerProcess], session: &str) -> usize {
-    let routes = nginx.routes();
+/// The process serving `session` behind nginx, from its access log (nginx
+/// writes a request's line after its response, so a busy machine may show
+/// the reply before the line: it is waited for).
+async fn serving(nginx: &Nginx, processes: &[ServerProcess], session: &str) -> usize {
+    let deadline = Instant::now() + LOG_DEADLINE;
+    let mut routes = nginx.routes();
+    while Instant::now() < deadline && !routes.contains_key(session) {
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        routes = nginx.routes();
+    }
     let upstream = routes
         .get(session)
         .and_then(|served| served.iter().next())
@@ -605,7 +612,7 @@ async fn a_resend_with_its_idempotency_key_gets_the_answer_after_a_kill() {
         .await
         .expect("warm");
     assert_eq!(response.status(), 200);
-    let victim = serving(&nginx, &processes, session);
+    let victim = serving(&nginx, &processes, session).await;
 
     let body = json!({"id": "m1", "session_id": session,
                       "content": "slow 400\nsay one two three four five"});
