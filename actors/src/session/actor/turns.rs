@@ -147,8 +147,7 @@ impl SessionActor {
         let plan = self.turn_plan(&request, model_id, model);
         let (cancel, token) = CancelHandle::new();
         let (steering_tx, steering_rx) = steering_queue(MAX_QUEUED_STEERING);
-        self.next_turn_id += 1;
-        let turn_id = self.next_turn_id;
+        let turn_id = self.next_turn_id();
         self.phase = Phase::Running(LiveTurn {
             id: turn_id,
             cancel,
@@ -161,17 +160,22 @@ impl SessionActor {
             message_id: assistant.id.clone(),
         });
         self.opened(reply, &sink, &assistant, opening);
-        let trace = (self.deps.config.traces).begin(&request, &plan.model_id, request.output_mode);
         let input = TurnInput {
+            trace: (self.deps.config.traces).begin(&request, &plan.model_id, request.output_mode),
             plan,
             history,
             assistant,
             sink,
             cancel: token,
             steering: steering_rx,
-            trace,
         };
         self.spawn_turn(turn_id, jobs, input, ctx);
+    }
+
+    /// The id of the turn about to start.
+    fn next_turn_id(&mut self) -> u64 {
+        self.next_turn_id += 1;
+        self.next_turn_id
     }
 
     /// A turn is live: its request is answered, and its stream opens.
