@@ -534,9 +534,11 @@ async fn delete_sessions(
 }
 
 /// Inserts a trace and drops the session's oldest past `bounds`, in one
-/// statement: the `DELETE` reads the rows as they were before the insert, so
-/// it keeps at most `max_traces - 1` of them and leaves room for the new
-/// row's bytes (the new row itself is never dropped).
+/// statement. A trace of a session deleted meanwhile (the write runs after
+/// the turn's final response) is not inserted: there is no foreign key, and
+/// nothing else would remove it. The `DELETE` reads the rows as they were
+/// before the insert, so it keeps at most `max_traces - 1` of them and leaves
+/// room for the new row's bytes (the new row itself is never dropped).
 async fn save_trace(
     client: &Object,
     trace: &StoredTrace,
@@ -547,7 +549,8 @@ async fn save_trace(
             "WITH inserted AS (
                  INSERT INTO traces (session_id, id, events, n_bytes, user_message,
                                      is_continuation, duration_ms, created_at)
-                 VALUES ($1, $2, $3::text::json, $4, $5, $6, $7, $8)
+                 SELECT $1, $2, $3::text::json, $4, $5, $6, $7, $8
+                 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1)
                  RETURNING seq
              )
              DELETE FROM traces WHERE session_id = $1 AND seq IN (
