@@ -73,3 +73,68 @@ impl SessionActor {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::super::test_support::{
+        caller, run, runtime_on, send, text, until_completed, Reply, ScriptedModel,
+    };
+    use crate::ids::SessionId;
+    use crate::session::{Caller, SessionError};
+    use crate::store::memory::MemoryStore;
+
+    /// Two runtimes on one store are two processes on one database: the
+    /// second one's copy is stale when it writes, so its write reloads and
+    /// is decided again (`InFlight::Owner`), and it still lands.
+    #[test]
+    fn a_stale_copy_reloads_and_hands_the_session_over_all_the_same() {
+        run(async {
+            let store = Arc::new(MemoryStore::new());
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hi")])]);
+            let first = runtime_on(store.clone(), model.clone(), 4);
+            let second = runtime_on(store.clone(), model.clone(), 4);
+            let id = SessionId::new("owned");
+            let body = json!({"id": "m1", "session_id": "owned", "content": "hi"});
+            let (accepted, mut events) = send(&first, body).await;
+            accepted.expect("a turn");
+            until_completed(&mut events).await;
+            let admin = Caller::new("root", true);
+            second
+                .session(&admin, &id)
+                .await
+                .expect("the second one loads it");
+            first
+                .set_owner(&admin, &id, Some("bob".into()))
+                .await
+                .expect("the first one writes");
+            second
+                .set_owner(&admin, &id, None)
+                .await
+                .expect("the second one, after a reload");
+            let fresh = runtime_on(store, model, 4);
+            let stored = fresh.session(&admin, &id).await.expect("stored");
+            assert_eq!(stored.owner_id, None);
+            let refused = fresh.session(&caller(), &id).await;
+            assert!(
+                matches!(refused, Err(SessionError::Forbidden(_))),
+                "{refused:?}"
+            );
+            let not_admin = first.set_owner(&caller(), &id, None).await;
+            assert!(
+                matches!(not_admin, Err(SessionError::Forbidden(_))),
+                "{not_admin:?}"
+            );
+            let absent = first
+                .set_owner(&admin, &SessionId::new("nobody"), None)
+                .await;
+            assert!(
+                matches!(absent, Err(SessionError::NotFound(_))),
+                "{absent:?}"
+            );
+        });
+    }
+}
