@@ -397,27 +397,32 @@ fn median(values: &[f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Joins `session` over a raw websocket that then never reads again.
-fn stalled_member(addr: SocketAddr, session: &str) -> RawWs {
+/// Joins `sessions` over a raw websocket that then never reads again.
+fn stalled_member(addr: SocketAddr, sessions: &[&str]) -> RawWs {
     let mut ws = RawWs::connect(addr, "EIO=4&transport=websocket");
     ws.recv_until(false, |text| text.starts_with('0'))
         .expect("open packet");
     ws.send_text("40/assistant,");
     ws.recv_until(false, |text| text.starts_with("40/assistant,"))
         .expect("namespace CONNECT reply");
-    ws.send_text(&format!(
-        "42/assistant,0{}",
-        json!(["assistant_join_session", join(session)])
-    ));
-    ws.recv_until(false, |text| text.starts_with("43/assistant,0"))
-        .expect("the join's ack");
+    for (ack_id, session) in sessions.iter().enumerate() {
+        ws.send_text(&format!(
+            "42/assistant,{ack_id}{}",
+            json!(["assistant_join_session", join(session)])
+        ));
+        let ack = format!("43/assistant,{ack_id}");
+        ws.recv_until(false, |text| text.starts_with(&ack))
+            .expect("the join's ack");
+    }
     ws
 }
 
 /// A room member that never reads: two healthy members measure the first
-/// delta of short turns without it, then with it in the room holding a
-/// 3 MB backlog (a long turn first, which it does not read); then a second
-/// long turn takes it past its connection's outgoing limit (1 MiB with
+/// delta of short turns in a session without it, then in one with it in the
+/// room holding a 3 MB backlog. The backlog comes from a long turn of a
+/// second session it also joined (so both measured sessions have the same
+/// short history; each case runs that long turn first). A second long turn
+/// there takes it past its connection's outgoing limit (1 MiB with
 /// `SOCKETIO__MAX_PAYLOAD=100000`, plus the loopback connection's kernel
 /// buffers) and it is cut off: its connection is closed before that turn's
 /// end, while the healthy members get every delta. The delays are printed
@@ -428,34 +433,39 @@ async fn a_stalled_room_member_is_cut_off_without_holding_up_the_others() {
     let addr: SocketAddr = ([127, 0, 0, 1], app.port).into();
     let healthy =
         json!([{"mode": "websocket", "brief": true}, {"mode": "websocket", "brief": true}]);
-
-    let session = "room-without";
-    let mut steps = vec![
-        json!({"socket": 0, "call": "assistant_join_session", "data": join(session)}),
-        json!({"socket": 1, "call": "assistant_join_session", "data": join(session)}),
-    ];
-    steps.extend(short_turns(session, 0));
-    let without = run_room(&app, json!({"sockets": healthy, "steps": steps})).await;
-
-    let session = "room-with";
-    let stalled = actix_web::rt::task::spawn_blocking(move || stalled_member(addr, session))
-        .await
-        .expect("stalled member");
     let (n_filling, n_cutting) = (1500, 3500);
-    let mut steps = vec![
-        json!({"socket": 0, "call": "assistant_join_session", "data": join(session)}),
-        json!({"socket": 1, "call": "assistant_join_session", "data": join(session)}),
-        json!({"http": "/api/chat", "body": long_turn(session, "filling", n_filling)}),
-        completed(0, 1),
-        completed(1, 1),
-    ];
-    steps.extend(short_turns(session, 1));
-    steps.extend([
-        json!({"http": "/api/chat", "body": long_turn(session, "cutting", n_cutting)}),
-        completed(0, N_SHORT_TURNS + 2),
-        completed(1, N_SHORT_TURNS + 2),
-    ]);
-    let with = run_room(&app, json!({"sockets": healthy, "steps": steps})).await;
+    // Both sockets join `measured` and `long`; a long turn in `long`, then
+    // the short turns in `measured`, then (with `cutting`) a second long turn.
+    let steps = |measured: &str, long: &str, cutting: bool| {
+        let mut steps = Vec::new();
+        for session in [measured, long] {
+            for socket in [0, 1] {
+                steps.push(json!({"socket": socket, "call": "assistant_join_session", "data": join(session)}));
+            }
+        }
+        steps.extend([
+            json!({"http": "/api/chat", "body": long_turn(long, "filling", n_filling)}),
+            completed(0, 1),
+            completed(1, 1),
+        ]);
+        steps.extend(short_turns(measured, 1));
+        if cutting {
+            steps.extend([
+                json!({"http": "/api/chat", "body": long_turn(long, "cutting", n_cutting)}),
+                completed(0, N_SHORT_TURNS + 2),
+                completed(1, N_SHORT_TURNS + 2),
+            ]);
+        }
+        json!({"sockets": healthy, "steps": steps})
+    };
+    let without = run_room(&app, steps("room-without", "room-long-1", false)).await;
+
+    let stalled = actix_web::rt::task::spawn_blocking(move || {
+        stalled_member(addr, &["room-with", "room-long-2"])
+    })
+    .await
+    .expect("stalled member");
+    let with = run_room(&app, steps("room-with", "room-long-2", true)).await;
     for socket in [0, 1] {
         let thinking = events(&with, socket)
             .iter()
