@@ -13,6 +13,7 @@ mod chat;
 mod health;
 mod idempotency;
 pub mod openapi;
+mod owner;
 mod sessions;
 
 use actix_web::http::Method;
@@ -63,6 +64,7 @@ routes![
     sessions::tree,
     sessions::traces,
     sessions::repair,
+    owner::set_owner,
     health::debug_tools,
     health::debug_prompt,
     health::models,
