@@ -16,7 +16,7 @@ use futures_util::future::{BoxFuture, FutureExt};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
-use super::group_commit::{GroupCommit, SessionWrite};
+use super::group_commit::{GroupCommit, SessionWrite, WRITERS};
 use super::migrations;
 use super::{
     SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, StoredTrace,
@@ -154,10 +154,14 @@ impl PgStore {
             schema_ready: AtomicBool::new(false),
             migrating: tokio::sync::Mutex::new(()),
         });
-        // Several writers, so batches fill while others commit (a batch waits
-        // mostly on the commit flush); each holds one pooled connection while
-        // it commits, half the pool at most, leaving the rest to loads.
-        let n_writers = (pool_size / 2).clamp(1, 8);
+        // Two writers: one batch fills (and runs) while the other waits for
+        // its commit flush, which PostgreSQL shares between them. More
+        // writers only cut the batches smaller: at 200 busy sessions, 8
+        // writers committed 16 writes a batch and 2 commit 57, and the
+        // statement's fixed cost made PostgreSQL's CPU a turn 1.8 times as
+        // large (BENCHMARKS.md, "PostgreSQL"). Each holds one pooled
+        // connection while it commits, half the pool at most.
+        let n_writers = (pool_size / 2).clamp(1, WRITERS);
         let writes = Arc::new(GroupCommit::start(shared.clone(), n_writers)?);
         Ok(PgStore { shared, writes })
     }
