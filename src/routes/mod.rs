@@ -12,6 +12,7 @@
 mod chat;
 mod health;
 mod idempotency;
+mod ingress;
 pub mod openapi;
 mod sessions;
 
@@ -63,6 +64,11 @@ routes![
     sessions::tree,
     sessions::traces,
     sessions::repair,
+    ingress::inject_owned,
+    ingress::inject,
+    ingress::post_inbox,
+    ingress::list_inbox,
+    ingress::mark_surfaced,
     health::debug_tools,
     health::debug_prompt,
     health::models,
