@@ -3,6 +3,14 @@
 //! the requesting socket, in order. It parses, forwards to the `Runtime`, and
 //! relays what comes back; a disconnect never stops a turn.
 //!
+//! A joined socket is a member of the session's room (`actors::session::Rooms`):
+//! it also gets the events of turns others started (another socket, HTTP,
+//! AG-UI, a background turn), emitted straight from the turn under the
+//! connection's outgoing limit, from the moment it joined. A socket stays in
+//! every room it joined (as the Python original's `enter_room`), up to
+//! `MAX_ROOMS_PER_SOCKET` (the oldest is left past it), until it disconnects
+//! or sends `assistant_leave_session`.
+//!
 //! Who the client is is settled once, at connect (docs/access.md); every
 //! event then acts as that caller.
 //!
@@ -12,12 +20,13 @@
 //! match its logs to ours. Deltas and `final_response` stay exactly the
 //! shapes HTTP answers (the transports must not drift).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actors::contract::{CancelRequest, ChatRequest, JoinRequest};
 use actors::error_type::ErrorType;
 use actors::events::{EventSink, TurnEvent};
-use actors::session::{Caller, Runtime, SessionError};
+use actors::ids::SessionId;
+use actors::session::{Caller, MemberId, Removal, RoomMember, Runtime, SessionError};
 use serde_json::{json, Value};
 
 use crate::access::limits::Limits;
@@ -27,6 +36,45 @@ use crate::observability::{turn_failure, Metrics, RequestId, Transport, TurnObse
 use crate::socketio::{AckSender, DisconnectReason, NamespaceHandler, SocketRef};
 
 pub const NAMESPACE: &str = "/assistant";
+
+/// Rooms one socket may be in; joining one more leaves the oldest.
+pub const MAX_ROOMS_PER_SOCKET: usize = 16;
+
+/// What a socket keeps from connect to disconnect.
+struct SocketState {
+    caller: Caller,
+    /// This socket as a room member, skipped in the fan-out of its own turns.
+    member_id: MemberId,
+    /// The sessions whose rooms it is in, oldest first.
+    joined: Mutex<Vec<SessionId>>,
+}
+
+/// A socket in a session's room: each event emitted at once, under the
+/// connection's outgoing limit (past it the connection is closed as too slow,
+/// and `emit` refuses).
+struct SocketMember {
+    socket: SocketRef,
+}
+
+impl RoomMember for SocketMember {
+    fn deliver(&self, session_id: &SessionId, event: &TurnEvent) -> bool {
+        self.socket.emit(
+            &format!("assistant:{}", event.name()),
+            event.payload_for(session_id.as_str()),
+        )
+    }
+
+    fn removed(&self, session_id: &SessionId, why: Removal) {
+        let message = match why {
+            Removal::OwnerChanged => "the session was handed to another owner; you left its room",
+            Removal::Deleted => "the session was deleted; you left its room",
+        };
+        self.socket.emit(
+            "assistant:error",
+            json!({"type": ErrorType::Forbidden, "message": message, "session_id": session_id.as_str()}),
+        );
+    }
+}
 
 pub struct AssistantNamespace {
     runtime: Runtime,
@@ -57,6 +105,7 @@ struct EventContext {
     metrics: Arc<Metrics>,
     limits: Arc<Limits>,
     caller: Caller,
+    member_id: MemberId,
     socket: SocketRef,
     ack: Option<AckSender>,
     request_id: RequestId,
@@ -72,12 +121,22 @@ impl NamespaceHandler for AssistantNamespace {
             .map_err(
                 |why| json!({"message": format!("unauthorized: {why}"), "type": ErrorType::Unauthorized}),
             )?;
-        socket.set_data(caller);
+        socket.set_data(SocketState {
+            caller,
+            member_id: MemberId::next(),
+            joined: Mutex::new(Vec::new()),
+        });
         self.metrics.socket_connected();
         Ok(())
     }
 
-    fn on_disconnect(&self, _socket: SocketRef, _reason: DisconnectReason) {
+    fn on_disconnect(&self, socket: SocketRef, _reason: DisconnectReason) {
+        if let Some(state) = socket.data::<SocketState>() {
+            let joined = std::mem::take(&mut *lock(&state.joined));
+            for session_id in joined {
+                self.runtime.rooms().leave(&session_id, state.member_id);
+            }
+        }
         self.metrics.socket_disconnected();
     }
 
@@ -90,7 +149,7 @@ impl NamespaceHandler for AssistantNamespace {
             sent_session_id(&payload).unwrap_or("-"),
         );
         // on_connect always attaches a caller; a socket without one is refused.
-        let Some(caller) = socket.data::<Caller>().cloned() else {
+        let Some(state) = socket.data::<SocketState>() else {
             let error = SessionError::Forbidden("the connection is not authenticated".into());
             return reply_error(&socket, ack, &error);
         };
@@ -98,7 +157,8 @@ impl NamespaceHandler for AssistantNamespace {
             runtime: self.runtime.clone(),
             metrics: self.metrics.clone(),
             limits: self.limits.clone(),
-            caller,
+            caller: state.caller.clone(),
+            member_id: state.member_id,
             socket,
             ack,
             request_id,
@@ -113,6 +173,7 @@ impl NamespaceHandler for AssistantNamespace {
             "assistant_cancel" => {
                 actix::spawn(cancel(context, payload));
             }
+            "assistant_leave_session" => leave(context, payload),
             other => {
                 let error = SessionError::validation("event", format!("unknown event {other:?}"));
                 context.reply_error(&error, None);
@@ -165,6 +226,23 @@ impl EventContext {
         self.socket.emit(event, payload);
     }
 
+    /// Notes a room joined; past `MAX_ROOMS_PER_SOCKET`, the oldest is left.
+    fn remember_room(&self, session_id: SessionId) {
+        let Some(state) = self.socket.data::<SocketState>() else {
+            return;
+        };
+        let left = {
+            let mut joined = lock(&state.joined);
+            joined.retain(|known| *known != session_id);
+            joined.push(session_id);
+            let n_over = joined.len().saturating_sub(MAX_ROOMS_PER_SOCKET);
+            joined.drain(..n_over).collect::<Vec<_>>()
+        };
+        for session_id in left {
+            self.runtime.rooms().leave(&session_id, self.member_id);
+        }
+    }
+
     fn ack(&mut self, payload: Value) {
         if let Some(ack) = self.ack.take() {
             ack.send(vec![self.tagged(payload)]);
@@ -206,7 +284,7 @@ async fn send_message(mut context: EventContext, payload: Value) {
     let mut observer = TurnObserver::start(Transport::SocketIo);
     let accepted = match context
         .runtime
-        .send_message(&context.caller, request, sink)
+        .send_message_from(&context.caller, request, sink, Some(context.member_id))
         .await
     {
         Ok(accepted) => accepted,
@@ -239,14 +317,57 @@ async fn join(mut context: EventContext, payload: Value) {
         Err(error) => return context.reply_error(&error.into(), None),
     };
     let session_id = join.session_id.to_string();
-    match context
+    let member = Arc::new(SocketMember {
+        socket: context.socket.clone(),
+    });
+    let joined = context
         .runtime
-        .join(&context.caller, &join.session_id, join.host_context)
-        .await
-    {
-        Ok(()) => context.ack(json!({"ok": true, "session_id": session_id})),
+        .join_room(
+            &context.caller,
+            &join.session_id,
+            join.host_context,
+            context.member_id,
+            member,
+        )
+        .await;
+    match joined {
+        // Disconnected while the actor decided: on_disconnect has run already.
+        Ok(()) if !context.socket.connected() => {
+            context
+                .runtime
+                .rooms()
+                .leave(&join.session_id, context.member_id);
+        }
+        Ok(()) => {
+            context.remember_room(join.session_id);
+            context.ack(json!({"ok": true, "session_id": session_id}))
+        }
         Err(error) => context.reply_error(&error, Some(&session_id)),
     }
+}
+
+/// `assistant_leave_session` `{session_id}`: out of the session's room (a
+/// socket not in it is answered `ok` all the same).
+fn leave(mut context: EventContext, payload: Value) {
+    let leave = match CancelRequest::parse(&payload) {
+        Ok(leave) => leave,
+        Err(error) => return context.reply_error(&error.into(), None),
+    };
+    if let Some(state) = context.socket.data::<SocketState>() {
+        lock(&state.joined).retain(|joined| *joined != leave.session_id);
+    }
+    context
+        .runtime
+        .rooms()
+        .leave(&leave.session_id, context.member_id);
+    context.ack(json!({"ok": true, "session_id": leave.session_id.as_str()}));
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Only list operations run under it; a poisoned one still holds a usable list.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 async fn cancel(mut context: EventContext, payload: Value) {

@@ -242,13 +242,27 @@ pub const EVENT_QUEUE_CAPACITY: usize = 4096;
 pub struct EventSink {
     route: Route,
     /// Whether the receiver shows deltas as they come (`final_response.streamed`).
-    /// One that does not gets only the first delta of each model response.
+    /// One that does not gets only the first delta of each model response
+    /// (unless the tap has a reader: `sends_every_delta`).
     pub streamed: bool,
     /// The attachment bytes of the message this turn answers, leased from
     /// the budget until the last clone of the sink is gone. Any value: the
     /// sink only keeps it (the session's `AttachmentLease` gives the bytes
     /// back when dropped), so events know nothing of sessions.
     lease: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    /// Readers besides the sink's own (the session's room), given each
+    /// event before the sink's own route takes it.
+    tap: Option<Arc<dyn EventTap>>,
+}
+
+/// A second reader of a sink's events (a session's room: `session::Rooms`).
+/// It is handed every event by reference, on the turn's thread, before the
+/// sink's own receiver gets it, so it must never block: it queues or drops.
+pub trait EventTap: Send + Sync + std::fmt::Debug {
+    /// Whether anyone reads the tap now: events are built (and every delta
+    /// sent) while one does, even for a sink that reads only its final response.
+    fn listening(&self) -> bool;
+    fn deliver(&self, event: &TurnEvent);
 }
 
 /// What a sink does with an event.
@@ -328,6 +342,7 @@ impl EventSink {
                 },
                 streamed,
                 lease: None,
+                tap: None,
             },
             EventStream { rx, overflowed },
         )
@@ -348,6 +363,7 @@ impl EventSink {
                 route: Route::Final(Arc::new(slot)),
                 streamed: false,
                 lease: None,
+                tap: None,
             },
             FinalReceiver { rx },
         )
@@ -359,7 +375,16 @@ impl EventSink {
         self
     }
 
+    /// This sink, also handing every event to `tap`.
+    pub fn with_tap(mut self, tap: Arc<dyn EventTap>) -> EventSink {
+        self.tap = Some(tap);
+        self
+    }
+
     pub fn send(&self, event: TurnEvent) {
+        if let Some(tap) = &self.tap {
+            tap.deliver(&event);
+        }
         match &self.route {
             Route::Stream { tx, overflowed } => {
                 if overflowed.load(Ordering::Acquire) {
@@ -398,7 +423,17 @@ impl EventSink {
     /// all: a final-only sink drops them (keeping only the time of the first
     /// delta, which [`Self::note_delta`] records), so they need not be built.
     pub fn reads_events(&self) -> bool {
-        matches!(self.route, Route::Stream { .. })
+        matches!(self.route, Route::Stream { .. }) || self.tap_listening()
+    }
+
+    /// Whether every delta is sent, not only each model response's first:
+    /// for a streaming receiver, and while the tap has a reader.
+    pub fn sends_every_delta(&self) -> bool {
+        self.streamed || self.tap_listening()
+    }
+
+    fn tap_listening(&self) -> bool {
+        self.tap.as_ref().is_some_and(|tap| tap.listening())
     }
 
     /// What sending a delta does to a sink that does not read them.

@@ -34,6 +34,7 @@ mod providers_e2e;
 // The websocket client of the Socket.IO crate's protocol tests, shared.
 #[path = "../../src/socketio/tests/protocol/raw_ws.rs"]
 mod raw_ws;
+mod rooms;
 mod scale_out;
 mod sessions;
 mod smoke;

@@ -14,6 +14,7 @@ use super::deps::SessionDeps;
 use super::error::SessionError;
 use super::registry::SessionRegistry;
 use super::requests::*;
+use super::rooms::{MemberId, Removal, RoomMember, Rooms};
 use crate::contract::{ChatRequest, HostContext};
 use crate::conversation::Message as StoredMessage;
 use crate::events::EventSink;
@@ -48,6 +49,8 @@ pub struct RuntimeHealth {
 pub struct Runtime {
     registry: Arc<SessionRegistry>,
     deps: Arc<SessionDeps>,
+    /// Who follows each session's turns besides the requester (`rooms`).
+    rooms: Arc<Rooms>,
 }
 
 impl Runtime {
@@ -55,6 +58,7 @@ impl Runtime {
         Runtime {
             registry: Arc::new(SessionRegistry::default()),
             deps: Arc::new(deps),
+            rooms: Arc::new(Rooms::default()),
         }
     }
 
@@ -95,6 +99,11 @@ impl Runtime {
 
     pub fn deps(&self) -> &SessionDeps {
         &self.deps
+    }
+
+    /// The sessions' rooms (`rooms`): members join through `join_room`.
+    pub fn rooms(&self) -> &Arc<Rooms> {
+        &self.rooms
     }
 
     /// Sends to the session's actor, starting it if needed. An actor that
@@ -158,8 +167,8 @@ impl Runtime {
         self.registry.get(id)
     }
 
-    /// Hands a message body to its session; events of its turn go to `sink`.
-    /// A mailbox error with the body still in its slot means the actor stopped
+    /// Hands a message body to its session; events of its turn go to `sink`
+    /// and to every member of the session's room. A mailbox error with the body still in its slot means the actor stopped
     /// before it handled the message (an idle stop, or a read of a
     /// not-yet-existing session that stopped its actor while this first
     /// message was queued): nothing of it was applied, so it goes once more to
@@ -170,7 +179,23 @@ impl Runtime {
         request: ChatRequest,
         sink: EventSink,
     ) -> Result<TurnAccepted, SessionError> {
+        self.send_message_from(caller, request, sink, None).await
+    }
+
+    /// `send_message` for a member of the session's room (a joined socket),
+    /// which reads its turn's events from `sink` and so is skipped in the
+    /// room's fan-out: it gets each event once. The tap goes on every sink,
+    /// whichever door the message came through (a turn started with no
+    /// requester too), so the room sees every turn of the session.
+    pub async fn send_message_from(
+        &self,
+        caller: &Caller,
+        request: ChatRequest,
+        sink: EventSink,
+        from: Option<MemberId>,
+    ) -> Result<TurnAccepted, SessionError> {
         let id = request.session_id.clone();
+        let sink = sink.with_tap(self.rooms.tap(&id, from));
         // Held by the turn's sink: given back when the turn is over.
         let sink = match self
             .deps
@@ -215,6 +240,31 @@ impl Runtime {
             caller: caller.clone(),
         })
         .await?
+    }
+
+    /// `join`, then puts `member` in the session's room: it gets every turn
+    /// of the session from the next event on (no replay of what it missed:
+    /// `messages` reads it). Refused like `join` (403 to a non-owner), or
+    /// when the room is full.
+    pub async fn join_room(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+        host_context: Option<HostContext>,
+        member_id: MemberId,
+        member: Arc<dyn RoomMember>,
+    ) -> Result<(), SessionError> {
+        self.join(caller, id, host_context).await?;
+        if !self.rooms.join(id, member_id, caller.clone(), member) {
+            return Err(SessionError::validation(
+                "session_id",
+                format!(
+                    "the session's room is full ({} members)",
+                    super::rooms::MAX_MEMBERS_PER_ROOM
+                ),
+            ));
+        }
+        Ok(())
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
@@ -312,6 +362,14 @@ impl Runtime {
     /// directly by an admin, so no stored session is ever beyond removal.
     /// (Its owner cannot be read, so nobody else may.)
     pub async fn delete(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
+        let deleted = self.delete_session(caller, id).await;
+        if let Ok(true) = deleted {
+            self.rooms.evict(id, |_| false, Removal::Deleted);
+        }
+        deleted
+    }
+
+    async fn delete_session(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
         let delete = || DeleteSession {
             caller: caller.clone(),
         };

@@ -162,13 +162,13 @@ impl Deltas {
             // No event carries this delta: the message may keep its text.
             self.append(assistant, thinking, Cow::Owned(text));
             if self.send_next {
-                self.send_next = sink.streamed;
+                self.send_next = sink.sends_every_delta();
                 sink.note_delta();
             }
             return;
         }
         let (index, started) = self.append(assistant, thinking, Cow::Borrowed(&text));
-        self.send_next = sink.streamed;
+        self.send_next = sink.sends_every_delta();
         let delta = DeltaEvent {
             content: text,
             segment_id: format!("{}:{index}", assistant.id),

@@ -278,6 +278,8 @@ export class AssistantClient {
       handle: new ExchangeHandle(body.id, sessionId),
       afterFinal: "none",
       waiting: opening,
+      requestIds: new Set(),
+      messageIds: new Set(),
     };
     // A new message supersedes an exchange that waits on its own host
     // handler (the server resolves that call as superseded): it ends there.
@@ -295,7 +297,7 @@ export class AssistantClient {
     // A refused request (validation, session_error, ...) is its ack's answer,
     // not an event of the exchange that happens to be open.
     if (name === "assistant:error" && data.type !== "error") return;
-    const exchange = this.exchanges.find((e) => e.handle.sessionId === data.session_id);
+    const exchange = this.ownerOf(data);
     if (!exchange) return;
     exchange.handle.push({ type: name, data } as AssistantEvent);
     if (name === "assistant:final_response") {
@@ -308,6 +310,21 @@ export class AssistantClient {
     } else if (name === "assistant:status" && data.status === "completed") {
       if (exchange.afterFinal === "ending") this.end(exchange);
     }
+  }
+
+  /**
+   * The exchange an event belongs to. The socket is in its session's room,
+   * so it also gets the turns other tabs, HTTP or background work started:
+   * those go to listeners only. This socket's own turns are known by the
+   * acks of its messages: `status` and `error` events carry the request id
+   * of the message that caused them (a room's never do), the others the
+   * assistant message id the ack named (in `segment_id` or `message_id`).
+   */
+  private ownerOf(data: any): Exchange | undefined {
+    const ofSession = this.exchanges.filter((e) => e.handle.sessionId === data.session_id);
+    if (typeof data.request_id === "string") return ofSession.find((e) => e.requestIds.has(data.request_id));
+    const messageId = eventMessageId(data);
+    return messageId === null ? undefined : ofSession.find((e) => e.messageIds.has(messageId));
   }
 
   /** Runs the handler of a host call (once per call id) and sends its continuation. */
@@ -363,23 +380,27 @@ export class AssistantClient {
   private deliver(exchange: Exchange, outgoing: Outgoing): void {
     if (!this.socket.connected || this.closed) return;
     outgoing.sent += 1;
-    this.socket.emitWithAck("assistant_message", outgoing.body).then(
-      (ack: MessageAck) => {
-        if (outgoing.delivered || exchange.handle.done) return;
-        const recorded = !ack.ok && alreadyRecorded(ack.error) && (!outgoing.opening || outgoing.sent > 1);
-        if (ack.ok || recorded) {
-          outgoing.delivered = true;
-          if (exchange.waiting === outgoing) exchange.waiting = null;
-          // Accepted through a connection that dropped: the 409 is the server's word that it has it.
-          if (outgoing.opening) exchange.handle.acknowledge(ack.ok ? ack : { ok: true, accepted_as: "turn", message_id: null });
-          if (recorded) this.resync(exchange);
-          return;
-        }
-        if (outgoing.opening) exchange.handle.acknowledge(ack);
-        this.end(exchange, new AssistantError(ack.error.message, ack.error));
-      },
-      () => undefined,
-    );
+    // An ack callback, not `emitWithAck`: it runs as the ack packet is read,
+    // before the turn's first event (a promise would settle after events
+    // that came in the same transport payload), so the ids are known in time.
+    this.socket.emit("assistant_message", outgoing.body, (ack: MessageAck) => {
+      if (ack.ok) {
+        if (ack.request_id) exchange.requestIds.add(ack.request_id);
+        if (ack.message_id) exchange.messageIds.add(ack.message_id);
+      }
+      if (outgoing.delivered || exchange.handle.done) return;
+      const recorded = !ack.ok && alreadyRecorded(ack.error) && (!outgoing.opening || outgoing.sent > 1);
+      if (ack.ok || recorded) {
+        outgoing.delivered = true;
+        if (exchange.waiting === outgoing) exchange.waiting = null;
+        // Accepted through a connection that dropped: the 409 is the server's word that it has it.
+        if (outgoing.opening) exchange.handle.acknowledge(ack.ok ? ack : { ok: true, accepted_as: "turn", message_id: null });
+        if (recorded) this.resync(exchange);
+        return;
+      }
+      if (outgoing.opening) exchange.handle.acknowledge(ack);
+      this.end(exchange, new AssistantError(ack.error.message, ack.error));
+    });
   }
 
   /**
@@ -399,7 +420,10 @@ export class AssistantClient {
         continue;
       }
       const next = info.pending_action;
-      if (next && !this.running.has(next.tool_call_id)) {
+      // Already being answered: the turn's events reached this socket
+      // through the session's room, and its handler runs.
+      if (next && this.running.has(next.tool_call_id)) return;
+      if (next) {
         exchange.afterFinal = "handling";
         this.answer(exchange, {
           tool_name: next.tool_name,
@@ -453,4 +477,18 @@ interface Exchange {
   afterFinal: "none" | "handling" | "ending";
   /** The message being delivered (opening or continuation), until the server has it. */
   waiting: Outgoing | null;
+  /** The request ids of its messages' acks: its `status` and `error` events carry one. */
+  requestIds: Set<string>;
+  /** The assistant messages its acks named: its other events carry one. */
+  messageIds: Set<string>;
+}
+
+/** The assistant message an event is about: `<message id>:<index>` of a segment, or `message_id`. */
+function eventMessageId(data: any): string | null {
+  // A steering note's `message_id` is the steering message's; its segment is the turn's.
+  if (typeof data.segment_id === "string") {
+    const colon = data.segment_id.lastIndexOf(":");
+    return colon > 0 ? data.segment_id.slice(0, colon) : null;
+  }
+  return typeof data.message_id === "string" ? data.message_id : null;
 }

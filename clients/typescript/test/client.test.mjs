@@ -165,6 +165,30 @@ test("cancel ends the live exchange with a cancelled final response", async () =
   assert.equal(final.error_type, "cancelled");
 });
 
+test("a second client on the session sees the other's turn, and never takes it as its own", async () => {
+  const session = sessionId("room");
+  const first = client({ sessionId: session });
+  const second = client({ sessionId: session });
+  await Promise.all([first.join(), second.join()]);
+  const seen = [];
+  second.on("assistant:text_delta", (data) => seen.push(data.segment_id));
+  const firstExchange = first.send("slow 150\nsay one two three four five six seven eight");
+  while (seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  // Supersedes the first client's turn: its cancelled end reaches the
+  // second client through the room just as the second one's exchange opens.
+  const mine = second.send("say mine");
+  const events = await collect(mine);
+  const final = await mine.final;
+  assert.equal(final.error, undefined, JSON.stringify(final));
+  assert.equal(final.content, "mine");
+  const messages = new Set(events.map((event) => event.data.message_id ?? event.data.segment_id?.replace(/:\d+$/, "")).filter(Boolean));
+  assert.deepEqual([...messages], [final.message_id], JSON.stringify(events));
+  assert.deepEqual(names(events), ["status", "text_delta", "final_response", "status"]);
+  const theirs = await firstExchange.final;
+  assert.equal(theirs.error_type, "cancelled");
+  assert.notEqual(seen[0].replace(/:\d+$/, ""), final.message_id, "the room's deltas were the other turn's");
+});
+
 test("steering reaches the live turn and is delivered on its stream", async () => {
   const assistant = client();
   const exchange = assistant.send("slow 200\nsay one two three four five six");
@@ -268,15 +292,17 @@ test("a continuation recorded through a dropped connection: the next queued call
   const log = [];
   assistant.registerAction("first", { description: "First." }, () => (log.push("first"), { one: 1 }));
   assistant.registerAction("second", { description: "Second." }, () => (log.push("second"), { two: 2 }));
-  // The first continuation reaches the server by another way (its turn's
-  // events go elsewhere) and the connection drops before its ack: after the
-  // reconnect the client sends it again and hears "already recorded".
+  // The first continuation reaches the server by another way while the
+  // connection is down (so its turn's events, which the session's room would
+  // bring, go elsewhere): after the reconnect the client sends it again and
+  // hears "already recorded".
   const emit = assistant.socket.emit.bind(assistant.socket);
   let diverted = false;
   assistant.socket.emit = (name, body, ...rest) => {
     if (name === "assistant_message" && body.tool_call_id && !diverted) {
       diverted = true;
-      server.post("/api/chat", body).then(() => assistant.socket.io.engine.close());
+      assistant.socket.io.engine.close();
+      server.post("/api/chat", body);
       return assistant.socket;
     }
     return emit(name, body, ...rest);
