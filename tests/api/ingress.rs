@@ -1,7 +1,9 @@
 //! Other systems reach a session (docs/protocol.md, "Other systems"):
 //! `POST /api/assistant/inject`, the inbox and its drain into the next
 //! turn (also across a restart on PostgreSQL, and into a turn that ends on
-//! a host call), the per-owner inject, and the heartbeat.
+//! a host call), the per-owner inject, and the heartbeat; with two stock
+//! socket.io-client sockets joined to one session (issue-45r's rooms), what
+//! each of them sees of it.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -9,6 +11,7 @@ use serde_json::{json, Value};
 use crate::helpers::{eventually, spawn_app, tasks_context, TestApp};
 use crate::postgres::{server_on, TestDb};
 use crate::process::ServerProcess;
+use crate::rooms::{completed, events, join, message, run_room, turns};
 
 const SELECT_ISSUE: &str = "call select_issue {\"number\": 42}";
 
@@ -442,4 +445,155 @@ async fn the_heartbeat_checks_in_with_the_most_recent_session() {
     // With no session at all nothing is queued.
     let (_, items) = server.app.get("/api/inbox").await;
     assert_eq!(items, json!([]));
+}
+
+// ---- with session rooms: two stock socket.io-client sockets ------------------
+
+/// Two sockets joined to a session, no turn live: an inject is a turn of
+/// its own, and both sockets get its events, in order, each once; the
+/// stored conversation holds the envelope as its user message.
+#[actix_web::test]
+async fn both_joined_sockets_get_the_background_turn_of_an_inject() {
+    let app = spawn_app().await;
+    let session = "ing-room";
+    let (status, first) = app.say(session, "m1", "say hello", None).await;
+    assert_eq!(status, 200, "{first}");
+    let result = run_room(
+        &app,
+        json!({
+            "sockets": [{"mode": "websocket"}, {"mode": "default"}],
+            "steps": [
+                {"socket": 0, "call": "assistant_join_session", "data": join(session)},
+                {"socket": 1, "call": "assistant_join_session", "data": join(session)},
+                {"http": "/api/assistant/inject",
+                 "body": {"from": "ci", "via": "github", "message": "say deployment failed", "session_id": session}},
+                {"http_done": true},
+                completed(0, 1),
+                completed(1, 1),
+            ]
+        }),
+    )
+    .await;
+    assert_eq!(result["http"][0]["status"], 201, "{result:#}");
+    assert_eq!(
+        result["http"][0]["body"],
+        json!({"status": "delivered", "session_id": session, "delivery": "promoted"})
+    );
+    let first = turns("first", &events(&result, 0));
+    let second = turns("second", &events(&result, 1));
+    assert_eq!(first.len(), 1, "{first:#?}");
+    assert_eq!(
+        first, second,
+        "the same events in the same order, once each"
+    );
+    let finals: Vec<&Value> = first[0]
+        .iter()
+        .filter(|event| event["event"] == "assistant:final_response")
+        .collect();
+    assert_eq!(
+        finals[0]["data"]["content"], "Echo: [via:github from:ci] say deployment failed",
+        "{finals:#?}"
+    );
+    let (_, path) = app.get(&format!("/api/sessions/{session}/messages")).await;
+    assert_eq!(
+        path[2]["content"], "[via:github from:ci] say deployment failed",
+        "{path}"
+    );
+}
+
+/// An inject while a socket's turn streams joins that turn as steering:
+/// both joined sockets see it delivered, once, inside the one turn.
+#[actix_web::test]
+async fn an_inject_into_a_live_turn_is_steering_for_every_joined_socket() {
+    let app = spawn_app().await;
+    let session = "ing-room-live";
+    let (status, first) = app.say(session, "m0", "say hello", None).await;
+    assert_eq!(status, 200, "{first}");
+    let result = run_room(
+        &app,
+        json!({
+            "sockets": [{"mode": "websocket"}, {"mode": "websocket"}],
+            "steps": [
+                {"socket": 0, "call": "assistant_join_session", "data": join(session)},
+                {"socket": 1, "call": "assistant_join_session", "data": join(session)},
+                {"socket": 0, "emit": "assistant_message",
+                 "data": message(session, "m1", "slow 60\nsay one two three four five six seven eight")},
+                {"socket": 1, "wait": "assistant:text_delta", "count": 2},
+                {"http": "/api/assistant/inject",
+                 "body": {"from": "ops", "via": "pager", "message": "check the logs", "session_id": session}},
+                {"http_done": true},
+                completed(0, 1),
+                completed(1, 1),
+            ]
+        }),
+    )
+    .await;
+    assert_eq!(
+        result["http"][0]["body"],
+        json!({"status": "delivered", "session_id": session, "delivery": "queued"}),
+        "{result:#}"
+    );
+    for socket in [0, 1] {
+        let turns = turns("socket", &events(&result, socket));
+        assert_eq!(turns.len(), 1, "one turn: {turns:#?}");
+        let delivered: Vec<&Value> = turns[0]
+            .iter()
+            .filter(|event| event["event"] == "assistant:steering_delivered")
+            .collect();
+        assert_eq!(delivered.len(), 1, "socket {socket}: {delivered:#?}");
+        assert_eq!(
+            delivered[0]["data"]["content"],
+            "[via:pager from:ops] check the logs"
+        );
+    }
+}
+
+/// An inject with no session waits in the inbox; the next turn that starts
+/// takes it as steering, which every joined socket sees once.
+#[actix_web::test]
+async fn a_queued_inject_opens_the_next_turn_for_every_joined_socket() {
+    let app = spawn_app().await;
+    let (status, answer) = inject(
+        &app,
+        json!({"from": "ci", "via": "github", "message": "order 7 shipped"}),
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["status"]),
+        (StatusCode::CREATED, &json!("queued"))
+    );
+    let session = "ing-room-drain";
+    let result = run_room(
+        &app,
+        json!({
+            "sockets": [{"mode": "websocket"}, {"mode": "websocket"}],
+            "steps": [
+                {"socket": 0, "call": "assistant_join_session", "data": join(session)},
+                {"socket": 1, "call": "assistant_join_session", "data": join(session)},
+                {"socket": 0, "call": "assistant_message", "data": message(session, "m1", "say hi")},
+                completed(0, 1),
+                completed(1, 1),
+                {"socket": 0, "call": "assistant_message", "data": message(session, "m2", "say again")},
+                completed(0, 2),
+                completed(1, 2),
+            ]
+        }),
+    )
+    .await;
+    for socket in [0, 1] {
+        let turns = turns("socket", &events(&result, socket));
+        assert_eq!(turns.len(), 2);
+        let delivered = |turn: &[Value]| -> Vec<Value> {
+            turn.iter()
+                .filter(|event| event["event"] == "assistant:steering_delivered")
+                .map(|event| event["data"]["content"].clone())
+                .collect()
+        };
+        assert_eq!(
+            delivered(&turns[0]),
+            [json!("[via:github from:ci] order 7 shipped")]
+        );
+        assert!(delivered(&turns[1]).is_empty(), "drained once");
+    }
+    assert!(waiting(&app).await.is_empty());
 }
