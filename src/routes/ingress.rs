@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::sessions::session_id;
+use crate::access::limits::Limits;
 use crate::access::{require_json, Authenticated};
 use crate::body::{read_body, BodyLimits};
 use crate::errors::{parse_json, ApiError, ErrorBody};
@@ -180,11 +181,13 @@ pub struct OwnedInjectBody {
         (status = 404, description = "Unknown session (to an admin)", body = ErrorBody),
         (status = 409, description = "The session cannot take steering now (no conversation yet, a silent decision live)", body = ErrorBody),
         (status = 422, description = "validation: names the field", body = ErrorBody),
+        (status = 429, description = "Over the caller's turns per minute", body = ErrorBody),
         (status = 503, description = "Database unreachable", body = ErrorBody)))]
 pub async fn inject_owned(
     http: HttpRequest,
     Authenticated(caller): Authenticated,
     runtime: web::Data<Runtime>,
+    limits: web::Data<Limits>,
     body_limits: web::Data<BodyLimits>,
     path: web::Path<String>,
     payload: web::Payload,
@@ -200,6 +203,9 @@ pub async fn inject_owned(
         session_id: Some(session.clone()),
         context: None,
     };
+    // A turn the caller starts, counted as its chat's turns are
+    // (`ASSISTANT__TURNS_PER_MINUTE`; admins are exempt).
+    let _admitted = limits.into_inner().admit(&caller, &session)?;
     Ok(created(
         deliver_owned(&runtime, &caller, &session, &note).await?,
     ))

@@ -8,7 +8,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, spawn_app, tasks_context, TestApp};
+use crate::helpers::{eventually, spawn_app, spawn_app_with, tasks_context, TestApp};
 use crate::postgres::{server_on, TestDb};
 use crate::process::ServerProcess;
 use crate::rooms::{completed, events, join, message, run_room, turns};
@@ -445,6 +445,62 @@ async fn the_heartbeat_checks_in_with_the_most_recent_session() {
     // With no session at all nothing is queued.
     let (_, items) = server.app.get("/api/inbox").await;
     assert_eq!(items, json!([]));
+}
+
+/// The per-owner door in header mode: alice's backend reaches alice's
+/// session (a turn counted against her turns per minute), never bob's.
+#[actix_web::test]
+async fn an_owner_injects_into_their_own_session_only() {
+    let app = spawn_app_with(&[
+        ("ACCESS__MODE", "header"),
+        ("ASSISTANT__TURNS_PER_MINUTE", "2"),
+    ])
+    .await;
+    let post = |who: &'static str, path: String, body: Value| {
+        let request = app
+            .client
+            .post(format!("{}{path}", app.address))
+            .header("X-Assistant-Principal", who)
+            .json(&body);
+        async move {
+            let response = request.send().await.expect("request sent");
+            let status = response.status();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, body) = post(
+        "alice",
+        "/api/chat".into(),
+        json!({"id": "m1", "session_id": "ing-alice", "content": "say hi"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let note = json!({"from": "shop", "via": "webhook", "message": "order 7 shipped"});
+    let (status, body) = post("bob", "/api/sessions/ing-alice/inject".into(), note.clone()).await;
+    assert_eq!(
+        (status, &body["type"]),
+        (StatusCode::FORBIDDEN, &json!("forbidden"))
+    );
+    let (status, body) = post(
+        "alice",
+        "/api/sessions/ing-alice/inject".into(),
+        note.clone(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["status"], "delivered", "{body}");
+    let (status, body) = post("alice", "/api/sessions/ing-alice/inject".into(), note).await;
+    assert_eq!(status, 429, "the third turn in a minute: {body}");
+    let (status, body) = post(
+        "alice",
+        "/api/assistant/inject".into(),
+        json!({"from": "x", "via": "y", "message": "z"}),
+    )
+    .await;
+    assert_eq!(status, 403, "the admin door: {body}");
 }
 
 // ---- with session rooms: two stock socket.io-client sockets ------------------
