@@ -99,7 +99,13 @@ impl CorsPolicy {
     /// actix-cors, configured from this policy.
     fn actix_cors(self: &Arc<Self>) -> Cors {
         let cors = Cors::default()
-            .allowed_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+            .allowed_methods([
+                Method::GET,
+                Method::POST,
+                Method::PATCH,
+                Method::DELETE,
+                Method::OPTIONS,
+            ])
             .allow_any_header()
             .expose_headers([header::RETRY_AFTER])
             .max_age(PREFLIGHT_MAX_AGE_SECS)

@@ -14,6 +14,7 @@ mod health;
 mod idempotency;
 mod ingress;
 pub mod openapi;
+mod owner;
 mod sessions;
 
 use actix_web::http::Method;
@@ -64,6 +65,7 @@ routes![
     sessions::tree,
     sessions::traces,
     sessions::repair,
+    owner::set_owner,
     ingress::inject_owned,
     ingress::inject,
     ingress::post_inbox,

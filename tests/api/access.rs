@@ -228,6 +228,7 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
                 caller.post_json("/api/sessions/s-alice/repair", &json!({})).await,
             ),
             ("delete", caller.delete("/api/sessions/s-alice").await),
+            ("owner", caller.set_owner("s-alice", Some("bob")).await),
             (
                 "owner inject",
                 caller
@@ -421,6 +422,7 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
     assert_eq!(response.status(), StatusCode::OK);
     let stream = response.text().await.expect("the SSE body");
     assert!(stream.contains("RUN_FINISHED"), "{stream}");
+    owner_transfer(&alice, &bob, &admin).await;
     // Delete last: bob cannot, alice can.
     assert_eq!(
         bob.delete("/api/sessions/s-alice").await.0,
@@ -430,6 +432,85 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
         alice.delete("/api/sessions/s-alice").await.0,
         StatusCode::OK
     );
+}
+
+/// `PATCH /api/sessions/{id}/owner`: admins only (even the owner gets 403);
+/// after a transfer the old owner gets 403 on every route and the new one
+/// reads and sends; with no owner only admins may touch it. Hands `s-alice`
+/// back to alice at the end.
+async fn owner_transfer(alice: &TestApp, bob: &TestApp, admin: &TestApp) {
+    let (status, body) = alice.set_owner("s-alice", Some("bob")).await;
+    assert_eq!(
+        (status, &body["type"]),
+        (StatusCode::FORBIDDEN, &json!("forbidden")),
+        "{body}"
+    );
+    let (status, body) = admin.set_owner("nobody-has-this", Some("bob")).await;
+    assert_eq!(
+        (status, &body["type"]),
+        (StatusCode::NOT_FOUND, &json!("not_found")),
+        "{body}"
+    );
+    for bad in [json!({}), json!({"owner_id": ""}), json!({"owner_id": 7})] {
+        let (status, body) = admin.patch_json("/api/sessions/s-alice/owner", &bad).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("owner_id")),
+            "{body}"
+        );
+    }
+
+    let (status, body) = admin.set_owner("s-alice", Some("bob")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"session_id": "s-alice", "owner_id": "bob"}));
+    for (route, (status, body)) in [
+        ("info", alice.get("/api/sessions/s-alice").await),
+        (
+            "messages",
+            alice.get("/api/sessions/s-alice/messages").await,
+        ),
+        (
+            "chat",
+            alice.say("s-alice", "a4", "still mine?", None).await,
+        ),
+        ("delete", alice.delete("/api/sessions/s-alice").await),
+    ] {
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "the old owner's {route}: {body}"
+        );
+    }
+    let (status, info) = bob.get("/api/sessions/s-alice").await;
+    assert_eq!(
+        (status, &info["owner_id"]),
+        (StatusCode::OK, &json!("bob")),
+        "{info}"
+    );
+    let (status, body) = bob.say("s-alice", "b3", "mine now", None).await;
+    assert_eq!(status, StatusCode::OK, "the new owner sends: {body}");
+    assert_eq!(
+        bob.get("/api/sessions/s-alice/messages").await.0,
+        StatusCode::OK
+    );
+
+    let (status, body) = admin.set_owner("s-alice", None).await;
+    assert_eq!(
+        (status, &body["owner_id"]),
+        (StatusCode::OK, &Value::Null),
+        "{body}"
+    );
+    assert_eq!(
+        bob.get("/api/sessions/s-alice").await.0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(admin.get("/api/sessions/s-alice").await.0, StatusCode::OK);
+
+    let (status, body) = admin.set_owner("s-alice", Some("alice")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(alice.get("/api/sessions/s-alice").await.0, StatusCode::OK);
 }
 
 async fn socket_run(app: &TestApp, credentials: &dyn Credentials, who: Who, steps: Value) -> Value {

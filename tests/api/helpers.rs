@@ -87,6 +87,26 @@ impl TestApp {
         read(response).await
     }
 
+    pub async fn patch_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .patch(format!("{}{path}", self.address))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent");
+        read(response).await
+    }
+
+    /// `PATCH /api/sessions/{id}/owner` with `{"owner_id": owner}`.
+    pub async fn set_owner(&self, session_id: &str, owner: Option<&str>) -> (StatusCode, Value) {
+        self.patch_json(
+            &format!("/api/sessions/{session_id}/owner"),
+            &serde_json::json!({ "owner_id": owner }),
+        )
+        .await
+    }
+
     pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
         let response = self
             .client

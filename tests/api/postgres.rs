@@ -947,6 +947,47 @@ async fn owners_are_stored_and_lists_are_filtered_by_owner_in_postgres() {
         .expect("the row")
         .get(0);
     assert_eq!(owner.as_deref(), Some("alice"));
+
+    // Owner transfer is stored: the row says so, and a second process that
+    // loads the session from the database checks the new owner.
+    let (status, body) = admin.set_owner("pg-alice", Some("bob")).await;
+    assert_eq!(status, 200, "{body}");
+    let stored_owner = || async {
+        db.client()
+            .await
+            .query_one("SELECT owner_id FROM sessions WHERE id = 'pg-alice'", &[])
+            .await
+            .expect("the row")
+            .get::<_, Option<String>>(0)
+    };
+    assert_eq!(stored_owner().await.as_deref(), Some("bob"));
+    assert_eq!(alice.get("/api/sessions/pg-alice").await.0, 403);
+    assert_eq!(bob.say("pg-alice", "m2", "mine now", None).await.0, 200);
+    let second = spawn_app_with(&[
+        ("DATABASE_URL", db.url.as_str()),
+        ("ACCESS__MODE", "header"),
+    ])
+    .await;
+    let on_second = |who: &TestApp| TestApp {
+        address: second.address.clone(),
+        port: second.port,
+        client: who.client.clone(),
+    };
+    let (status, info) = on_second(&bob).get("/api/sessions/pg-alice").await;
+    assert_eq!(
+        (status.as_u16(), &info["owner_id"]),
+        (200, &json!("bob")),
+        "{info}"
+    );
+    assert_eq!(info["message_count"], 4, "{info}");
+    assert_eq!(on_second(&alice).get("/api/sessions/pg-alice").await.0, 403);
+    // The first process writes again (its copy is current), then the second
+    // one, whose copy is now stale: its write reloads and is decided again.
+    assert_eq!(admin.set_owner("pg-alice", Some("alice")).await.0, 200);
+    let (status, body) = on_second(&admin).set_owner("pg-alice", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(stored_owner().await, None);
+    assert_eq!(on_second(&alice).get("/api/sessions/pg-alice").await.0, 403);
 }
 
 // ---- depth limit ------------------------------------------------------------

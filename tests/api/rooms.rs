@@ -164,14 +164,20 @@ pub(crate) fn message(session_id: &str, id: &str, content: &str) -> Value {
     json!({"id": id, "session_id": session_id, "content": content})
 }
 
+/// An AG-UI run of one user message on thread `session`.
+fn agui_run(session: &str, id: &str, content: &str) -> Value {
+    json!({"threadId": session, "runId": id, "state": {}, "tools": [], "context": [],
+           "forwardedProps": {}, "messages": [{"id": id, "role": "user", "content": content}]})
+}
+
 pub(crate) fn completed(socket: usize, count: usize) -> Value {
     json!({"socket": socket, "wait": "assistant:status", "count": count, "match": {"status": "completed"}})
 }
 
 /// Two sockets joined to one session (one over websocket, one that upgrades
-/// from polling) and one that never joined: a turn sent by the first socket
-/// and one sent over HTTP reach both joined sockets, every event once and in
-/// the same order, and the other socket not at all. After leaving the room
+/// from polling) and one that never joined: a turn sent by the first socket,
+/// one sent over HTTP and an AG-UI run reach both joined sockets, every event
+/// once and in the same order, and the other socket not at all. After leaving the room
 /// the second socket sees no more turns.
 #[actix_web::test]
 async fn every_joined_socket_gets_each_turn_once_whichever_door_started_it() {
@@ -191,21 +197,32 @@ async fn every_joined_socket_gets_each_turn_once_whichever_door_started_it() {
                 {"http_done": true},
                 completed(0, 2),
                 completed(1, 2),
+                {"http": "/api/agui", "body": agui_run(session, "g1", "say seven")},
+                {"http_done": true},
+                completed(0, 3),
+                completed(1, 3),
                 {"socket": 1, "call": "assistant_leave_session", "data": join(session)},
                 {"socket": 0, "call": "assistant_message", "data": message(session, "m3", "say six")},
-                completed(0, 3),
+                completed(0, 4),
             ]
         }),
     )
     .await;
-    assert_eq!(result["http"][0]["status"], 200, "{result:#}");
+    for answer in result["http"].as_array().expect("answers") {
+        assert_eq!(answer["status"], 200, "{answer}");
+    }
     let first = turns("sender", &events(&result, 0));
     let second = turns("member", &events(&result, 1));
-    assert_eq!(first.len(), 3);
-    assert_eq!(second.len(), 2, "no turn after leaving: {second:#?}");
-    assert_eq!(first[..2], second[..], "the same events in the same order");
+    assert_eq!(first.len(), 4);
+    assert_eq!(second.len(), 3, "no turn after leaving: {second:#?}");
+    assert_eq!(first[..3], second[..], "the same events in the same order");
     assert_eq!(deltas(&first[0]), ["one ", "two ", "three"]);
     assert_eq!(deltas(&first[1]), ["four ", "five"]);
+    assert_eq!(
+        deltas(&first[2]),
+        ["seven"],
+        "an AG-UI run reaches the room"
+    );
     assert!(
         first[1]
             .iter()
@@ -267,6 +284,59 @@ async fn a_socket_joining_mid_turn_gets_the_rest_of_it() {
     let tail: Vec<&Value> = late.iter().rev().take(2).collect();
     assert_eq!(tail[0]["data"]["status"], "completed");
     assert_eq!(tail[1]["event"], "assistant:final_response");
+}
+
+/// When an admin hands the session to bob, alice's socket in its room is put
+/// out and told (`assistant:error`, `forbidden`), and sees none of bob's
+/// turns; bob's socket, joined after the transfer, sees them.
+#[actix_web::test]
+async fn an_owner_change_puts_the_old_owners_sockets_out_of_the_room() {
+    let app = spawn_app_with(&[("ACCESS__MODE", "header")]).await;
+    let session = "room-owner";
+    let principal = |name: &str, roles: &str| json!({"X-Assistant-Principal": name, "X-Assistant-Roles": roles});
+    let result = run_room(
+        &app,
+        json!({
+            "sockets": [
+                {"mode": "websocket", "headers": principal("alice", "")},
+                {"mode": "websocket", "headers": principal("bob", "")},
+            ],
+            "steps": [
+                {"socket": 0, "call": "assistant_join_session", "data": join(session)},
+                {"socket": 0, "call": "assistant_message", "data": message(session, "m1", "say hello")},
+                completed(0, 1),
+                {"http": format!("/api/sessions/{session}/owner"), "method": "PATCH",
+                 "body": {"owner_id": "bob"}, "headers": principal("root", "admin")},
+                {"http_done": true},
+                {"socket": 0, "wait": "assistant:error", "match": {"type": "forbidden"}},
+                {"socket": 1, "call": "assistant_join_session", "data": join(session)},
+                {"socket": 1, "call": "assistant_message", "data": message(session, "m2", "say bob's turn")},
+                completed(1, 1),
+                {"socket": 0, "call": "assistant_join_session", "data": join(session)},
+            ]
+        }),
+    )
+    .await;
+    assert_eq!(result["http"][0]["status"], 200, "{:#}", result["http"]);
+    assert_eq!(
+        result["http"][0]["body"],
+        json!({"session_id": session, "owner_id": "bob"})
+    );
+    let alice = events(&result, 0);
+    let told = alice
+        .iter()
+        .find(|event| event["event"] == "assistant:error")
+        .expect("alice is told");
+    assert_eq!(told["data"]["session_id"], session, "{told}");
+    assert!(
+        alice
+            .iter()
+            .all(|event| event["data"]["segment_id"] != "m2:reply:0"),
+        "none of bob's turn reaches alice: {alice:#?}"
+    );
+    let acks = result["sockets"][0]["acks"].as_array().expect("acks");
+    assert_eq!(acks[2]["ok"], false, "alice may not join again: {acks:?}");
+    assert_eq!(acks[2]["error"]["type"], "forbidden");
 }
 
 /// How many short turns each case measures.

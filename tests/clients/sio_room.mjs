@@ -5,11 +5,13 @@
 // each step began, by its `mark` name.
 //
 // usage: node sio_room.mjs URL < SCENARIO_JSON (on stdin: it may be megabytes)
-// SCENARIO: {"sockets": [{"mode": "websocket", "auth"?: {...}, "brief"?: true}, ...],
+// SCENARIO: {"sockets": [{"mode": "websocket", "headers"?: {...}, "brief"?: true}, ...],
 //            "steps": [
 //   {"socket": i, "call": EVENT, "data": {...}, "mark"?: NAME}   emit with ack (acks[i])
 //   {"socket": i, "emit": EVENT, "data": {...}, "mark"?: NAME}   emit, no ack
-//   {"http": PATH, "body": {...}, "headers"?: {...}, "mark"?: NAME}  POST, not awaited
+//   {"http": PATH, "body": {...}, "method"?: "PATCH", "headers"?: {...}, "mark"?: NAME}
+//                                     a request (POST by default), not awaited; its
+//                                     answer in `http` (JSON, or `text` when it is not)
 //   {"socket": i, "wait": EVENT, "count"?: n, "match"?: {...}}
 //   {"http_done": true}                                          await every POST
 // ]}
@@ -48,7 +50,7 @@ function connect(spec, index) {
     reconnection: false,
     forceNew: true,
     timeout: WAIT_MS,
-    ...(spec.auth ? { auth: spec.auth } : {}),
+    ...(spec.headers ? { extraHeaders: spec.headers } : {}),
   });
   socket.onAny((event, ...args) => {
     let data = args.length ? args[0] : null;
@@ -98,11 +100,14 @@ try {
     } else if ("http" in step) {
       posts.push(
         fetch(url + step.http, {
-          method: "POST",
+          method: step.method ?? "POST",
           headers: { "content-type": "application/json", ...(step.headers ?? {}) },
           body: JSON.stringify(step.body),
         }).then(async (response) => {
-          result.http.push({ status: response.status, body: await response.json(), t: now() });
+          const text = await response.text();
+          let body;
+          try { body = JSON.parse(text); } catch { body = { text }; }
+          result.http.push({ path: step.http, status: response.status, body, t: now() });
         }),
       );
     } else if ("wait" in step) {

@@ -89,6 +89,14 @@ pub struct RepairSession {
     pub caller: Caller,
 }
 
+/// Hands the stored session to `owner_id` (or to none: admins only). Admins only.
+#[derive(Message)]
+#[rtype(result = "Result<(), SessionError>")]
+pub struct SetOwner {
+    pub owner_id: Option<std::sync::Arc<str>>,
+    pub caller: Caller,
+}
+
 /// Cancels any live turn, deletes the stored session and stops the actor.
 #[derive(Message)]
 #[rtype(result = "Result<bool, SessionError>")]

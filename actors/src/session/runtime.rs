@@ -391,6 +391,32 @@ impl Runtime {
         }
     }
 
+    /// Hands the session to `owner_id` (none: admins only), through its
+    /// actor and the store; admins only (403 for anyone else, 404 for an
+    /// absent session). Room members the new owner's session is closed to
+    /// are put out and told.
+    pub async fn set_owner(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+        owner_id: Option<Arc<str>>,
+    ) -> Result<(), SessionError> {
+        if !caller.admin {
+            return Err(SessionError::forbidden(id));
+        }
+        self.ask_existing(caller, id, || SetOwner {
+            owner_id: owner_id.clone(),
+            caller: caller.clone(),
+        })
+        .await??;
+        self.rooms.evict(
+            id,
+            |member| member.may_touch(owner_id.as_deref()),
+            Removal::OwnerChanged,
+        );
+        Ok(())
+    }
+
     /// A page of the sessions `caller` may see: an admin's are all of them.
     pub async fn list(
         &self,

@@ -426,7 +426,7 @@ impl SessionActor {
     /// behind, but the actor lingers a moment before it stops: stopping at
     /// once would drop a first message already queued behind the read, and a
     /// burst of reads would keep starting and stopping actors under it.
-    fn stop_if_absent(&self, ctx: &mut Context<Self>) {
+    pub(super) fn stop_if_absent(&self, ctx: &mut Context<Self>) {
         if self.is_absent() {
             ctx.run_later(ABSENT_LINGER, |actor, ctx| {
                 if actor.is_absent() && !ctx.waiting() {

@@ -12,6 +12,7 @@ mod idempotency;
 mod inbox;
 #[cfg(test)]
 mod model_test;
+mod owner;
 mod screenshot;
 #[cfg(test)]
 mod test_support;
@@ -185,6 +186,7 @@ enum InFlight {
     Chat(Waiting),
     Join(Joining),
     Repair(Repairing),
+    Owner(owner::OwnerChange),
     Turn(FinishedTurn),
     /// A reload's recovery write, then what the reload was for.
     Recovered(Box<InFlight>),
@@ -411,6 +413,7 @@ impl SessionActor {
             InFlight::Chat(waiting) => self.accept(waiting, ctx),
             InFlight::Join(joining) => self.join(joining, ctx),
             InFlight::Repair(repairing) => self.repair(repairing, ctx),
+            InFlight::Owner(change) => self.set_owner(change, ctx),
             InFlight::Turn(turn) => self.place_turn(turn, ctx),
             InFlight::Recovered(in_flight) => self.redo(*in_flight, ctx),
         }
@@ -423,6 +426,7 @@ impl SessionActor {
             InFlight::Chat(waiting) => answer(waiting.reply, Err(error)),
             InFlight::Join(joining) => answer(joining.reply, Err(error)),
             InFlight::Repair(repairing) => answer(repairing.reply, Err(error)),
+            InFlight::Owner(change) => change.refuse(error),
             InFlight::Turn(turn) => {
                 log::warn!(
                     "session {}: could not reload to store the turn's result: {error}",

@@ -1,0 +1,140 @@
+//! Owner transfer (`PATCH /api/sessions/{id}/owner`): an admin hands a stored
+//! session to another principal, or to none (then only admins may touch it).
+//! One request (`SetOwner`), one versioned session write through the write
+//! loop; stale, it is decided again on the reloaded copy (`InFlight::Owner`).
+//! A live turn goes on; the new owner is checked from the next request on.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use super::{answer, reply_channel, InFlight, ReplyTo, SessionActor};
+use crate::session::requests::SetOwner;
+use crate::session::{Caller, SessionError};
+
+/// An owner change waiting for its write.
+pub(super) struct OwnerChange {
+    caller: Caller,
+    owner_id: Option<Arc<str>>,
+    reply: ReplyTo<()>,
+}
+
+impl From<OwnerChange> for InFlight {
+    fn from(change: OwnerChange) -> InFlight {
+        InFlight::Owner(change)
+    }
+}
+
+impl OwnerChange {
+    pub(super) fn refuse(self, error: SessionError) {
+        answer(self.reply, Err(error));
+    }
+}
+
+impl Handler<SetOwner> for SessionActor {
+    type Result = ResponseFuture<Result<(), SessionError>>;
+
+    fn handle(&mut self, set: SetOwner, ctx: &mut Context<Self>) -> Self::Result {
+        self.last_activity = Instant::now();
+        self.reloads = 0;
+        let (reply, answered) = reply_channel();
+        let change = OwnerChange {
+            caller: set.caller,
+            owner_id: set.owner_id,
+            reply,
+        };
+        self.set_owner(change, ctx);
+        answered
+    }
+}
+
+impl SessionActor {
+    /// Writes the new owner: admins only, on a stored session (404 otherwise).
+    pub(super) fn set_owner(&mut self, change: OwnerChange, ctx: &mut Context<Self>) {
+        let allowed = if change.caller.admin {
+            self.authorize_read(&change.caller)
+        } else {
+            Err(SessionError::forbidden(&self.id))
+        };
+        if let Err(error) = allowed {
+            self.stop_if_absent(ctx);
+            return change.refuse(error);
+        }
+        if self.record.owner_id == change.owner_id {
+            return answer(change.reply, Ok(()));
+        }
+        let mut record = self.stored_record();
+        record.owner_id = change.owner_id.clone();
+        let write = self.deps.store.save_session(self.version(), &record);
+        self.write(ctx, write, change, |actor, _ctx, change| {
+            actor.record.owner_id = change.owner_id;
+            answer(change.reply, Ok(()));
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::super::test_support::{
+        caller, run, runtime_on, send, text, until_completed, Reply, ScriptedModel,
+    };
+    use crate::ids::SessionId;
+    use crate::session::{Caller, SessionError};
+    use crate::store::memory::MemoryStore;
+
+    /// Two runtimes on one store are two processes on one database: the
+    /// second one's copy is stale when it writes, so its write reloads and
+    /// is decided again (`InFlight::Owner`), and it still lands.
+    #[test]
+    fn a_stale_copy_reloads_and_hands_the_session_over_all_the_same() {
+        run(async {
+            let store = Arc::new(MemoryStore::new());
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hi")])]);
+            let first = runtime_on(store.clone(), model.clone(), 4);
+            let second = runtime_on(store.clone(), model.clone(), 4);
+            let id = SessionId::new("owned");
+            let body = json!({"id": "m1", "session_id": "owned", "content": "hi"});
+            let (accepted, mut events) = send(&first, body).await;
+            accepted.expect("a turn");
+            until_completed(&mut events).await;
+            let admin = Caller::new("root", true);
+            second
+                .session(&admin, &id)
+                .await
+                .expect("the second one loads it");
+            first
+                .set_owner(&admin, &id, Some("bob".into()))
+                .await
+                .expect("the first one writes");
+            second
+                .set_owner(&admin, &id, None)
+                .await
+                .expect("the second one, after a reload");
+            let fresh = runtime_on(store, model, 4);
+            let stored = fresh.session(&admin, &id).await.expect("stored");
+            assert_eq!(stored.owner_id, None);
+            let refused = fresh.session(&caller(), &id).await;
+            assert!(
+                matches!(refused, Err(SessionError::Forbidden(_))),
+                "{refused:?}"
+            );
+            let not_admin = first.set_owner(&caller(), &id, None).await;
+            assert!(
+                matches!(not_admin, Err(SessionError::Forbidden(_))),
+                "{not_admin:?}"
+            );
+            let absent = first
+                .set_owner(&admin, &SessionId::new("nobody"), None)
+                .await;
+            assert!(
+                matches!(absent, Err(SessionError::NotFound(_))),
+                "{absent:?}"
+            );
+        });
+    }
+}
