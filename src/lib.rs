@@ -23,6 +23,7 @@
 //!   `startup` or mounted under a host's prefix.
 //! - `errors`: the one mapping from errors to status codes and payloads.
 //! - `body`: reading a request body within a size limit and a deadline.
+//! - `ingress`: other systems' messages (inject, the inbox, the heartbeat).
 
 pub mod access;
 pub mod access_settings;
@@ -37,6 +38,7 @@ pub mod edge;
 pub mod embed;
 pub mod errors;
 pub mod extensions;
+pub mod ingress;
 pub mod mcp;
 pub mod models_info;
 pub mod mount;

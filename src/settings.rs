@@ -34,9 +34,10 @@ use crate::deployment::DeploymentSettings;
 use declare::{declare_settings, Setting};
 
 /// Prefixes the runtime owns: an unknown key under one of them is a typo.
-const OWNED_PREFIXES: [&str; 11] = [
+const OWNED_PREFIXES: [&str; 12] = [
     "SERVER__",
     "TRACES__",
+    "HEARTBEAT__",
     "HISTORY__",
     "LLM__",
     "TOOLS__",
@@ -258,6 +259,13 @@ declare_settings! {
                 512 * 1024,
             )?,
         };
+        /// `HEARTBEAT__*`: a check-in message injected every interval.
+        pub heartbeat: HeartbeatSettings {
+            "HEARTBEAT__ENABLED" = "false": "inject a check-in message into the most recently active session every interval (each one runs a turn: a model call); never queued when there is no session";
+            "HEARTBEAT__INTERVAL_SECONDS" = "300": "seconds between check-ins (and before the first); at least 30";
+            "HEARTBEAT__MESSAGE" = "`[via:heartbeat]`": "the check-in message, delivered as `[via:heartbeat from:<from>] <message>`";
+            "HEARTBEAT__FROM" = "`heartbeat`": "the sender in the check-in's envelope";
+        } = heartbeat_settings(&get)?;
         /// `OTEL_EXPORTER_OTLP_ENDPOINT`: export turn spans over OTLP/HTTP to
         /// `<endpoint>/v1/traces`; unset, nothing is exported.
         pub otlp_endpoint: Option<String> {
@@ -359,6 +367,48 @@ declare_settings! {
             30,
         )?);
     }
+}
+
+/// `HEARTBEAT__*`: a check-in message injected every interval (off by default).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeartbeatSettings {
+    pub enabled: bool,
+    pub interval: Duration,
+    pub message: String,
+    pub from: String,
+}
+
+/// The shortest interval the settings accept: every beat runs a turn.
+pub const MIN_HEARTBEAT_SECONDS: u64 = 30;
+
+/// `HEARTBEAT__*`, the interval at least `MIN_HEARTBEAT_SECONDS`.
+fn heartbeat_settings<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+) -> Result<HeartbeatSettings, SettingsError> {
+    let seconds: u64 = number(
+        get("HEARTBEAT__INTERVAL_SECONDS"),
+        "HEARTBEAT__INTERVAL_SECONDS",
+        300,
+    )?;
+    if seconds < MIN_HEARTBEAT_SECONDS {
+        return Err(bad(
+            "HEARTBEAT__INTERVAL_SECONDS",
+            format!("at least {MIN_HEARTBEAT_SECONDS} (each check-in runs a turn), got {seconds}"),
+        ));
+    }
+    let text = |key: &str, default: &str| -> Result<String, SettingsError> {
+        match get(key) {
+            None => Ok(default.to_string()),
+            Some(text) if text.chars().count() > 1024 => Err(bad(key, "too long")),
+            Some(text) => Ok(text.to_string()),
+        }
+    };
+    Ok(HeartbeatSettings {
+        enabled: boolean(get("HEARTBEAT__ENABLED"), "HEARTBEAT__ENABLED")?,
+        interval: Duration::from_secs(seconds),
+        message: text("HEARTBEAT__MESSAGE", "[via:heartbeat]")?,
+        from: text("HEARTBEAT__FROM", "heartbeat")?,
+    })
 }
 
 fn bad(key: &str, message: impl Into<String>) -> SettingsError {
@@ -1045,6 +1095,38 @@ mod tests {
             ("TRACES__MAX_BYTES_PER_SESSION", "-1"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url"),
+        ] {
+            assert_eq!(settings(&[(key, value)]).unwrap_err().key, key, "{value}");
+        }
+    }
+
+    #[test]
+    fn heartbeat_settings_default_to_off_and_refuse_short_intervals() {
+        let defaults = settings(&[]).unwrap().heartbeat;
+        assert!(!defaults.enabled);
+        assert_eq!(defaults.interval, Duration::from_secs(300));
+        assert_eq!(
+            (defaults.message.as_str(), defaults.from.as_str()),
+            ("[via:heartbeat]", "heartbeat")
+        );
+        let on = settings(&[
+            ("HEARTBEAT__ENABLED", "true"),
+            ("HEARTBEAT__INTERVAL_SECONDS", "30"),
+            ("HEARTBEAT__MESSAGE", "anything new?"),
+            ("HEARTBEAT__FROM", "cron"),
+        ])
+        .unwrap()
+        .heartbeat;
+        assert!(on.enabled);
+        assert_eq!(on.interval, Duration::from_secs(30));
+        assert_eq!(
+            (on.message.as_str(), on.from.as_str()),
+            ("anything new?", "cron")
+        );
+        for (key, value) in [
+            ("HEARTBEAT__ENABLED", "sometimes"),
+            ("HEARTBEAT__INTERVAL_SECONDS", "29"),
+            ("HEARTBEAT__INTERVAL_SECONDS", "soon"),
         ] {
             assert_eq!(settings(&[(key, value)]).unwrap_err().key, key, "{value}");
         }

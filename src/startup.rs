@@ -189,6 +189,14 @@ impl Application {
         }
         let store_kind = runtime.deps().store.kind();
         runtime.start_idle_sweeper();
+        // Items a database holds waiting (posted before a restart) are
+        // drained here like new ones.
+        match runtime.deps().inbox.load().await {
+            Ok(0) => {}
+            Ok(n) => log::info!("inbox: {n} item(s) waiting for the next turn"),
+            Err(error) => log::warn!("inbox: waiting items not loaded ({error})"),
+        }
+        crate::ingress::start_heartbeat(runtime.clone(), &settings.heartbeat);
         let max_body = settings.max_body_bytes;
         let access = Arc::new(
             Access::new(&settings.access, extensions.authenticate.clone())
@@ -438,6 +446,10 @@ pub(crate) fn build_runtime_with(
     };
     let profile = extensions.profile(settings);
     let deps = SessionDeps {
+        inbox: Arc::new(actors::store::Inbox::new(
+            store.clone(),
+            actors::store::InboxBounds::default(),
+        )),
         store,
         models: Arc::new(catalog(settings)),
         invalidations: Arc::new(settings.invalidations.clone()),

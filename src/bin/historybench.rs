@@ -105,8 +105,13 @@ async fn run(options: Options) {
         wire: OpenAiModel::new(actors::model::build_http_client(), None, None, "echo"),
         recorded: recorded.clone(),
     };
+    let store: actors::store::SharedStore = Arc::new(MemoryStore::new());
     let runtime = Runtime::new(SessionDeps {
-        store: Arc::new(MemoryStore::new()),
+        inbox: Arc::new(actors::store::Inbox::new(
+            store.clone(),
+            actors::store::InboxBounds::default(),
+        )),
+        store,
         models: Arc::new(Catalog(Arc::new(echo))),
         tools: ToolRegistry {
             host_tools: Vec::new(),

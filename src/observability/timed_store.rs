@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use actors::conversation::{Message, SessionRecord};
 use actors::ids::SessionId;
 use actors::store::{
-    SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult, StoredTrace, TraceBounds,
-    Version, Written,
+    InboxItem, SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult, StoredTrace,
+    TraceBounds, Version, Written,
 };
 use futures_util::future::{self, BoxFuture, FutureExt};
 
@@ -78,6 +78,45 @@ impl Store for TimedStore {
             "save_messages",
             self.inner.save_messages(expected, record, messages),
         )
+    }
+
+    fn save_messages_taking(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+        messages: &[Arc<Message>],
+        taken: &[String],
+    ) -> BoxFuture<'static, StoreResult<Written>> {
+        self.timed(
+            "save_messages",
+            self.inner
+                .save_messages_taking(expected, record, messages, taken),
+        )
+    }
+
+    fn inbox_add(&self, item: &InboxItem) -> BoxFuture<'static, StoreResult<()>> {
+        self.timed("inbox_add", self.inner.inbox_add(item))
+    }
+
+    fn inbox_list(
+        &self,
+        surfaced: Option<bool>,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Option<Vec<InboxItem>>>> {
+        self.timed("inbox_list", self.inner.inbox_list(surfaced, limit, offset))
+    }
+
+    fn inbox_mark_surfaced(&self, id: &str) -> BoxFuture<'static, StoreResult<Option<InboxItem>>> {
+        self.timed("inbox_mark_surfaced", self.inner.inbox_mark_surfaced(id))
+    }
+
+    fn inbox_waiting(&self) -> BoxFuture<'static, StoreResult<Vec<InboxItem>>> {
+        self.timed("inbox_waiting", self.inner.inbox_waiting())
+    }
+
+    fn most_recent(&self) -> BoxFuture<'static, StoreResult<Option<SessionId>>> {
+        self.timed("most_recent", self.inner.most_recent())
     }
 
     fn settle(&self, id: &SessionId) {

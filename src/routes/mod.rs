@@ -12,6 +12,7 @@
 mod chat;
 mod health;
 mod idempotency;
+mod ingress;
 pub mod openapi;
 mod owner;
 mod sessions;
@@ -65,6 +66,11 @@ routes![
     sessions::traces,
     sessions::repair,
     owner::set_owner,
+    ingress::inject_owned,
+    ingress::inject,
+    ingress::post_inbox,
+    ingress::list_inbox,
+    ingress::mark_surfaced,
     health::debug_tools,
     health::debug_prompt,
     health::models,

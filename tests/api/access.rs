@@ -106,6 +106,39 @@ impl Credentials for Jwt {
 }
 
 /// The app's address with a client sending these headers on every request.
+/// The admin-only routes of other systems (inject, the inbox), as `caller`.
+async fn admin_routes(caller: &TestApp) -> Vec<(&'static str, (StatusCode, Value))> {
+    let patched = caller
+        .client
+        .patch(format!("{}/api/inbox/some-item/surfaced", caller.address))
+        .send()
+        .await
+        .expect("request sent");
+    let patched = (
+        patched.status(),
+        patched.json::<Value>().await.unwrap_or(Value::Null),
+    );
+    vec![
+        (
+            "inject",
+            caller
+                .post_json(
+                    "/api/assistant/inject",
+                    &json!({"from": "x", "via": "y", "message": "z", "session_id": "s-alice"}),
+                )
+                .await,
+        ),
+        (
+            "inbox post",
+            caller
+                .post_json("/api/inbox", &json!({"from": "x", "message": "z"}))
+                .await,
+        ),
+        ("inbox list", caller.get("/api/inbox").await),
+        ("inbox surfaced", patched),
+    ]
+}
+
 fn as_caller(app: &TestApp, headers: &[(String, String)]) -> TestApp {
     let mut map = HeaderMap::new();
     for (name, value) in headers {
@@ -197,6 +230,15 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
             ("delete", caller.delete("/api/sessions/s-alice").await),
             ("owner", caller.set_owner("s-alice", Some("bob")).await),
             (
+                "owner inject",
+                caller
+                    .post_json(
+                        "/api/sessions/s-alice/inject",
+                        &json!({"from": "x", "via": "y", "message": "z"}),
+                    )
+                    .await,
+            ),
+            (
                 "agui",
                 caller
                     .post_json("/api/agui", &json!({"threadId": "s-alice", "runId": "r1", "state": {}, "tools": [], "context": [], "forwardedProps": {},
@@ -247,6 +289,11 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
             Who::Admin => StatusCode::OK,
         };
         assert_eq!(status, want, "{who:?} /api/debug/prompt: {body}");
+        // Other systems' doors are the operator's too (the per-owner
+        // inject above is the owner's).
+        for (route, (status, body)) in admin_routes(&caller).await {
+            assert_eq!(status, want, "{who:?} {route}: {body}");
+        }
     }
     assert_eq!(
         stored_state(&alice, "s-alice").await,
@@ -303,6 +350,19 @@ async fn route_matrix(app: &TestApp, credentials: &dyn Credentials) {
     ] {
         assert_eq!(status, expected(Who::Alice), "{route}: {body}");
     }
+    // Other systems: an owner's own backend injects into the owner's own
+    // session with the owner's credentials; the admin doors stay closed to it.
+    for (route, (status, body)) in admin_routes(&alice).await {
+        assert_eq!(status, StatusCode::FORBIDDEN, "alice {route}: {body}");
+    }
+    let note = json!({"from": "alice-backend", "via": "webhook", "message": "order shipped"});
+    let (status, body) = alice.post_json("/api/sessions/s-alice/inject", &note).await;
+    assert_eq!(status, StatusCode::CREATED, "alice's own inject: {body}");
+    assert_eq!(body["status"], "delivered", "{body}");
+    let mut admin_note = note.clone();
+    admin_note["session_id"] = json!("s-alice");
+    let (status, body) = admin.post_json("/api/assistant/inject", &admin_note).await;
+    assert_eq!(status, StatusCode::CREATED, "admin inject: {body}");
     let (status, info) = admin.get("/api/sessions/s-alice").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(

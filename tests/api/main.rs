@@ -16,6 +16,7 @@ mod history;
 mod host_actions;
 mod hostile;
 mod import_cycles;
+mod ingress;
 mod mcp;
 mod migrations;
 mod mounted;

@@ -223,6 +223,25 @@ async fn nginx_routes_each_session_to_one_of_three_processes_over_http_and_socke
             .expect("JSON");
         assert_eq!(info["turn_number"], 3, "{info}");
     }
+    // Ingress for a session reaches the process that owns it, under the
+    // same routing: `?session_id=` on the inject URL, the per-owner path.
+    for session in &http_sessions {
+        for url in [
+            format!("{}/api/assistant/inject?session_id={session}", nginx.url()),
+            format!("{}/api/sessions/{session}/inject", nginx.url()),
+        ] {
+            let response = client
+                .post(url)
+                .json(&json!({"from": "ci", "via": "github", "message": "deployed"}))
+                .send()
+                .await
+                .expect("a response through nginx");
+            let status = response.status();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            assert_eq!(status, 201, "{session}: {body} {}", nginx.errors());
+            assert_eq!(body["session_id"], session.as_str(), "{body}");
+        }
+    }
 
     // Socket.IO: the stock clients pass the session in the connect query.
     let modes = [

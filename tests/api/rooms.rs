@@ -17,7 +17,7 @@ use crate::socketio_helpers::{clients_dir, ensure_clients_installed};
 
 /// Runs `sio_room.mjs` with `scenario` and returns its JSON document,
 /// checked to have ended without error.
-async fn run_room(app: &TestApp, scenario: Value) -> Value {
+pub(crate) async fn run_room(app: &TestApp, scenario: Value) -> Value {
     let url = app.address.clone();
     let result = actix_web::rt::task::spawn_blocking(move || {
         ensure_clients_installed();
@@ -69,7 +69,7 @@ fn summary(result: &Value) -> Value {
     json!({"sockets": sockets, "marks": result["marks"], "http": result["http"].as_array().map(Vec::len)})
 }
 
-fn events(result: &Value, socket: usize) -> Vec<Value> {
+pub(crate) fn events(result: &Value, socket: usize) -> Vec<Value> {
     result["sockets"][socket]["events"]
         .as_array()
         .cloned()
@@ -90,7 +90,7 @@ fn comparable(event: &Value) -> Value {
 /// The events split into turns at `status: completed`; each turn is checked
 /// to hold its status pair once, at its ends, and its deltas once each, in
 /// order (`delta_index` counting up by one within a segment).
-fn turns(label: &str, events: &[Value]) -> Vec<Vec<Value>> {
+pub(crate) fn turns(label: &str, events: &[Value]) -> Vec<Vec<Value>> {
     let mut turns = Vec::new();
     let mut current = Vec::new();
     for event in events {
@@ -136,7 +136,7 @@ fn check_delta_order(label: &str, events: &[Value]) {
     }
 }
 
-fn deltas(events: &[Value]) -> Vec<String> {
+pub(crate) fn deltas(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|event| event["event"] == "assistant:text_delta")
@@ -156,11 +156,11 @@ fn words(n: usize) -> String {
         .join(" ")
 }
 
-fn join(session_id: &str) -> Value {
+pub(crate) fn join(session_id: &str) -> Value {
     json!({"session_id": session_id})
 }
 
-fn message(session_id: &str, id: &str, content: &str) -> Value {
+pub(crate) fn message(session_id: &str, id: &str, content: &str) -> Value {
     json!({"id": id, "session_id": session_id, "content": content})
 }
 
@@ -170,7 +170,7 @@ fn agui_run(session: &str, id: &str, content: &str) -> Value {
            "forwardedProps": {}, "messages": [{"id": id, "role": "user", "content": content}]})
 }
 
-fn completed(socket: usize, count: usize) -> Value {
+pub(crate) fn completed(socket: usize, count: usize) -> Value {
     json!({"socket": socket, "wait": "assistant:status", "count": count, "match": {"status": "completed"}})
 }
 

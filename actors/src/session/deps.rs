@@ -50,6 +50,8 @@ pub struct SessionDeps {
     pub tools: ToolRegistry,
     pub invalidations: Arc<HashMap<String, Vec<String>>>,
     pub config: SessionConfig,
+    /// Notes from other systems waiting for the next turn (`store::inbox`).
+    pub inbox: Arc<crate::store::Inbox>,
 }
 
 impl SessionDeps {

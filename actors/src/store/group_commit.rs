@@ -30,6 +30,8 @@ pub(super) struct SessionWrite {
     pub row: SessionRow,
     pub expected: Version,
     pub messages: Vec<MessageRow>,
+    /// Inbox items this write takes (marked surfaced only if it commits).
+    pub taken: Vec<String>,
 }
 
 struct Queued {
@@ -193,6 +195,9 @@ fn is_lost_race(error: &tokio_postgres::Error) -> bool {
 /// - `stored` appends (in array order, which keeps `seq` in tree order) or
 ///   replaces the messages of the sessions that were written, and only those.
 ///
+/// - `taken` marks the inbox items a write drains into its turn, only for
+///   sessions that were written (sql/0005_inbox.sql).
+///
 /// Returns the id and new version of every session written.
 const WRITE_BATCH: &str = "
     WITH v AS MATERIALIZED (
@@ -242,8 +247,16 @@ const WRITE_BATCH: &str = "
         ON CONFLICT (session_id, id) DO UPDATE SET
             parent_id = excluded.parent_id, role = excluded.role, body = excluded.body
         RETURNING 1
+    ),
+    taken AS (
+        UPDATE inbox SET surfaced = true, taken_by = t.session_id
+        FROM unnest($16::text[], $17::text[]) AS t(session_id, id)
+        WHERE inbox.id = t.id AND NOT inbox.surfaced
+          AND t.session_id IN (SELECT id FROM written)
+        RETURNING 1
     )
-    SELECT id, version, (SELECT count(*) FROM stored) FROM written";
+    SELECT id, version, (SELECT count(*) FROM stored), (SELECT count(*) FROM taken)
+    FROM written";
 
 async fn commit_batch(
     client: &mut deadpool_postgres::Object,
@@ -254,6 +267,13 @@ async fn commit_batch(
     let sessions = SessionColumns::of(&sorted);
     let expected: Vec<i64> = sorted.iter().map(|write| write.expected as i64).collect();
     let messages = MessageColumns::of(sorted.iter().copied());
+    let (taken_sessions, taken_ids): (Vec<&str>, Vec<&str>) = sorted
+        .iter()
+        .flat_map(|write| {
+            let session = write.row.id.as_str();
+            write.taken.iter().map(move |id| (session, id.as_str()))
+        })
+        .unzip();
     let statement = client.prepare_cached(WRITE_BATCH).await?;
     let rows = client
         .query(
@@ -274,6 +294,8 @@ async fn commit_batch(
                 &messages.roles,
                 &messages.bodies,
                 &messages.created_ats,
+                &taken_sessions,
+                &taken_ids,
             ],
         )
         .await?;

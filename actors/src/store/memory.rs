@@ -731,6 +731,24 @@ impl Store for MemoryStore {
         future::ready(self.summaries(owner, limit, offset)).boxed()
     }
 
+    fn most_recent(&self) -> BoxFuture<'static, StoreResult<Option<SessionId>>> {
+        let mut newest: Option<(u64, SessionId)> = None;
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for (id, stored) in shard.iter() {
+                if newest
+                    .as_ref()
+                    .is_none_or(|(at, _)| stored.updated_at > *at)
+                {
+                    newest = Some((stored.updated_at, id.clone()));
+                }
+            }
+        }
+        future::ready(Ok(newest.map(|(_, id)| id))).boxed()
+    }
+
     fn delete(&self, id: &SessionId) -> BoxFuture<'static, StoreResult<bool>> {
         let existed = self.shard(id).remove(id).is_some();
         self.traces.forget(id);

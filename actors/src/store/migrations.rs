@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/0004_lean_turn_writes.sql"),
     },
     Migration {
+        version: 5,
+        name: "0005_inbox.sql",
+        sql: include_str!("../../sql/0005_inbox.sql"),
+    },
+    Migration {
         version: 6,
         name: "0006_traces.sql",
         sql: include_str!("../../sql/0006_traces.sql"),
@@ -53,12 +58,17 @@ const MIGRATION_LOCK_KEY: i64 = 0x61_72_2d_6d_69_67_72;
 const BINARY_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The tables (and the free-standing sequence) of the layout before the
-/// runtime had a schema of its own, all in `public`.
-const LEGACY_RELATIONS: [(&str, &str); 4] = [
-    ("TABLE", "schema_migrations"),
-    ("TABLE", "sessions"),
-    ("TABLE", "messages"),
-    ("SEQUENCE", "session_versions"),
+/// runtime had a schema of its own, all in `public`; with the migration
+/// that made a table, when it is a later one (moved only if that migration
+/// is recorded there: a binary run with `DATABASE__SCHEMA=public` made it).
+/// `schema_migrations` goes last: the others' check reads it in `public`.
+const LEGACY_RELATIONS: [(&str, &str, Option<i32>); 6] = [
+    ("TABLE", "sessions", None),
+    ("TABLE", "messages", None),
+    ("SEQUENCE", "session_versions", None),
+    ("TABLE", "inbox", Some(5)),
+    ("TABLE", "traces", Some(6)),
+    ("TABLE", "schema_migrations", None),
 ];
 
 /// Why migrating did not happen.
@@ -268,9 +278,14 @@ async fn move_legacy_layout(
     if !legacy {
         return Ok(());
     }
-    for (kind, name) in LEGACY_RELATIONS {
+    for (kind, name, made_by) in LEGACY_RELATIONS {
         let exists: bool = transaction
-            .query_one("SELECT to_regclass('public.' || $1) IS NOT NULL", &[&name])
+            .query_one(
+                "SELECT to_regclass('public.' || $1) IS NOT NULL
+                    AND ($2::int4 IS NULL
+                         OR EXISTS (SELECT 1 FROM public.schema_migrations WHERE version = $2))",
+                &[&name, &made_by],
+            )
             .await?
             .get(0);
         if exists {

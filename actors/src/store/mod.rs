@@ -9,6 +9,8 @@
 //! old copy of a session can never overwrite what another one wrote.
 
 mod group_commit;
+pub mod inbox;
+mod inbox_pg;
 pub mod memory;
 pub mod migrations;
 pub mod postgres;
@@ -26,6 +28,7 @@ use crate::conversation::{Message, SessionRecord};
 use crate::error_type::ErrorType;
 use crate::ids::SessionId;
 
+pub use inbox::{Inbox, InboxBounds, InboxItem};
 pub use traces::{StoredTrace, TraceBounds};
 
 /// A stamp that changes on every write of a session and never repeats
@@ -227,6 +230,55 @@ pub trait Store: Send + Sync + 'static {
         record: &SessionRecord,
         messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>>;
+
+    /// `save_messages`, and in the same write (committed with it or not at
+    /// all) marks the inbox items `taken` as taken by this session: the
+    /// drain of the inbox into the turn this write starts. A store that
+    /// keeps no inbox (the memory store: the `Inbox` itself is the only
+    /// copy) just saves.
+    fn save_messages_taking(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+        messages: &[Arc<Message>],
+        _taken: &[String],
+    ) -> BoxFuture<'static, StoreResult<Written>> {
+        self.save_messages(expected, record, messages)
+    }
+
+    /// Stores a new inbox item. A store without an inbox table ignores it.
+    fn inbox_add(&self, _item: &InboxItem) -> BoxFuture<'static, StoreResult<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// The stored inbox items, oldest first (only waiting ones with
+    /// `Some(false)`, only surfaced ones with `Some(true)`); `None` from a
+    /// store without an inbox table.
+    fn inbox_list(
+        &self,
+        _surfaced: Option<bool>,
+        _limit: u32,
+        _offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Option<Vec<InboxItem>>>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Marks a stored item surfaced: `Some(item)` as it is now, `None` from
+    /// a store without an inbox table or without that item.
+    fn inbox_mark_surfaced(&self, _id: &str) -> BoxFuture<'static, StoreResult<Option<InboxItem>>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Every waiting stored item, oldest first (loaded at startup).
+    fn inbox_waiting(&self) -> BoxFuture<'static, StoreResult<Vec<InboxItem>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
+    /// The most recently written session, for an inject that names none.
+    fn most_recent(&self) -> BoxFuture<'static, StoreResult<Option<SessionId>>> {
+        let page = self.list(None, 1, 0);
+        Box::pin(async move { Ok(page.await?.into_iter().next().map(|s| s.session_id)) })
+    }
 
     /// The session's actor has left memory: what the store kept in the
     /// actor's own shapes for its next turns can now be made compact. Only

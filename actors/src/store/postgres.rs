@@ -17,7 +17,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
 use super::group_commit::{GroupCommit, SessionWrite, WRITERS};
-use super::migrations;
+use super::inbox::InboxItem;
+use super::{inbox_pg, migrations};
 use super::{
     SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, StoredTrace,
     TraceBounds, Version, Written,
@@ -618,6 +619,16 @@ impl Store for PgStore {
         record: &SessionRecord,
         messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>> {
+        self.save_messages_taking(expected, record, messages, &[])
+    }
+
+    fn save_messages_taking(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+        messages: &[Arc<Message>],
+        taken: &[String],
+    ) -> BoxFuture<'static, StoreResult<Written>> {
         // Serialized here, on the caller's thread, so the writer thread only
         // talks to the database.
         let write = SessionRow::from_record(record).and_then(|row| {
@@ -629,6 +640,7 @@ impl Store for PgStore {
                 row,
                 expected,
                 messages,
+                taken: taken.to_vec(),
             })
         });
         let writes = self.writes.clone();
@@ -756,6 +768,58 @@ impl Store for PgStore {
                     }))
                 })
                 .collect()
+        })
+    }
+
+    fn inbox_add(&self, item: &InboxItem) -> BoxFuture<'static, StoreResult<()>> {
+        let shared = self.shared.clone();
+        let item = item.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let added = inbox_pg::add(&client, &item).await;
+            settle(client, added)
+        })
+    }
+
+    fn inbox_list(
+        &self,
+        surfaced: Option<bool>,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, StoreResult<Option<Vec<InboxItem>>>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let listed = inbox_pg::list(&client, surfaced, limit, offset).await;
+            settle(client, listed).map(Some)
+        })
+    }
+
+    fn inbox_mark_surfaced(&self, id: &str) -> BoxFuture<'static, StoreResult<Option<InboxItem>>> {
+        let shared = self.shared.clone();
+        let id = id.to_string();
+        self.run(async move {
+            let client = shared.client().await?;
+            let marked = inbox_pg::mark_surfaced(&client, &id).await;
+            settle(client, marked)
+        })
+    }
+
+    fn inbox_waiting(&self) -> BoxFuture<'static, StoreResult<Vec<InboxItem>>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let listed = inbox_pg::list(&client, Some(false), u32::MAX, 0).await;
+            settle(client, listed)
+        })
+    }
+
+    fn most_recent(&self) -> BoxFuture<'static, StoreResult<Option<SessionId>>> {
+        let shared = self.shared.clone();
+        self.run(async move {
+            let client = shared.client().await?;
+            let found = inbox_pg::most_recent(&client).await;
+            settle(client, found).map(|id| id.map(SessionId::new))
         })
     }
 

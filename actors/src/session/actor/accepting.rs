@@ -264,10 +264,13 @@ impl SessionActor {
         let user = self.user_message(request, kept.as_deref());
         let record = self.record_after(request, kept, &user.id);
         changed.push(Arc::new(user));
+        // The inbox drains into this turn in this same write (`inbox.rs`).
+        let drained = self.reserve_inbox(request);
+        let taken: Vec<String> = drained.iter().map(|item| item.id.clone()).collect();
         let write = self
             .deps
             .store
-            .save_messages(self.version(), &record, &changed);
+            .save_messages_taking(self.version(), &record, &changed, &taken);
         // Stale: another process moved the session on since this copy was
         // loaded; the message is decided again on the reloaded copy (its
         // parent, supersession and turn number come from there).
@@ -277,6 +280,7 @@ impl SessionActor {
             }
             actor.record = record;
             actor.phase = Phase::Idle;
+            actor.inbox_taken(&waiting.request, drained);
             let user_id = waiting.request.id.clone();
             let assistant = StoredMessage::empty(
                 reply_id(&user_id),

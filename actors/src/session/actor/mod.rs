@@ -9,6 +9,7 @@ mod accepting;
 mod admin;
 mod core;
 mod idempotency;
+mod inbox;
 #[cfg(test)]
 mod model_test;
 mod owner;
@@ -89,6 +90,9 @@ pub struct SessionActor {
     /// A slot to stay a moment after the first exchange (`session::grace`).
     grace: Option<Grace>,
     next_turn_id: u64,
+    /// Inbox items the last committed message took, for its turn to open
+    /// with (`inbox.rs`).
+    drained: Vec<Arc<crate::store::InboxItem>>,
 }
 
 /// What the actor's copy of the session is: one state, with what it owns.
@@ -236,6 +240,7 @@ impl SessionActor {
             idle_check,
             grace: None,
             next_turn_id: 0,
+            drained: Vec::new(),
         }
     }
 }

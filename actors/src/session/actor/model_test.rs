@@ -193,6 +193,10 @@ impl ModelCatalog for OneModel {
 
 fn process(store: &Arc<MemoryStore>, model: &Arc<PlannedModel>) -> Runtime {
     Runtime::new(SessionDeps {
+        inbox: Arc::new(crate::store::Inbox::new(
+            store.clone(),
+            crate::store::InboxBounds::default(),
+        )),
         store: store.clone(),
         models: Arc::new(OneModel(model.clone())),
         tools: ToolRegistry::default(),

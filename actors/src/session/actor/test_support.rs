@@ -104,6 +104,10 @@ pub(super) fn runtime_on(
     max_turns: u32,
 ) -> Runtime {
     Runtime::new(SessionDeps {
+        inbox: Arc::new(crate::store::Inbox::new(
+            store.clone(),
+            crate::store::InboxBounds::default(),
+        )),
         store,
         models: Arc::new(OneModel(model)),
         tools: ToolRegistry::default(),

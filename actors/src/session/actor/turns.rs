@@ -160,6 +160,7 @@ impl SessionActor {
             message_id: assistant.id.clone(),
         });
         self.opened(reply, &sink, &assistant, opening);
+        self.deliver_drained(&mut assistant, &sink);
         let input = TurnInput {
             trace: (self.deps.config.traces).begin(&request, &plan.model_id, request.output_mode),
             plan,
