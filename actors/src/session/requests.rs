@@ -58,15 +58,11 @@ pub struct CheckIdle;
 /// Asks the live turn to stop; `true` if there was one.
 #[derive(Message)]
 #[rtype(result = "Result<bool, SessionError>")]
-pub struct CancelTurn {
-    pub caller: Caller,
-}
+pub struct CancelTurn(pub Caller);
 
 #[derive(Message)]
 #[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct GetInfo {
-    pub caller: Caller,
-}
+pub struct GetInfo(pub Caller);
 
 /// The root-to-leaf path (the active leaf by default).
 #[derive(Message)]
@@ -78,23 +74,17 @@ pub struct GetPath {
 
 #[derive(Message)]
 #[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
-pub struct GetTree {
-    pub caller: Caller,
-}
+pub struct GetTree(pub Caller);
 
 /// Resolves the pending action and every call without a result as `unknown`.
 #[derive(Message)]
 #[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct RepairSession {
-    pub caller: Caller,
-}
+pub struct RepairSession(pub Caller);
 
 /// Cancels any live turn, deletes the stored session and stops the actor.
 #[derive(Message)]
 #[rtype(result = "Result<bool, SessionError>")]
-pub struct DeleteSession {
-    pub caller: Caller,
-}
+pub struct DeleteSession(pub Caller);
 
 /// What `GET /api/sessions/{id}` shows.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
