@@ -349,7 +349,7 @@ impl State {
             .as_ref()
             .map(|c| &c.tool_call_id);
         let target = match call_id {
-            Some(call_id) => self.view().result_target(call_id),
+            Some(call_id) => self.result_target(call_id),
             None => Err(SessionError::Internal("not a continuation".into())),
         };
         match target {

@@ -24,10 +24,7 @@ impl State {
             message_count: self.tree.len(),
             active_leaf: record.active_leaf.as_ref().map(|id| id.to_string()),
             turn_running: self.is_running(),
-            pending_action: match &self.phase {
-                Phase::AwaitingHost(pending) => Some((**pending).clone()),
-                _ => None,
-            },
+            pending_action: self.pending().map(|pending| (**pending).clone()),
             host_context: (record.host_context.as_deref()).map(|kept| kept.context().to_value()),
         }
     }

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::rules::View;
 use crate::contract::{ChatRequest, HostContext, OutputMode};
 use crate::conversation::StoredContext;
 use crate::conversation::{Message as StoredMessage, MessageTree, PendingAction, SessionRecord};
@@ -532,18 +531,11 @@ impl State {
         record
     }
 
-    /// What the pure rules (`rules.rs`) read of this copy.
-    pub(super) fn view(&self) -> View<'_> {
-        View {
-            id: &self.id,
-            stored: self.is_stored(),
-            tree: &self.tree,
-            leaf: self.record.active_leaf.as_ref(),
-            pending: match &self.phase {
-                Phase::AwaitingHost(pending) => Some(pending),
-                _ => None,
-            },
-            running: self.is_running(),
+    /// The call a host result is awaited for.
+    pub(super) fn pending(&self) -> Option<&Arc<PendingAction>> {
+        match &self.phase {
+            Phase::AwaitingHost(pending) => Some(pending),
+            _ => None,
         }
     }
 
@@ -626,5 +618,72 @@ impl State {
             .host_context
             .as_deref()
             .map(StoredContext::context))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::{deps_on, ScriptedModel};
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    fn unwrap_io(plan: Plan) -> Io {
+        plan.io.expect("a store operation")
+    }
+
+    /// The write loop without a runtime: a message whose write finds the
+    /// session changed is reloaded and decided again, and answered only
+    /// when its second write commits (which starts its turn).
+    #[test]
+    fn a_stale_write_reloads_and_decides_again() {
+        let deps = deps_on(
+            Arc::new(MemoryStore::new()),
+            ScriptedModel::new(Vec::new()),
+            1,
+        );
+        let mut state = State::new(SessionId::new("s"), Arc::new(deps));
+        assert!(
+            decide(&mut state, Input::Loaded(Ok(None), InFlight::Nothing))
+                .io
+                .is_none()
+        );
+        let body = json!({"id": "m1", "session_id": "s", "content": "hi"});
+        let request = ChatRequest::parse(&body).expect("a valid body");
+        let (sink, _events) = EventSink::new(true);
+        let (reply, mut answered) = oneshot::channel();
+        let caller = Caller::new("tester", false);
+        let chat = Input::Chat(Waiting {
+            request,
+            sink,
+            caller,
+            reply,
+        });
+        let Io::Write(write, waiter) = unwrap_io(decide(&mut state, chat)) else {
+            panic!("the message is written first");
+        };
+        let stale = Input::Written(Ok(Written::Stale), write, waiter);
+        let Io::Load(waiter) = unwrap_io(decide(&mut state, stale)) else {
+            panic!("a stale write reloads");
+        };
+        let Io::Write(write, waiter) =
+            unwrap_io(decide(&mut state, Input::Loaded(Ok(None), waiter)))
+        else {
+            panic!("decided again on the reloaded copy");
+        };
+        assert!(
+            answered.try_recv().is_err(),
+            "nothing answered before a commit"
+        );
+        let plan = decide(
+            &mut state,
+            Input::Written(Ok(Written::Committed(1)), write, waiter),
+        );
+        assert!(plan.start.is_some() && state.is_running() && state.version() == 1);
+        assert!(matches!(
+            plan.out.first(),
+            Some(Out::Answer(Answer::Accepted(_, Ok(_))))
+        ));
     }
 }

@@ -1,35 +1,22 @@
-//! The session's decisions as pure functions of the actor's copy: no I/O,
-//! no clock, no actix. The actor (the shell around them) reads its copy
-//! into a `View`, asks, and carries out the answer: the writes, the events,
-//! the replies. Each is tested here without a runtime; the whole protocol
-//! is tested by `model_test.rs`.
+//! Rules of the core that only read: which pending call a result answers
+//! (or the 409 naming why none), where a finished turn's reply goes, how a
+//! turn's end and a host's result are recorded. Tested here on a `State`
+//! without a runtime; the whole protocol by `model_test.rs`.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::core::State;
 use crate::contract::{OutputMode, ToolOutcome};
 use crate::conversation::{
-    CallOutcome, CallStatus, Message as StoredMessage, MessageTree, PendingAction, ToolRecord,
+    CallOutcome, CallStatus, Message as StoredMessage, PendingAction, ToolRecord,
 };
 use crate::error_type::ErrorType;
 use crate::events::{Decision, TurnErrorEvent};
-use crate::ids::{MessageId, SessionId, ToolCallId};
+use crate::ids::ToolCallId;
 use crate::session::SessionError;
 use crate::turn::TurnEnd;
-
-/// What the decisions read of the actor's copy of the session.
-pub(super) struct View<'a> {
-    pub(super) id: &'a SessionId,
-    /// Whether the session is in the store.
-    pub(super) stored: bool,
-    pub(super) tree: &'a MessageTree,
-    pub(super) leaf: Option<&'a MessageId>,
-    /// The call a host result is awaited for.
-    pub(super) pending: Option<&'a Arc<PendingAction>>,
-    /// Whether this actor's turn is live.
-    pub(super) running: bool,
-}
 
 /// Where a finished turn's reply goes.
 #[derive(Debug, PartialEq)]
@@ -42,21 +29,21 @@ pub(super) enum Placement {
     Gone,
 }
 
-impl View<'_> {
+impl State {
     /// The pending call a host result for `call_id` answers, or the 409
     /// saying why it answers none.
     pub(super) fn result_target(
         &self,
         call_id: &ToolCallId,
     ) -> Result<Arc<PendingAction>, SessionError> {
-        if !self.stored {
+        if !self.is_stored() {
             return Err(SessionError::Conflict(format!(
                 "session {:?} does not exist, so call {:?} is not pending",
                 self.id.as_str(),
                 call_id.as_str()
             )));
         }
-        match self.pending {
+        match self.pending() {
             Some(pending) if &pending.tool_call_id == call_id => Ok(pending.clone()),
             Some(pending) if pending.queued.contains(call_id) => {
                 Err(SessionError::Conflict(format!(
@@ -72,7 +59,7 @@ impl View<'_> {
 
     /// Why a result for `call_id` cannot be taken now.
     fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
-        let pending_now = match self.pending {
+        let pending_now = match self.pending() {
             Some(pending) => format!("; call {:?} is pending", pending.tool_call_id.as_str()),
             None => "; nothing is pending".to_string(),
         };
@@ -106,11 +93,12 @@ impl View<'_> {
     /// session still ends where the turn began and waits for nothing else.
     pub(super) fn placement(&self, assistant: &StoredMessage) -> Placement {
         let parent = assistant.parent_id.as_ref();
-        if !self.stored || !parent.is_some_and(|parent| self.tree.contains(parent)) {
+        if !self.is_stored() || !parent.is_some_and(|parent| self.tree.contains(parent)) {
             return Placement::Gone;
         }
-        let began_here = self.leaf == Some(&assistant.id) || self.leaf == parent;
-        if began_here && self.pending.is_none() && !self.running {
+        let leaf = self.record.active_leaf.as_ref();
+        let began_here = leaf == Some(&assistant.id) || leaf == parent;
+        if began_here && self.pending().is_none() && !self.is_running() {
             Placement::OnPath
         } else {
             Placement::Superseded
@@ -246,8 +234,12 @@ impl TurnFailure {
 
 #[cfg(test)]
 mod tests {
+    use super::super::core::{Loaded, Phase};
+    use super::super::test_support::{deps_on, ScriptedModel};
     use super::*;
-    use crate::conversation::{Role, Segment, ToolCategory};
+    use crate::conversation::{MessageTree, Role, Segment, ToolCategory};
+    use crate::ids::{MessageId, SessionId};
+    use crate::store::memory::MemoryStore;
 
     /// A host call, answered with `output` or not answered yet.
     fn call(id: &str, output: Option<Value>) -> ToolRecord {
@@ -285,6 +277,20 @@ mod tests {
         }
     }
 
+    /// A stored session of `tree`, its leaf `leaf`, awaiting `pending`.
+    fn state(tree: MessageTree, leaf: &str, pending: Option<Arc<PendingAction>>) -> State {
+        let model = ScriptedModel::new(Vec::new());
+        let deps = deps_on(Arc::new(MemoryStore::new()), model, 1);
+        let mut state = State::new(SessionId::new("s"), Arc::new(deps));
+        state.loaded = Loaded::Stored(1);
+        state.tree = tree;
+        state.record.active_leaf = Some(MessageId::new(leaf));
+        if let Some(pending) = pending {
+            state.phase = Phase::AwaitingHost(pending);
+        }
+        state
+    }
+
     #[test]
     fn a_result_names_why_it_is_not_taken() {
         let tree = tree(vec![
@@ -299,69 +305,37 @@ mod tests {
             vec![ToolCallId::new("c3")],
             OutputMode::Text,
         );
-        let id = SessionId::new("s");
-        let leaf = MessageId::new("m1:reply");
-        let view = View {
-            id: &id,
-            stored: true,
-            tree: &tree,
-            leaf: Some(&leaf),
-            pending: pending.as_ref(),
-            running: false,
-        };
-        assert!(view.result_target(&ToolCallId::new("c2")).is_ok());
-        let said = |call: &str| conflict(view.result_target(&ToolCallId::new(call)));
+        let mut state = state(tree, "m1:reply", pending);
+        assert!(state.result_target(&ToolCallId::new("c2")).is_ok());
+        let said =
+            |state: &State, call: &str| conflict(state.result_target(&ToolCallId::new(call)));
+        let c1 = said(&state, "c1");
+        assert!(c1.contains("already recorded (status: completed)"), "{c1}");
+        let c3 = said(&state, "c3");
+        assert!(c3.contains("queued behind call \"c2\""), "{c3}");
+        let c9 = said(&state, "c9");
         assert!(
-            said("c1").contains("already recorded (status: completed)"),
-            "{}",
-            said("c1")
+            c9.contains("is not pending; call \"c2\" is pending"),
+            "{c9}"
         );
-        assert!(
-            said("c3").contains("queued behind call \"c2\""),
-            "{}",
-            said("c3")
-        );
-        assert!(
-            said("c9").contains("is not pending; call \"c2\" is pending"),
-            "{}",
-            said("c9")
-        );
-        let absent = View {
-            stored: false,
-            ..view
-        };
-        assert!(conflict(absent.result_target(&ToolCallId::new("c2"))).contains("does not exist"));
+        state.loaded = Loaded::Absent;
+        assert!(said(&state, "c2").contains("does not exist"));
     }
 
     #[test]
     fn a_turn_is_placed_on_the_path_only_where_it_began() {
-        let tree = tree(Vec::new());
-        let id = SessionId::new("s");
-        let (user, other) = (MessageId::new("m1"), MessageId::new("m2"));
+        let user = MessageId::new("m1");
         let assistant = StoredMessage::empty(
             MessageId::new("m1:reply2"),
             Some(user.clone()),
             Role::Assistant,
             0,
         );
-        let view = View {
-            id: &id,
-            stored: true,
-            tree: &tree,
-            leaf: Some(&user),
-            pending: None,
-            running: false,
-        };
-        assert_eq!(view.placement(&assistant), Placement::OnPath);
-        let moved_on = View {
-            leaf: Some(&other),
-            ..view
-        };
-        assert_eq!(moved_on.placement(&assistant), Placement::Superseded);
-        let deleted = View {
-            stored: false,
-            ..moved_on
-        };
-        assert_eq!(deleted.placement(&assistant), Placement::Gone);
+        let mut state = state(tree(Vec::new()), "m1", None);
+        assert_eq!(state.placement(&assistant), Placement::OnPath);
+        state.record.active_leaf = Some(MessageId::new("m2"));
+        assert_eq!(state.placement(&assistant), Placement::Superseded);
+        state.loaded = Loaded::Absent;
+        assert_eq!(state.placement(&assistant), Placement::Gone);
     }
 }

@@ -201,7 +201,7 @@ impl State {
     /// stored off the path, its calls `superseded`, and the caller told the
     /// turn was cancelled. Another process's acknowledged message never moves.
     pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, plan: &mut Plan) {
-        match self.view().placement(&turn.assistant) {
+        match self.placement(&turn.assistant) {
             Placement::OnPath => {}
             Placement::Gone => {
                 let message =
