@@ -216,15 +216,7 @@ impl State {
         let user = self.user_message(request, kept.as_deref());
         let record = self.record_after(request, kept, &user.id);
         changed.push(Arc::new(user));
-        let (version, messages) = (self.version(), Some(changed));
-        plan.write(
-            Write {
-                version,
-                record,
-                messages,
-            },
-            waiting,
-        );
+        plan.write(self.write(record, Some(changed)), waiting);
     }
 
     pub(super) fn message_stored(&mut self, waiting: Waiting, write: Write, plan: &mut Plan) {
@@ -424,12 +416,10 @@ impl State {
             screenshot,
             resumes_model,
         };
-        let write = Write {
-            version: self.version(),
-            record,
-            messages,
-        };
-        plan.write(write, InFlight::Result(waiting, applied));
+        plan.write(
+            self.write(record, messages),
+            InFlight::Result(waiting, applied),
+        );
     }
 
     /// The result is stored: the model resumes, or the next call is reported.

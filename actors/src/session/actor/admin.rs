@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use super::core::State;
 use super::core::{InFlight, Joining, Life, Loaded, Phase, Plan, Read, Repairing, ReplyTo};
-use super::core::{State, Write};
-use super::turns::{TurnEnding, TurnFailure};
+use super::turns::TurnFailure;
 use crate::conversation::{CallStatus, Message as StoredMessage, Role, StoredContext};
 use crate::error_type::ErrorType;
 use crate::ids::MessageId;
@@ -72,12 +72,7 @@ impl State {
         if let Some(context) = &joining.host_context {
             record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
         }
-        let write = Write {
-            version: self.version(),
-            record,
-            messages: None,
-        };
-        plan.write(write, InFlight::Join(joining));
+        plan.write(self.write(record, None), InFlight::Join(joining));
     }
 
     /// Resolves every unresolved call as `unknown` and drops the pending call.
@@ -104,12 +99,10 @@ impl State {
             .collect();
         let mut record = self.record.clone();
         record.pending_action = None;
-        let write = Write {
-            version: self.version(),
-            record,
-            messages: Some(changed),
-        };
-        plan.write(write, InFlight::Repair(repairing));
+        plan.write(
+            self.write(record, Some(changed)),
+            InFlight::Repair(repairing),
+        );
     }
 
     pub(super) fn cancel(&mut self, caller: &Caller, reply: ReplyTo<bool>, plan: &mut Plan) {
@@ -170,16 +163,9 @@ impl State {
             return;
         };
         let message = "The session was deleted; its turn was cancelled.";
-        let reply = StoredMessage::empty(live.message_id, None, Role::Assistant, 0);
-        let ending = TurnEnding {
-            assistant: &reply,
-            model: live.model,
-            pending: None,
-            decision: None,
-            output_mode: live.output_mode,
-            failure: Some(TurnFailure::new(ErrorType::Cancelled, message, false)),
-        };
-        self.end_turn(&live.sink, ending, plan);
+        let reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
+        let failure = TurnFailure::new(ErrorType::Cancelled, message, false);
+        self.end_failed(live, &reply, failure, plan);
     }
 
     fn stop_if_absent(&self, plan: &mut Plan) {

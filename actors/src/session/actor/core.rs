@@ -547,6 +547,19 @@ impl State {
         matches!(self.phase, Phase::Running(_))
     }
 
+    /// A write of `record` and `messages`, conditional on this copy's version.
+    pub(super) fn write(
+        &self,
+        record: SessionRecord,
+        messages: Option<Vec<Arc<StoredMessage>>>,
+    ) -> Write {
+        Write {
+            version: self.version(),
+            record,
+            messages,
+        }
+    }
+
     /// The version every write names (0: not stored yet).
     pub(super) fn version(&self) -> Version {
         match self.loaded {

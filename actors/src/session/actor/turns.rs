@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::accepting::accepted;
-use super::core::{InFlight, LiveTurn, Phase, Plan, State, Waiting, Write, MAX_QUEUED_STEERING};
+use super::core::{InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUEUED_STEERING};
 pub(super) use super::rules::TurnFailure;
 use super::rules::{turn_outcome, Placement};
 use crate::contract::{ChatRequest, MessageType, OutputMode};
@@ -88,15 +88,10 @@ impl State {
         opening: Option<TurnEvent>,
         plan: &mut Plan,
     ) {
-        let Waiting {
-            request,
-            sink,
-            caller,
-            reply,
-        } = waiting;
+        let (request, sink) = (waiting.request, waiting.sink);
         let (model_id, model) = match self.deps.plan_model(&request.config) {
             Ok(planned) => planned,
-            Err(error) => return plan.answer(reply, Err(error)),
+            Err(error) => return plan.answer(waiting.reply, Err(error)),
         };
         assistant.model = Some(model_id.shared_text());
         let (cancel, token) = CancelHandle::new();
@@ -108,12 +103,12 @@ impl State {
             cancelling: false,
             steering,
             sink: sink.clone(),
-            caller,
+            caller: waiting.caller,
             output_mode: request.output_mode,
             model: model_id.shared_text(),
             message_id: assistant.id.clone(),
         });
-        plan.answer(reply, Ok(accepted(&assistant.id)));
+        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
         plan.status(&sink, &self.id, TurnStatus::Started);
         if let Some(event) = opening {
             plan.event(&sink, event);
@@ -146,17 +141,13 @@ impl State {
         if let Some(pending) = self.record.pending_action.take() {
             self.phase = Phase::AwaitingHost(pending);
         }
-        let TurnOutput {
-            mut assistant,
-            end,
-            steering,
-            trace,
-        } = ended.output;
-        self.late_steering(steering, &end, &live);
+        let output = ended.output;
+        let (mut assistant, end) = (output.assistant, output.end);
+        self.late_steering(output.steering, &end, &live);
         let (next, decision, failure) = turn_outcome(&mut assistant, &end, live.output_mode);
         let error_type = failure.as_ref().map(|failure| failure.error_type);
         assistant.error_type = error_type.map(|error_type| error_type.as_str().to_string());
-        plan.trace = trace.map(|trace| TraceEnd {
+        plan.trace = output.trace.map(|trace| TraceEnd {
             trace,
             outcome: end.trace_outcome(),
             error_type,
@@ -234,12 +225,7 @@ impl State {
             None => vec![turn.assistant.clone()],
             Some(summary) => vec![summary.clone(), turn.assistant.clone()],
         };
-        let write = Write {
-            version: self.version(),
-            record,
-            messages: Some(messages),
-        };
-        plan.write(write, InFlight::Turn(turn));
+        plan.write(self.write(record, Some(messages)), InFlight::Turn(turn));
     }
 
     /// The reply is stored: its final response, then what waited.
@@ -249,33 +235,25 @@ impl State {
         mut record: SessionRecord,
         plan: &mut Plan,
     ) {
-        let FinishedTurn {
-            live,
-            assistant,
-            next,
-            decision,
-            failure,
-            on_path,
-            summary,
-        } = turn;
-        if let Some(summary) = summary {
+        if let Some(summary) = turn.summary {
             self.tree.upsert(summary);
         }
-        if on_path {
+        if turn.on_path {
             record.pending_action = None;
             self.record = record;
-            self.phase = match &next {
+            self.phase = match &turn.next {
                 Some(pending) => Phase::AwaitingHost(pending.clone()),
                 None => Phase::Idle,
             };
         }
+        let (live, assistant) = (turn.live, turn.assistant);
         let ending = TurnEnding {
             assistant: &assistant,
             model: live.model,
-            pending: next.as_deref(),
-            decision,
+            pending: turn.next.as_deref(),
+            decision: turn.decision,
             output_mode: live.output_mode,
-            failure,
+            failure: turn.failure,
         };
         self.end_turn(&live.sink, ending, plan);
         self.tree.upsert(assistant);
@@ -292,43 +270,45 @@ impl State {
         message: &str,
         plan: &mut Plan,
     ) {
-        let FinishedTurn {
-            live, assistant, ..
-        } = turn;
+        let failure = TurnFailure::new(error_type, message, true);
+        self.end_failed(turn.live, &turn.assistant, failure, plan);
+        plan.run_waiting = true;
+    }
+
+    /// Ends `live`'s stream with `failure`; `assistant` is its reply as it is.
+    pub(super) fn end_failed(
+        &self,
+        live: LiveTurn,
+        assistant: &StoredMessage,
+        failure: TurnFailure,
+        plan: &mut Plan,
+    ) {
         let ending = TurnEnding {
-            assistant: &assistant,
+            assistant,
             model: live.model,
             pending: None,
             decision: None,
             output_mode: live.output_mode,
-            failure: Some(TurnFailure::new(error_type, message, true)),
+            failure: Some(failure),
         };
         self.end_turn(&live.sink, ending, plan);
-        plan.run_waiting = true;
     }
 
     /// Ends a turn's stream: its `final_response`, a terminal `error` if it
     /// failed, and `status: completed`.
     pub(super) fn end_turn(&self, sink: &EventSink, ending: TurnEnding<'_>, plan: &mut Plan) {
-        let TurnEnding {
-            assistant,
-            model,
-            pending,
-            decision,
-            output_mode,
-            failure,
-        } = ending;
-        let silent = output_mode == OutputMode::HostTools;
+        let (assistant, failure) = (ending.assistant, ending.failure);
+        let silent = ending.output_mode == OutputMode::HostTools;
         let final_response = FinalResponse {
             content: if silent { None } else { Some(assistant.text()) },
-            model,
+            model: ending.model,
             streamed: sink.streamed,
             session_id: self.id.clone(),
             turn_number: self.record.turn_number,
             message_id: assistant.id.clone(),
             usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
-            pending_tool_call: pending.map(pending_event),
-            decision,
+            pending_tool_call: ending.pending.map(pending_event),
+            decision: ending.decision,
             error: failure.as_ref().map(|_| true),
             error_type: (failure.as_ref()).map(|failure| failure.error_type.as_str().to_string()),
             error_message: failure.as_ref().map(|failure| failure.message.clone()),
