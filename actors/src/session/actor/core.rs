@@ -206,11 +206,18 @@ pub(super) enum Life {
 macro_rules! answers {
     ($($variant:ident($t:ty)),*) => {
         /// A reply and its answer; `send` is the one place replies go out.
-        pub(super) enum Answer { $($variant(ReplyTo<$t>, Result<$t, SessionError>)),* }
+        /// (A session's info is boxed: it is most of the enum's size.)
+        pub(super) enum Answer {
+            $($variant(ReplyTo<$t>, Result<$t, SessionError>),)*
+            Info(ReplyTo<SessionInfo>, Box<Result<SessionInfo, SessionError>>),
+        }
         impl Answer {
             /// An asker that is gone (its connection closed) is no error.
             pub(super) fn send(self) {
-                match self { $(Answer::$variant(reply, result) => { let _ = reply.send(result); })* }
+                let _ = match self {
+                    $(Answer::$variant(reply, result) => reply.send(result).map_err(drop),)*
+                    Answer::Info(reply, result) => reply.send(*result).map_err(drop),
+                };
             }
         }
         $(impl From<(ReplyTo<$t>, Result<$t, SessionError>)> for Answer {
@@ -223,10 +230,15 @@ macro_rules! answers {
 answers!(
     Accepted(TurnAccepted),
     Done(()),
-    Info(SessionInfo),
     Flag(bool),
     Messages(Vec<StoredMessage>)
 );
+
+impl From<(ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)> for Answer {
+    fn from((reply, result): (ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)) -> Answer {
+        Answer::Info(reply, Box::new(result))
+    }
+}
 
 impl Plan {
     pub(super) fn answer<T>(&mut self, reply: ReplyTo<T>, result: Result<T, SessionError>)
