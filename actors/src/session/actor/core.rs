@@ -22,11 +22,9 @@ use crate::session::{Caller, SessionDeps, SessionError, SessionInfo, TurnAccepte
 use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
 use crate::turn::{CancelHandle, SteeringSender};
 
-/// Steering a live turn may have waiting; more is a 409 until the turn
-/// takes them, so a client cannot queue without end.
+/// Steering a live turn may have waiting; more is a 409 (no queue without end).
 pub(super) const MAX_QUEUED_STEERING: usize = 32;
-/// How many times in a row one request may find the session changed by
-/// another process and decide again before it is answered 503.
+/// Reloads in a row for one request before it is answered 503.
 const MAX_RELOADS: u32 = 8;
 
 pub(super) type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
@@ -35,8 +33,7 @@ pub(super) type Reply = ReplyTo<TurnAccepted>;
 /// The actor's copy of the session and what it is doing.
 pub(super) struct State {
     pub(super) id: SessionId,
-    /// Settings, model catalog and tools the decisions read. Its store is
-    /// never used here: writes and loads leave in the plan.
+    /// Settings, models and tools; its store is never used here.
     pub(super) deps: Arc<SessionDeps>,
     pub(super) loaded: Loaded,
     pub(super) record: SessionRecord,
@@ -44,14 +41,12 @@ pub(super) struct State {
     pub(super) phase: Phase,
     /// Requests that arrived while a turn was live, answered in order once it ends.
     pub(super) waiting: VecDeque<Waiting>,
-    /// Reloads for the request at hand (`MAX_RELOADS`); reset by each
-    /// outside request and each committed write.
+    /// Reloads for the request at hand; reset by a new request or a commit.
     pub(super) reloads: u32,
     /// Whether the copy is known current: just loaded or written, no outside
     /// request handled since. A 409 on a copy that is not reloads first (`refuse`).
     pub(super) current: bool,
-    /// The newest screenshot (data URI): never stored, lost on restart;
-    /// shared with each turn's plan (it may be megabytes).
+    /// The newest screenshot (data URI, maybe megabytes): never stored.
     pub(super) screenshot: Option<Arc<str>>,
     pub(super) next_turn_id: u64,
 }
@@ -88,7 +83,7 @@ pub(super) struct LiveTurn {
     pub(super) caller: Caller,
     pub(super) output_mode: OutputMode,
     pub(super) model: Arc<str>,
-    /// The reply the turn extends (its final response if the session is deleted mid-turn).
+    /// The reply the turn extends.
     pub(super) message_id: MessageId,
 }
 
@@ -113,14 +108,14 @@ pub(super) struct Repairing {
     pub(super) reply: ReplyTo<SessionInfo>,
 }
 
-/// The reads: nothing changes, and a read of an absent session lets the actor go.
+/// The reads: nothing changes.
 pub(super) enum Read {
     Info(ReplyTo<SessionInfo>),
     Path(Option<MessageId>, ReplyTo<Vec<StoredMessage>>),
     Tree(ReplyTo<Vec<StoredMessage>>),
 }
 
-/// Everything the core decides on: a request, or the outcome of something it planned.
+/// A request, or the outcome of something the core planned.
 pub(super) enum Input {
     Chat(Waiting),
     Join(Joining),
@@ -128,7 +123,6 @@ pub(super) enum Input {
     Cancel(Caller, ReplyTo<bool>),
     Delete(Caller, ReplyTo<bool>),
     Read(Caller, Read),
-    /// This actor's turn ended.
     TurnEnded(super::turns::TurnEnded),
     /// Go on answering requests that waited for the live turn.
     RunWaiting,
@@ -191,7 +185,7 @@ pub(super) enum Out {
     Event(EventSink, TurnEvent),
 }
 
-/// The actor's own lifetime, the shell's business.
+/// The actor's own lifetime (the shell's business).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Life {
     /// A turn or result ended: hibernate if configured.
@@ -483,10 +477,7 @@ impl State {
             InFlight::Join(joining) => plan.answer(joining.reply, Err(error)),
             InFlight::Repair(repairing) => plan.answer(repairing.reply, Err(error)),
             InFlight::Turn(turn) => {
-                log::warn!(
-                    "session {}: could not reload to store the turn: {error}",
-                    self.id
-                );
+                log::warn!("session {}: no reload to store a turn: {error}", self.id);
                 let message = error.to_string();
                 self.turn_not_saved(turn, error.error_type(), &message, plan);
             }
@@ -494,23 +485,14 @@ impl State {
         }
     }
 
-    /// A write failed in the store itself.
+    /// A write failed in the store itself: recovery is left to the next
+    /// load, a turn's reply is reported unsaved, anything else is told.
     fn write_failed(&mut self, in_flight: InFlight, error: StoreError, plan: &mut Plan) {
+        log::warn!("session {}: a write failed: {error}", self.id);
         match in_flight {
-            InFlight::Recovered(_) | InFlight::Nothing => {
-                log::warn!(
-                    "session {}: could not store recovered calls: {error}",
-                    self.id
-                );
-                if let InFlight::Recovered(in_flight) = in_flight {
-                    self.redo(*in_flight, plan);
-                }
-            }
+            InFlight::Nothing => {}
+            InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
             InFlight::Turn(turn) => {
-                log::warn!(
-                    "session {}: could not store the turn's result: {error}",
-                    self.id
-                );
                 // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
                 let message = "Database not reachable; the turn's result was not saved";
                 self.turn_not_saved(turn, error.error_type(), message, plan);
