@@ -184,44 +184,34 @@ impl SessionActor {
     }
 
     fn carry_out(&mut self, plan: Plan, ctx: &mut Context<Self>) {
-        let Plan {
-            out,
-            trace,
-            cancel,
-            start,
-            io,
-            run_waiting,
-            life,
-        } = plan;
-        for out in out {
+        for out in plan.out {
             match out {
                 Out::Answer(answer) => answer.send(),
                 Out::Event(sink, event) => sink.send(event),
             }
         }
-        let state = &self.state;
-        if let Some(end) = trace {
-            let config = &state.deps.config.traces;
-            let error_type = end.error_type;
+        let (state, deps) = (&self.state, &self.state.deps);
+        if let Some(end) = plan.trace {
+            let (trace, outcome, error_type) = (*end.trace, end.outcome, end.error_type);
             crate::trace::finish(
-                config,
-                &state.deps.store,
+                &deps.config.traces,
+                &deps.store,
                 &state.id,
-                *end.trace,
-                end.outcome,
+                trace,
+                outcome,
                 error_type,
             );
         }
-        if let (true, core::Phase::Running(live)) = (cancel, &state.phase) {
+        if let (true, core::Phase::Running(live)) = (plan.cancel, &state.phase) {
             live.cancel.cancel();
         }
-        if let Some(start) = start {
+        if let Some(start) = plan.start {
             self.spawn_turn(start, ctx);
         }
-        if let Some(io) = io {
+        if let Some(io) = plan.io {
             self.perform(io, ctx);
         }
-        if run_waiting {
+        if plan.run_waiting {
             if ctx.waiting() {
                 // A write holds the mailbox: go on after it and what it goes
                 // on with (a `ctx.wait` here would run first: waits run
@@ -231,11 +221,16 @@ impl SessionActor {
                 self.run(Input::RunWaiting, ctx);
             }
         }
+        if let Some(life) = plan.life {
+            self.live(life, ctx);
+        }
+    }
+
+    fn live(&mut self, life: Life, ctx: &mut Context<Self>) {
         match life {
-            None => {}
-            Some(Life::Settled) => self.hibernate_if_configured(ctx),
-            Some(Life::Stop) => ctx.stop(),
-            Some(Life::StopIfAbsent) => {
+            Life::Settled => self.hibernate_if_configured(ctx),
+            Life::Stop => ctx.stop(),
+            Life::StopIfAbsent => {
                 // Not at once: a first message may be queued behind the read,
                 // and a burst of reads would start and stop actors under it.
                 ctx.run_later(ABSENT_LINGER, |actor, ctx| {
@@ -244,7 +239,7 @@ impl SessionActor {
                     }
                 });
             }
-            Some(Life::LoadFailed) => {
+            Life::LoadFailed => {
                 // Leave the registry now, so the next request starts an actor
                 // that tries the store again; answer what is queued, then stop.
                 self.registry.remove(&self.state.id, &ctx.address());
@@ -298,17 +293,33 @@ impl SessionActor {
 
     /// Runs the turn the core started beside the actor; its end is an input.
     fn spawn_turn(&mut self, start: Start, ctx: &mut Context<Self>) {
-        let Start {
-            turn_id,
-            request,
-            assistant,
-            sink,
-            model_id,
-            model,
-            cancel,
-            steering,
-        } = start;
+        let turn_id = start.turn_id;
+        let (jobs, input) = self.turn_input(start);
+        // The turn ends in the actor's context: actix polls no spawned future
+        // while a write holds it (`ctx.wait`), so no decision is made beside
+        // an in-flight write on stale state; should one hold it all the same,
+        // the end goes through the mailbox, which waits. Boxed here: the
+        // future is kilobytes, and each adapter would move it once more.
+        let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
+        let turn = turn.into_actor(self);
+        ctx.spawn(turn.map(move |(output, history), actor, ctx| {
+            let summary = history.summary;
+            let ended = Input::TurnEnded(TurnEnded {
+                turn_id,
+                output,
+                summary,
+            });
+            match ctx.waiting() {
+                true => ctx.address().do_send(Later(ended)),
+                false => actor.run(ended, ctx),
+            }
+        }));
+    }
+
+    /// The turn's history jobs and input: its path, tools, settings, trace.
+    fn turn_input(&self, start: Start) -> (crate::history::HistoryJobs, TurnInput) {
         let (state, deps) = (&self.state, &self.state.deps);
+        let (request, assistant) = (start.request, start.assistant);
         let leaf = assistant.parent_id.as_ref();
         let (path, history) = crate::history::path_and_transcript(&state.tree, leaf);
         let context = crate::history::TurnContext {
@@ -316,16 +327,15 @@ impl SessionActor {
             path: &path,
             history: &history,
             system: &deps.config.system_prompt,
-            turn_model: &model_id,
+            turn_model: &start.model_id,
             silent: request.output_mode == crate::contract::OutputMode::HostTools,
             new_reply: assistant.segments.is_empty(),
         };
         let jobs = crate::history::plan_jobs(&deps.config.history, context, deps.models.as_ref());
-        let plan = self.turn_plan(&request, model_id, model);
-        let trace = deps
-            .config
-            .traces
-            .begin(&request, &plan.model_id, request.output_mode);
+        let plan = self.turn_plan(&request, start.model_id, start.model);
+        let traces = &deps.config.traces;
+        let trace = traces.begin(&request, &plan.model_id, request.output_mode);
+        let (sink, cancel, steering) = (start.sink, start.cancel, start.steering);
         let input = TurnInput {
             trace,
             plan,
@@ -335,26 +345,7 @@ impl SessionActor {
             cancel,
             steering,
         };
-        // The turn ends in the actor's context: actix polls no spawned future
-        // while a write holds it (`ctx.wait`), so no decision is made beside
-        // an in-flight write on stale state; should one hold it all the same,
-        // the end goes through the mailbox, which waits. Boxed here: the
-        // future is kilobytes, and each adapter would move it once more.
-        let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
-        ctx.spawn(
-            turn.into_actor(self)
-                .map(move |(output, history), actor, ctx| {
-                    let ended = TurnEnded {
-                        turn_id,
-                        output,
-                        summary: history.summary,
-                    };
-                    match ctx.waiting() {
-                        true => ctx.address().do_send(Later(Input::TurnEnded(ended))),
-                        false => actor.run(Input::TurnEnded(ended), ctx),
-                    }
-                }),
-        );
+        (jobs, input)
     }
 
     /// What the turn runs with: its model, tools, settings and limits.
