@@ -45,10 +45,7 @@ pub struct TurnAccepted {
 /// Stores (and warms) a host context for later messages.
 #[derive(Message)]
 #[rtype(result = "Result<(), SessionError>")]
-pub struct JoinSession {
-    pub host_context: Option<HostContext>,
-    pub caller: Caller,
-}
+pub struct JoinSession(pub Caller, pub Option<HostContext>);
 
 /// Sent by the registry's sweeper: stop if idle past the configured timeout.
 #[derive(Message)]
@@ -67,10 +64,7 @@ pub struct GetInfo(pub Caller);
 /// The root-to-leaf path (the active leaf by default).
 #[derive(Message)]
 #[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
-pub struct GetPath {
-    pub leaf_id: Option<MessageId>,
-    pub caller: Caller,
-}
+pub struct GetPath(pub Caller, pub Option<MessageId>);
 
 #[derive(Message)]
 #[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]

@@ -210,11 +210,8 @@ impl Runtime {
         id: &SessionId,
         host_context: Option<HostContext>,
     ) -> Result<(), SessionError> {
-        self.ask(id, || JoinSession {
-            host_context: host_context.clone(),
-            caller: caller.clone(),
-        })
-        .await?
+        self.ask(id, || JoinSession(caller.clone(), host_context.clone()))
+            .await?
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
@@ -250,11 +247,8 @@ impl Runtime {
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || GetPath {
-            leaf_id: leaf_id.clone(),
-            caller: caller.clone(),
-        })
-        .await?
+        self.ask_existing(caller, id, || GetPath(caller.clone(), leaf_id.clone()))
+            .await?
     }
 
     pub async fn tree(

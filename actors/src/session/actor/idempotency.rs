@@ -51,7 +51,12 @@ impl State {
         }
         let reply = reply_id(&user.id);
         let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
-        if running || self.waiting_has(&user.id) {
+        if running
+            || self
+                .waiting
+                .iter()
+                .any(|waiting| waiting.request.id == user.id)
+        {
             return Earlier::Refused(in_progress(&user.id));
         }
         if self.tree.contains(&reply) {
@@ -79,12 +84,6 @@ impl State {
         }
     }
 
-    fn waiting_has(&self, id: &MessageId) -> bool {
-        self.waiting
-            .iter()
-            .any(|deferred| &deferred.request.id == id)
-    }
-
     /// The stored reply's final response, as its turn ended: its text,
     /// usage, pending call and error type.
     pub(super) fn answer_again(&self, waiting: Waiting, reply_id: &MessageId, plan: &mut Plan) {
@@ -93,12 +92,8 @@ impl State {
             return plan.answer(waiting.reply, Err(error));
         };
         plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
-        let pending = match &self.phase {
-            Phase::AwaitingHost(pending) if pending.assistant_message_id == assistant.id => {
-                Some(Arc::clone(pending))
-            }
-            _ => None,
-        };
+        let pending =
+            (self.pending()).filter(|pending| pending.assistant_message_id == assistant.id);
         let failure = stored_failure(assistant);
         let output_mode = waiting.request.output_mode;
         let decision = match (output_mode == OutputMode::HostTools, &pending) {
@@ -114,7 +109,7 @@ impl State {
         let ending = TurnEnding {
             assistant,
             model: assistant.model.clone().unwrap_or_default(),
-            pending: pending.as_deref(),
+            pending: pending.map(Arc::as_ref),
             decision,
             output_mode,
             failure,

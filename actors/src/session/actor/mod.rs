@@ -111,8 +111,8 @@ macro_rules! handle {
 }
 
 handle!(JoinSession => (), true, |join, reply| Input::Join(Joining {
-    caller: join.caller,
-    host_context: join.host_context,
+    caller: join.0,
+    host_context: join.1,
     reply,
 }));
 handle!(RepairSession => SessionInfo, true, |repair, reply| Input::Repair(Repairing {
@@ -123,7 +123,7 @@ handle!(CancelTurn => bool, true, |cancel, reply| Input::Cancel(cancel.0, reply)
 handle!(DeleteSession => bool, false, |delete, reply| Input::Delete(delete.0, reply));
 handle!(GetInfo => SessionInfo, false, |get, reply| Input::Read(get.0, Read::Info(reply)));
 handle!(GetPath => Vec<crate::conversation::Message>, false, |get, reply| {
-    Input::Read(get.caller, Read::Path(get.leaf_id, reply))
+    Input::Read(get.0, Read::Path(get.1, reply))
 });
 handle!(GetTree => Vec<crate::conversation::Message>, false, |get, reply| {
     Input::Read(get.0, Read::Tree(reply))
