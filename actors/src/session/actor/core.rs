@@ -88,8 +88,11 @@ pub(super) struct LiveTurn {
 }
 
 /// A chat request in flight: a message, steering or continuation, waiting
-/// for a write, a reload or the live turn.
-pub(super) struct Waiting {
+/// for a write, a reload or the live turn. Boxed: it is most of a kilobyte,
+/// and it moves through the inputs and plans of every turn.
+pub(super) type Waiting = Box<Chat>;
+
+pub(super) struct Chat {
     pub(super) request: ChatRequest,
     pub(super) sink: EventSink,
     /// Checked again whenever the request is decided again.
@@ -173,7 +176,8 @@ pub(super) struct Plan {
     pub(super) trace: Option<super::turns::TraceEnd>,
     /// Cancel the live turn.
     pub(super) cancel: bool,
-    pub(super) start: Option<super::turns::Start>,
+    /// Boxed, as the plan is moved about and this is most of it.
+    pub(super) start: Option<Box<super::turns::Start>>,
     pub(super) io: Option<Io>,
     /// Feed `RunWaiting` again (through the mailbox if a write holds it).
     pub(super) run_waiting: bool,
@@ -661,12 +665,12 @@ mod tests {
         let (sink, _events) = EventSink::new(true);
         let (reply, mut answered) = oneshot::channel();
         let caller = Caller::new("tester", false);
-        let chat = Input::Chat(Waiting {
+        let chat = Input::Chat(Box::new(Chat {
             request,
             sink,
             caller,
             reply,
-        });
+        }));
         let Io::Write(write, waiter) = unwrap_io(decide(&mut state, chat)) else {
             panic!("the message is written first");
         };

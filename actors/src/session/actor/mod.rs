@@ -30,7 +30,7 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
-use self::core::{decide, Input, Io, Joining, Life, Out, Plan, Read, Repairing, State, Waiting};
+use self::core::{decide, Chat, Input, Io, Joining, Life, Out, Plan, Read, Repairing, State};
 use self::turns::{Start, TurnEnded};
 use super::deps::SessionDeps;
 use super::error::SessionError;
@@ -146,12 +146,12 @@ impl Handler<SendMessage> for SessionActor {
         let (reply, answered) = reply_channel();
         let caller = message.caller;
         self.run(
-            Input::Chat(Waiting {
+            Input::Chat(Box::new(Chat {
                 request,
                 sink,
                 caller,
                 reply,
-            }),
+            })),
             ctx,
         );
         answered
@@ -292,7 +292,7 @@ impl SessionActor {
     }
 
     /// Runs the turn the core started beside the actor; its end is an input.
-    fn spawn_turn(&mut self, start: Start, ctx: &mut Context<Self>) {
+    fn spawn_turn(&mut self, start: Box<Start>, ctx: &mut Context<Self>) {
         let turn_id = start.turn_id;
         let (jobs, input) = self.turn_input(start);
         // The turn ends in the actor's context: actix polls no spawned future
@@ -317,7 +317,7 @@ impl SessionActor {
     }
 
     /// The turn's history jobs and input: its path, tools, settings, trace.
-    fn turn_input(&self, start: Start) -> (crate::history::HistoryJobs, TurnInput) {
+    fn turn_input(&self, start: Box<Start>) -> (crate::history::HistoryJobs, TurnInput) {
         let (state, deps) = (&self.state, &self.state.deps);
         let (request, assistant) = (start.request, start.assistant);
         let leaf = assistant.parent_id.as_ref();

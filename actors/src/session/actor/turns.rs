@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::accepting::accepted;
-use super::core::{InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUEUED_STEERING};
+use super::core::{Chat, InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUEUED_STEERING};
 pub(super) use super::rules::TurnFailure;
 use super::rules::{turn_outcome, Placement};
 use crate::contract::{ChatRequest, MessageType, OutputMode};
@@ -114,7 +114,7 @@ impl State {
             plan.event(&sink, event);
             announce_context_note(&sink, &assistant, plan);
         }
-        plan.start = Some(Start {
+        plan.start = Some(Box::new(Start {
             turn_id: self.next_turn_id,
             request,
             assistant,
@@ -123,7 +123,7 @@ impl State {
             model,
             cancel: token,
             steering: steering_rx,
-        });
+        }));
     }
 
     /// Records how a turn ended, then places its reply.
@@ -360,12 +360,12 @@ fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> 
         idempotency: None,
     };
     let (reply, _unanswered) = oneshot::channel();
-    Waiting {
+    Box::new(Chat {
         request,
         sink: live.sink.clone(),
         caller: live.caller.clone(),
         reply,
-    }
+    })
 }
 
 fn pending_event(pending: &PendingAction) -> PendingToolCall {
