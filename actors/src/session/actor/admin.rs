@@ -72,7 +72,7 @@ impl State {
         if let Some(context) = &joining.host_context {
             record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
         }
-        plan.write(self.write(record, None), InFlight::Join(joining));
+        plan.write(self.write(record, None), InFlight::Join(Box::new(joining)));
     }
 
     /// Resolves every unresolved call as `unknown` and drops the pending call.
@@ -130,7 +130,7 @@ impl State {
             }
         }
         plan.cancel = self.is_running();
-        plan.io = Some(super::core::Io::Delete(reply, self.is_stored()));
+        plan.io(super::core::Io::Delete(reply, self.is_stored()));
     }
 
     pub(super) fn deleted(

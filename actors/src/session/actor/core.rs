@@ -145,7 +145,8 @@ pub(super) enum InFlight {
     Chat(Waiting),
     /// A host result recorded on its call.
     Result(Waiting, super::accepting::AppliedResult),
-    Join(Joining),
+    /// Boxed: a context is a third of a kilobyte, and joins are rare.
+    Join(Box<Joining>),
     Repair(Repairing),
     Turn(super::turns::FinishedTurn),
     /// A reload's recovery write, then what the reload was for.
@@ -178,7 +179,8 @@ pub(super) struct Plan {
     pub(super) cancel: bool,
     /// Boxed, as the plan is moved about and this is most of it.
     pub(super) start: Option<Box<super::turns::Start>>,
-    pub(super) io: Option<Io>,
+    /// Boxed with the start: a plan small enough to move without memcpy.
+    pub(super) io: Option<Box<Io>>,
     /// Feed `RunWaiting` again (through the mailbox if a write holds it).
     pub(super) run_waiting: bool,
     pub(super) life: Option<Life>,
@@ -263,9 +265,9 @@ impl Plan {
     }
 
     /// At most one store operation a plan: nothing is decided beside it.
-    fn io(&mut self, io: Io) {
+    pub(super) fn io(&mut self, io: Io) {
         debug_assert!(self.io.is_none(), "two store operations in one plan");
-        self.io = Some(io);
+        self.io = Some(Box::new(io));
     }
 }
 
@@ -464,7 +466,7 @@ impl State {
         match in_flight {
             InFlight::Nothing => {}
             InFlight::Chat(waiting) | InFlight::Result(waiting, _) => self.accept(waiting, plan),
-            InFlight::Join(joining) => self.join(joining, plan),
+            InFlight::Join(joining) => self.join(*joining, plan),
             InFlight::Repair(repairing) => self.repair(repairing, plan),
             InFlight::Turn(turn) => self.place_turn(turn, plan),
             InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
@@ -641,7 +643,7 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn unwrap_io(plan: Plan) -> Io {
-        plan.io.expect("a store operation")
+        *plan.io.expect("a store operation")
     }
 
     /// The write loop without a runtime: a message whose write finds the

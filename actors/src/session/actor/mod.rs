@@ -209,7 +209,7 @@ impl SessionActor {
             self.spawn_turn(start, ctx);
         }
         if let Some(io) = plan.io {
-            self.perform(io, ctx);
+            self.perform(*io, ctx);
         }
         if plan.run_waiting {
             if ctx.waiting() {
@@ -291,10 +291,35 @@ impl SessionActor {
         ctx.wait(future.map(move |done, actor, ctx| actor.run(input(done), ctx)));
     }
 
-    /// Runs the turn the core started beside the actor; its end is an input.
+    /// Runs the turn the core started beside the actor, with its history
+    /// jobs, tools, settings and trace; its end is an input.
     fn spawn_turn(&mut self, start: Box<Start>, ctx: &mut Context<Self>) {
-        let turn_id = start.turn_id;
-        let (jobs, input) = self.turn_input(start);
+        let (state, deps, turn_id) = (&self.state, &self.state.deps, start.turn_id);
+        let (request, assistant) = (start.request, start.assistant);
+        let leaf = assistant.parent_id.as_ref();
+        let (path, history) = crate::history::path_and_transcript(&state.tree, leaf);
+        let context = crate::history::TurnContext {
+            tree: &state.tree,
+            path: &path,
+            history: &history,
+            system: &deps.config.system_prompt,
+            turn_model: &start.model_id,
+            silent: request.output_mode == crate::contract::OutputMode::HostTools,
+            new_reply: assistant.segments.is_empty(),
+        };
+        let jobs = crate::history::plan_jobs(&deps.config.history, context, deps.models.as_ref());
+        let plan = self.turn_plan(&request, start.model_id, start.model);
+        let trace = (deps.config.traces).begin(&request, &plan.model_id, request.output_mode);
+        let (sink, cancel, steering) = (start.sink, start.cancel, start.steering);
+        let input = TurnInput {
+            trace,
+            plan,
+            history,
+            assistant,
+            sink,
+            cancel,
+            steering,
+        };
         // The turn ends in the actor's context: actix polls no spawned future
         // while a write holds it (`ctx.wait`), so no decision is made beside
         // an in-flight write on stale state; should one hold it all the same,
@@ -314,38 +339,6 @@ impl SessionActor {
                 false => actor.run(ended, ctx),
             }
         }));
-    }
-
-    /// The turn's history jobs and input: its path, tools, settings, trace.
-    fn turn_input(&self, start: Box<Start>) -> (crate::history::HistoryJobs, TurnInput) {
-        let (state, deps) = (&self.state, &self.state.deps);
-        let (request, assistant) = (start.request, start.assistant);
-        let leaf = assistant.parent_id.as_ref();
-        let (path, history) = crate::history::path_and_transcript(&state.tree, leaf);
-        let context = crate::history::TurnContext {
-            tree: &state.tree,
-            path: &path,
-            history: &history,
-            system: &deps.config.system_prompt,
-            turn_model: &start.model_id,
-            silent: request.output_mode == crate::contract::OutputMode::HostTools,
-            new_reply: assistant.segments.is_empty(),
-        };
-        let jobs = crate::history::plan_jobs(&deps.config.history, context, deps.models.as_ref());
-        let plan = self.turn_plan(&request, start.model_id, start.model);
-        let traces = &deps.config.traces;
-        let trace = traces.begin(&request, &plan.model_id, request.output_mode);
-        let (sink, cancel, steering) = (start.sink, start.cancel, start.steering);
-        let input = TurnInput {
-            trace,
-            plan,
-            history,
-            assistant,
-            sink,
-            cancel,
-            steering,
-        };
-        (jobs, input)
     }
 
     /// What the turn runs with: its model, tools, settings and limits.
