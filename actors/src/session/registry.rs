@@ -68,15 +68,6 @@ impl SessionRegistry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The live actor, started on this thread when there is none.
-    pub fn get_or_start(
-        self: &Arc<Self>,
-        id: &SessionId,
-        deps: &Arc<SessionDeps>,
-    ) -> Addr<SessionActor> {
-        self.with_actor(id, deps, |entry| entry.addr.clone())
-    }
-
     /// Sends `message` to the live actor, started on this thread when there
     /// is none, and names the actor it went to (for [`Self::forget`] when
     /// its mailbox fails). The address is not cloned: a clone of an actix

@@ -45,10 +45,7 @@ pub struct TurnAccepted {
 /// Stores (and warms) a host context for later messages.
 #[derive(Message)]
 #[rtype(result = "Result<(), SessionError>")]
-pub struct JoinSession {
-    pub host_context: Option<HostContext>,
-    pub caller: Caller,
-}
+pub struct JoinSession(pub Caller, pub Option<HostContext>);
 
 /// Sent by the registry's sweeper: stop if idle past the configured timeout.
 #[derive(Message)]
@@ -58,36 +55,25 @@ pub struct CheckIdle;
 /// Asks the live turn to stop; `true` if there was one.
 #[derive(Message)]
 #[rtype(result = "Result<bool, SessionError>")]
-pub struct CancelTurn {
-    pub caller: Caller,
-}
+pub struct CancelTurn(pub Caller);
 
 #[derive(Message)]
 #[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct GetInfo {
-    pub caller: Caller,
-}
+pub struct GetInfo(pub Caller);
 
 /// The root-to-leaf path (the active leaf by default).
 #[derive(Message)]
 #[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
-pub struct GetPath {
-    pub leaf_id: Option<MessageId>,
-    pub caller: Caller,
-}
+pub struct GetPath(pub Caller, pub Option<MessageId>);
 
 #[derive(Message)]
 #[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
-pub struct GetTree {
-    pub caller: Caller,
-}
+pub struct GetTree(pub Caller);
 
 /// Resolves the pending action and every call without a result as `unknown`.
 #[derive(Message)]
 #[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct RepairSession {
-    pub caller: Caller,
-}
+pub struct RepairSession(pub Caller);
 
 /// Hands the stored session to `owner_id` (or to none: admins only). Admins only.
 #[derive(Message)]
@@ -100,9 +86,7 @@ pub struct SetOwner {
 /// Cancels any live turn, deletes the stored session and stops the actor.
 #[derive(Message)]
 #[rtype(result = "Result<bool, SessionError>")]
-pub struct DeleteSession {
-    pub caller: Caller,
-}
+pub struct DeleteSession(pub Caller);
 
 /// What `GET /api/sessions/{id}` shows.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -235,11 +235,8 @@ impl Runtime {
         id: &SessionId,
         host_context: Option<HostContext>,
     ) -> Result<(), SessionError> {
-        self.ask(id, || JoinSession {
-            host_context: host_context.clone(),
-            caller: caller.clone(),
-        })
-        .await?
+        self.ask(id, || JoinSession(caller.clone(), host_context.clone()))
+            .await?
     }
 
     /// `join`, then puts `member` in the session's room: it gets every turn
@@ -268,32 +265,20 @@ impl Runtime {
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
+        let cancel = || CancelTurn(caller.clone());
         // A live turn always has a live actor: for an admin, no actor means
         // nothing to cancel. Anyone else is checked against the stored owner.
-        let addr = match self.live(id) {
-            Some(addr) => addr,
-            None if caller.admin => return Ok(false),
-            None => {
-                return self
-                    .ask(id, || CancelTurn {
-                        caller: caller.clone(),
-                    })
-                    .await?
-            }
+        let Some(addr) = self.live(id) else {
+            return match caller.admin {
+                true => Ok(false),
+                false => self.ask(id, cancel).await?,
+            };
         };
-        let cancel = CancelTurn {
-            caller: caller.clone(),
-        };
-        match addr.send(cancel).await {
+        match addr.send(cancel()).await {
             Ok(answer) => answer,
             // The actor stopped before it read the request, so nobody checked
             // the caller: a fresh actor decides (and checks the owner).
-            Err(_) => {
-                self.ask(id, || CancelTurn {
-                    caller: caller.clone(),
-                })
-                .await?
-            }
+            Err(_) => self.ask(id, cancel).await?,
         }
     }
 
@@ -302,10 +287,8 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || GetInfo {
-            caller: caller.clone(),
-        })
-        .await?
+        self.ask_existing(caller, id, || GetInfo(caller.clone()))
+            .await?
     }
 
     pub async fn messages(
@@ -314,11 +297,8 @@ impl Runtime {
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || GetPath {
-            leaf_id: leaf_id.clone(),
-            caller: caller.clone(),
-        })
-        .await?
+        self.ask_existing(caller, id, || GetPath(caller.clone(), leaf_id.clone()))
+            .await?
     }
 
     pub async fn tree(
@@ -326,10 +306,8 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || GetTree {
-            caller: caller.clone(),
-        })
-        .await?
+        self.ask_existing(caller, id, || GetTree(caller.clone()))
+            .await?
     }
 
     /// A page of the session's turn traces, oldest first, to whoever may
@@ -350,10 +328,8 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || RepairSession {
-            caller: caller.clone(),
-        })
-        .await?
+        self.ask_existing(caller, id, || RepairSession(caller.clone()))
+            .await?
     }
 
     /// Deletes through the actor; a session its actor cannot load (stored
@@ -370,9 +346,7 @@ impl Runtime {
     }
 
     async fn delete_session(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let delete = || DeleteSession {
-            caller: caller.clone(),
-        };
+        let delete = || DeleteSession(caller.clone());
         match self.ask_existing(caller, id, delete).await {
             Ok(Err(
                 cause @ (SessionError::Internal(_) | SessionError::Store(StoreError::Failed(_))),

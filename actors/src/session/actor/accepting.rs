@@ -1,23 +1,18 @@
-//! Accepting requests: a new message, steering, and a host's continuation
-//! (`apply_result`). Each is decided on the actor's copy before any await.
+//! Accepting chat requests (core): a new message, steering, and a host's
+//! result for the pending call (`apply_result`).
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use actix::prelude::*;
-
-use super::core::{pending_for, record_result};
-use super::idempotency::{reply_id, Earlier};
-use super::screenshot::strip_screenshots;
-use super::turns::TurnEnding;
-use super::{
-    answer, reply_channel, status, Phase, Reply, SessionActor, Waiting, MAX_QUEUED_STEERING,
-    MAX_TITLE_CHARS,
-};
 use serde_json::Value;
 
+use super::core::{InFlight, Phase, Plan, State, Waiting, Write, MAX_QUEUED_STEERING};
+use super::idempotency::{reply_id, Earlier};
+use super::rules::{pending_for, record_result};
+use super::screenshot::strip_screenshots;
+use super::turns::TurnEnding;
 use crate::contract::{
-    AttachmentPurpose, AttachmentSource, ChatRequest, HostContext, MessageType, OutputMode,
+    Attachment, AttachmentPurpose, AttachmentSource, ChatRequest, HostContext, MessageType,
+    OutputMode,
 };
 use crate::conversation::{
     now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role, Segment,
@@ -26,13 +21,22 @@ use crate::conversation::{
 use crate::events::{Decision, ToolResultEvent, TurnEvent, TurnStatus};
 use crate::ids::MessageId;
 use crate::prompt::host_block::render_host_context;
-use crate::session::requests::{AcceptedAs, SendMessage, TurnAccepted};
+use crate::session::requests::{AcceptedAs, TurnAccepted};
 use crate::session::SessionError;
 use crate::turn::{NotQueued, SteeringNote};
 
-impl SessionActor {
-    /// A new message's turn has a screenshot only if the message brings one:
-    /// an older turn's screenshot is not offered again.
+/// Title length taken from the first user message.
+const MAX_TITLE_CHARS: usize = 80;
+
+pub(super) fn accepted(message_id: &MessageId) -> TurnAccepted {
+    TurnAccepted {
+        accepted_as: AcceptedAs::Turn,
+        message_id: Some(message_id.clone()),
+    }
+}
+
+impl State {
+    /// A new message's turn has a screenshot only if the message brings one.
     pub(super) fn reset_screenshot(&mut self, request: &ChatRequest) {
         self.screenshot = None;
         self.take_screenshot(request);
@@ -52,55 +56,21 @@ impl SessionActor {
             self.screenshot = newest;
         }
     }
-}
 
-/// The request's context as the session keeps it for later messages: without
-/// its attachments, which belong to this message (references are stored with
-/// it; screenshots are never stored). Field by field, so the attachments
-/// (up to megabytes) are never copied only to be dropped.
-fn shared_context(request: &ChatRequest) -> Option<Arc<StoredContext>> {
-    let HostContext {
-        version,
-        host,
-        view,
-        navigation,
-        actions,
-        attachments: _,
-        background,
-        captured_at,
-        extensions,
-    } = request.host_context.as_ref()?;
-    Some(Arc::new(StoredContext::new(HostContext {
-        version: *version,
-        host: host.clone(),
-        view: view.clone(),
-        navigation: navigation.clone(),
-        actions: actions.clone(),
-        attachments: Vec::new(),
-        background: background.clone(),
-        captured_at: captured_at.clone(),
-        extensions: extensions.clone(),
-    })))
-}
-
-impl SessionActor {
-    /// The context the session keeps after this request: the one it keeps
-    /// already when the request repeats it (shared, with its JSON and
-    /// block made), the request's own without attachments when it brings
-    /// another, none when it brings none.
+    /// The context the session keeps after this request: the kept one when
+    /// the request repeats it (its JSON and block already made), the
+    /// request's own without attachments when it brings another.
     fn kept_context(&self, request: &ChatRequest) -> Option<Arc<StoredContext>> {
         let context = request.host_context.as_ref()?;
         match &self.record.host_context {
             Some(kept) if context.repeats(kept.context()) => Some(Arc::clone(kept)),
-            _ => shared_context(request),
+            _ => Some(shared_context(context)),
         }
     }
 
-    /// The `<host_context>` block of this request's turn: its own context,
-    /// or the session's last. A context kept by the session (`kept` is the
-    /// request's, as it will be kept) renders once for all the turns that
-    /// show it; only a request's context with attachments, whose block
-    /// counts them, is rendered on its own.
+    /// The `<host_context>` block of this request's turn: a kept context
+    /// renders once for all the turns that show it; only a request's
+    /// context with attachments (its block counts them) renders on its own.
     fn host_block(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> Option<Arc<str>> {
         let kept = match (&request.host_context, kept) {
             (Some(context), Some(kept)) if context.attachments.is_empty() => kept,
@@ -111,63 +81,51 @@ impl SessionActor {
     }
 }
 
-fn reference_attachments(request: &ChatRequest) -> Vec<crate::contract::Attachment> {
-    request
-        .attachments
-        .iter()
+/// A context as the session keeps it: without its attachments, which belong
+/// to their message (screenshots are never stored). Field by field, so the
+/// attachments (up to megabytes) are never copied only to be dropped.
+fn shared_context(context: &HostContext) -> Arc<StoredContext> {
+    let HostContext {
+        version,
+        host,
+        view,
+        navigation,
+        actions,
+        attachments: _,
+        background,
+        captured_at,
+        extensions,
+    } = context;
+    Arc::new(StoredContext::new(HostContext {
+        version: *version,
+        host: host.clone(),
+        view: view.clone(),
+        navigation: navigation.clone(),
+        actions: actions.clone(),
+        attachments: Vec::new(),
+        background: background.clone(),
+        captured_at: captured_at.clone(),
+        extensions: extensions.clone(),
+    }))
+}
+
+pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<Attachment> {
+    (request.attachments.iter())
         .filter(|attachment| attachment.purpose == AttachmentPurpose::Reference)
         .cloned()
         .collect()
 }
 
-// ---- handlers --------------------------------------------------------------
-
-impl Handler<SendMessage> for SessionActor {
-    type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
-
-    fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
-        self.last_activity = Instant::now();
-        // Time has passed since this copy was loaded or written: another
-        // process may have written the session meanwhile.
-        self.current = false;
-        self.reloads = 0;
-        let taken = message
-            .slot
-            .lock()
-            .map(|mut slot| slot.take())
-            .unwrap_or(None);
-        let Some((request, sink)) = taken else {
-            return Box::pin(async {
-                Err(SessionError::Internal(
-                    "a message was delivered twice".into(),
-                ))
-            });
-        };
-        let (reply, answered) = reply_channel();
-        let waiting = Waiting {
-            request,
-            sink,
-            caller: message.caller,
-            reply,
-        };
-        self.accept(waiting, ctx);
-        answered
-    }
-}
-
-// ---- accepting messages ----------------------------------------------------
-
-impl SessionActor {
+impl State {
     /// Decides a chat request: now, or again after a reload or the live turn.
-    pub(super) fn accept(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
+    pub(super) fn accept(&mut self, waiting: Waiting, plan: &mut Plan) {
         if let Err(error) = self.authorize_write(&waiting.caller) {
-            answer(waiting.reply, Err(error));
-            return;
+            return plan.answer(waiting.reply, Err(error));
         }
         match (&waiting.request.continuation, waiting.request.message_type) {
-            (Some(_), _) => self.accept_continuation(waiting, ctx),
-            (None, MessageType::Steering) => self.accept_steering(waiting, ctx),
-            (None, MessageType::Standard) => self.accept_message(waiting, ctx),
+            (Some(_), _) => self.accept_continuation(waiting, plan),
+            (None, MessageType::Steering) => self.accept_steering(waiting, plan),
+            (None, MessageType::Standard) => self.accept_message(waiting, plan),
         }
     }
 
@@ -182,20 +140,15 @@ impl SessionActor {
         if let Some(parent) = &request.parent_id {
             self.check_parent(parent)?;
         }
-        if request.output_mode == OutputMode::HostTools {
-            let context = self.current_context(request);
-            let declares_hold = context.is_some_and(|context| {
-                context
-                    .actions
-                    .iter()
-                    .any(|action| action.name == crate::tools::HOLD_TOOL)
+        let declares_hold = request.output_mode == OutputMode::HostTools
+            && self.current_context(request).is_some_and(|context| {
+                (context.actions.iter()).any(|action| action.name == crate::tools::HOLD_TOOL)
             });
-            if declares_hold {
-                return Err(SessionError::validation(
-                    "host_context.actions",
-                    "\"hold\" is reserved with output_mode host_tools; give the action another name",
-                ));
-            }
+        if declares_hold {
+            return Err(SessionError::validation(
+                "host_context.actions",
+                "\"hold\" is reserved with output_mode host_tools; give the action another name",
+            ));
         }
         self.deps.plan_model(&request.config)?;
         Ok(())
@@ -218,38 +171,37 @@ impl SessionActor {
 
     /// An ordinary message: cancels a live turn (and waits for it), supersedes
     /// a pending call, stores the user message and starts a turn.
-    fn accept_message(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
+    fn accept_message(&mut self, waiting: Waiting, plan: &mut Plan) {
         // A stored message whose turn never ended, waiting for a live turn.
         let mut unanswered = false;
         if let Some(mark) = waiting.request.idempotency.as_deref() {
             match self.earlier(mark) {
                 Earlier::None => {}
-                Earlier::Refused(error) => return answer(waiting.reply, Err(error)),
-                Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id),
-                Earlier::Unanswered(user) if !matches!(self.phase, Phase::Running(_)) => {
-                    return self.answer_unanswered(waiting, user, ctx);
+                Earlier::Refused(error) => return plan.answer(waiting.reply, Err(error)),
+                Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id, plan),
+                Earlier::Unanswered(user) if !self.is_running() => {
+                    return self.answer_unanswered(waiting, user, plan);
                 }
-                // Another message's turn is live: it is cancelled, as for any
-                // new message, and this one decided again once it ended.
+                // Another message's turn is live: cancelled as for any new
+                // message, and this one decided again once it ended.
                 Earlier::Unanswered(_) => unanswered = true,
             }
         }
         if !unanswered {
             if let Err(error) = self.check_new_message(&waiting.request) {
-                return self.refuse(waiting, error, ctx);
+                return self.refuse(waiting, error, plan);
             }
         }
-        if let Phase::Running(live) = &mut self.phase {
-            live.cancel.cancel();
-            live.cancelling = true;
-            self.waiting.push_back(waiting);
-            return;
+        if self.cancel_live(plan) {
+            return self.waiting.push_back(waiting);
         }
-        self.store_message(waiting, ctx);
+        self.store_message(waiting, plan);
     }
 
-    /// Stores the user message (superseding a pending call), then starts its turn.
-    fn store_message(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
+    /// Stores the user message (superseding a pending call); its turn starts
+    /// on commit (`message_stored`). Stale: decided again on the reloaded
+    /// copy (parent, supersession and turn number come from there).
+    fn store_message(&mut self, waiting: Waiting, plan: &mut Plan) {
         let mut changed = Vec::with_capacity(2);
         if let Phase::AwaitingHost(pending) = &self.phase {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
@@ -264,69 +216,44 @@ impl SessionActor {
         let user = self.user_message(request, kept.as_deref());
         let record = self.record_after(request, kept, &user.id);
         changed.push(Arc::new(user));
-        // The inbox drains into this turn in this same write (`inbox.rs`).
-        let drained = self.reserve_inbox(request);
-        let taken: Vec<String> = drained.iter().map(|item| item.id.clone()).collect();
-        let write = self
-            .deps
-            .store
-            .save_messages_taking(self.version(), &record, &changed, &taken);
-        // Stale: another process moved the session on since this copy was
-        // loaded; the message is decided again on the reloaded copy (its
-        // parent, supersession and turn number come from there).
-        self.write(ctx, write, waiting, move |actor, ctx, waiting| {
-            for message in changed {
-                actor.tree.upsert(message);
-            }
-            actor.record = record;
-            actor.phase = Phase::Idle;
-            actor.inbox_taken(&waiting.request, drained);
-            let user_id = waiting.request.id.clone();
-            let assistant = StoredMessage::empty(
-                reply_id(&user_id),
-                Some(user_id),
-                Role::Assistant,
-                now_millis(),
-            );
-            actor.start_turn(waiting, assistant, None, ctx);
-        });
+        let mut write = self.write(record, Some(changed));
+        write.taken = self.reserve_inbox(request);
+        plan.write(write, waiting);
+    }
+
+    pub(super) fn message_stored(&mut self, waiting: Waiting, write: Write, plan: &mut Plan) {
+        for message in write.messages.unwrap_or_default() {
+            self.tree.upsert(message);
+        }
+        self.record = write.record;
+        self.phase = Phase::Idle;
+        self.inbox_taken(&waiting.request, &write.taken);
+        let user_id = waiting.request.id.clone();
+        let reply = reply_id(&user_id);
+        let assistant = StoredMessage::empty(reply, Some(user_id), Role::Assistant, now_millis());
+        self.start_turn(waiting, assistant, None, plan);
+        self.deliver_drained(write.taken, plan);
     }
 
     /// The user message a request stores, under the active leaf unless it names a parent.
     fn user_message(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> StoredMessage {
-        let parent_id = request
-            .parent_id
-            .clone()
-            .or_else(|| self.record.active_leaf.clone());
+        let parent_id = (request.parent_id.clone()).or_else(|| self.record.active_leaf.clone());
+        let history = &self.deps.config.history;
         let memory_block = (request.output_mode == OutputMode::Text)
-            .then(|| {
-                crate::history::memory_block_for(
-                    &self.deps.config.history,
-                    &self.tree,
-                    parent_id.as_ref(),
-                )
-            })
+            .then(|| crate::history::memory_block_for(history, &self.tree, parent_id.as_ref()))
             .flatten();
-        StoredMessage {
-            id: request.id.clone(),
-            parent_id,
-            role: Role::User,
-            content: request.content.clone(),
-            host_block: self.host_block(request, kept),
-            attachments: reference_attachments(request),
-            segments: Vec::new(),
-            usage: None,
-            model: None,
-            error_type: None,
-            memory_block,
-            working_memory: None,
-            idempotency: request.idempotency.clone(),
-            created_at: now_millis(),
-        }
+        let mut user =
+            StoredMessage::empty(request.id.clone(), parent_id, Role::User, now_millis());
+        user.content = request.content.clone();
+        user.host_block = self.host_block(request, kept);
+        user.attachments = reference_attachments(request);
+        user.memory_block = memory_block;
+        user.idempotency = request.idempotency.clone();
+        user
     }
 
-    /// The session row once the message `user` is stored: its leaf, the next
-    /// turn number, the kept context, and a title from a first message.
+    /// The row once `user` is stored: its leaf, the next turn number, the
+    /// kept context, and a title from a first message.
     fn record_after(
         &self,
         request: &ChatRequest,
@@ -348,76 +275,69 @@ impl SessionActor {
     }
 
     /// Steering joins the live turn, or becomes an ordinary turn when none is live.
-    fn accept_steering(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
-        let waiting = match self.steer(waiting) {
-            Ok(waiting) => waiting,
-            Err((reply, answered)) => return answer(reply, answered),
+    fn accept_steering(&mut self, waiting: Waiting, plan: &mut Plan) {
+        let Some(waiting) = self.steer(waiting, plan) else {
+            return;
         };
         if self.tree.is_empty() {
             let error = SessionError::Conflict(format!(
                 "steering needs a conversation; session {:?} has none yet",
                 self.id.as_str()
             ));
-            return self.refuse(waiting, error, ctx);
+            return self.refuse(waiting, error, plan);
         }
         // Taken as an ordinary message, but still steering: decided again
         // after a reload, it needs a conversation on the reloaded copy too.
-        self.accept_message(waiting, ctx);
+        self.accept_message(waiting, plan);
     }
 
-    /// Delivers steering into the live turn, answering it; gives it back
+    /// Delivers steering into the live turn (answered), or gives it back
     /// when no turn takes it (none live, or the live one ending).
-    fn steer(&mut self, waiting: Waiting) -> Result<Waiting, (Reply, Answered)> {
-        let refused = |waiting: Waiting, error| Err((waiting.reply, Err(error)));
-        if waiting.request.output_mode == OutputMode::HostTools {
-            let error = SessionError::validation(
+    fn steer(&mut self, waiting: Waiting, plan: &mut Plan) -> Option<Waiting> {
+        let refused = match &self.phase {
+            _ if waiting.request.output_mode == OutputMode::HostTools => SessionError::validation(
                 "message_type",
                 "steering is not supported with output_mode host_tools",
-            );
-            return refused(waiting, error);
-        }
-        let Phase::Running(live) = &self.phase else {
-            return Ok(waiting);
-        };
-        if live.output_mode == OutputMode::HostTools {
-            let error = SessionError::Conflict(
-                "the live turn is a silent decision; steering is not supported".into(),
-            );
-            return refused(waiting, error);
-        }
-        if live.cancelling {
-            return Ok(waiting);
-        }
-        let request = &waiting.request;
-        let note = SteeringNote {
-            id: request.id.clone(),
-            text: request.content.clone(),
-            attachments: reference_attachments(request),
-        };
-        match live.steering.try_send(note) {
-            Ok(()) => {
-                self.take_screenshot(&waiting.request);
-                let accepted = TurnAccepted {
-                    accepted_as: AcceptedAs::Steering,
-                    message_id: None,
-                };
-                Err((waiting.reply, Ok(accepted)))
+            ),
+            Phase::Running(live) if live.output_mode == OutputMode::HostTools => {
+                SessionError::Conflict(
+                    "the live turn is a silent decision; steering is not supported".into(),
+                )
             }
-            Err(NotQueued::Full(_)) => refused(waiting, SessionError::Conflict(format!(
-                "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
-            ))),
-            // The turn is ending: the message becomes a turn of its own.
-            Err(NotQueued::Closed(_)) => Ok(waiting),
-        }
+            Phase::Running(live) if !live.cancelling => {
+                let request = &waiting.request;
+                let note = SteeringNote {
+                    id: request.id.clone(),
+                    text: request.content.clone(),
+                    attachments: reference_attachments(request),
+                };
+                // The queue is the live turn's, in memory: no I/O.
+                match live.steering.try_send(note) {
+                    Ok(()) => {
+                        self.take_screenshot(&waiting.request);
+                        let steering = TurnAccepted { accepted_as: AcceptedAs::Steering, message_id: None };
+                        plan.answer(waiting.reply, Ok(steering));
+                        return None;
+                    }
+                    Err(NotQueued::Full(_)) => SessionError::Conflict(format!(
+                        "the live turn already has {MAX_QUEUED_STEERING} steering messages waiting; send more once it has taken them"
+                    )),
+                    // The turn is ending: the message becomes a turn of its own.
+                    Err(NotQueued::Closed(_)) => return Some(waiting),
+                }
+            }
+            _ => return Some(waiting),
+        };
+        plan.answer(waiting.reply, Err(refused));
+        None
     }
 
     /// A host's result for a call: applied if the call is pending, waiting
     /// behind a live turn, refused (409) otherwise.
-    fn accept_continuation(&mut self, waiting: Waiting, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::Running(_)) && self.is_stored() {
+    fn accept_continuation(&mut self, waiting: Waiting, plan: &mut Plan) {
+        if self.is_running() && self.is_stored() {
             // A continuation never cancels: it waits for the live turn to end.
-            self.waiting.push_back(waiting);
-            return;
+            return self.waiting.push_back(waiting);
         }
         let call_id = waiting
             .request
@@ -425,48 +345,36 @@ impl SessionActor {
             .as_ref()
             .map(|c| &c.tool_call_id);
         let target = match call_id {
-            Some(call_id) => self.view().result_target(call_id),
+            Some(call_id) => self.result_target(call_id),
             None => Err(SessionError::Internal("not a continuation".into())),
         };
         match target {
-            Ok(pending) => self.apply_result(waiting, pending, ctx),
-            Err(error) => self.refuse(waiting, error, ctx),
+            Ok(pending) => self.apply_result(waiting, pending, plan),
+            Err(error) => self.refuse(waiting, error, plan),
         }
     }
 }
 
-/// An answer decided without a write.
-type Answered = Result<TurnAccepted, SessionError>;
-
 // ---- applying a host's result ---------------------------------------------
 
-/// A result recorded on its call, on its way to the store.
-struct AppliedResult {
+/// A result recorded on its call (the reply and the row are in its write).
+pub(super) struct AppliedResult {
     pending: Arc<PendingAction>,
-    /// The reply the call belongs to, with the result in it.
-    assistant: Arc<StoredMessage>,
     /// The queued call that becomes pending, if any.
     next: Option<Arc<PendingAction>>,
     tool_name: String,
     /// The result as recorded (screenshots stripped).
     output: Value,
     screenshot: Option<String>,
-    record: SessionRecord,
     /// The last call of a text turn: the model goes on with the results.
     resumes_model: bool,
 }
 
-impl SessionActor {
-    /// Records a host's result for the pending call. Conditional on this
-    /// copy's version, which is the version that made `pending` the pending
-    /// call: of two processes accepting one result, exactly one commits; the
-    /// other reloads and answers 409.
-    fn apply_result(
-        &mut self,
-        waiting: Waiting,
-        pending: Arc<PendingAction>,
-        ctx: &mut Context<Self>,
-    ) {
+impl State {
+    /// Records a host's result for the pending call, conditional on this
+    /// copy's version (the one that made `pending` pending): of two
+    /// processes accepting one result, one commits; the other reloads, 409.
+    fn apply_result(&mut self, waiting: Waiting, pending: Arc<PendingAction>, plan: &mut Plan) {
         let request = &waiting.request;
         let (Some(assistant), Some(continuation)) = (
             self.tree.get(&pending.assistant_message_id),
@@ -476,7 +384,7 @@ impl SessionActor {
                 "pending call {:?} points at a missing message",
                 pending.tool_call_id.as_str()
             ));
-            return answer(waiting.reply, Err(error));
+            return plan.answer(waiting.reply, Err(error));
         };
         let mut assistant = assistant.clone();
         let mut screenshot = None;
@@ -487,59 +395,58 @@ impl SessionActor {
         });
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
         let kept = self.kept_context(request);
-        if resumes_model {
-            if let Some(text) = self.host_block(request, kept.as_deref()) {
-                assistant.segments.push(Segment::Note {
-                    origin: NoteOrigin::HostContext,
-                    text: text.to_string(),
-                    attachments: reference_attachments(request),
-                });
-            }
+        if let Some(text) = (resumes_model)
+            .then(|| self.host_block(request, kept.as_deref()))
+            .flatten()
+        {
+            let (origin, attachments) = (NoteOrigin::HostContext, reference_attachments(request));
+            assistant.segments.push(Segment::Note {
+                origin,
+                text: text.to_string(),
+                attachments,
+            });
         }
         let mut record = self.stored_record();
         if request.host_context.is_some() {
             record.host_context = kept;
         }
         record.pending_action = next.clone();
-        let assistant = Arc::new(assistant);
-        let write = self.deps.store.save_messages(
-            self.version(),
-            &record,
-            std::slice::from_ref(&assistant),
-        );
+        let messages = Some(vec![Arc::new(assistant)]);
         let applied = AppliedResult {
             pending,
-            assistant,
             next,
             tool_name,
             output,
             screenshot,
-            record,
             resumes_model,
         };
-        self.write(ctx, write, waiting, move |actor, ctx, waiting| {
-            actor.result_applied(waiting, applied, ctx)
-        });
+        plan.write(
+            self.write(record, messages),
+            InFlight::Result(waiting, applied),
+        );
     }
 
     /// The result is stored: the model resumes, or the next call is reported.
-    fn result_applied(
+    pub(super) fn result_applied(
         &mut self,
         mut waiting: Waiting,
         applied: AppliedResult,
-        ctx: &mut Context<Self>,
+        write: Write,
+        plan: &mut Plan,
     ) {
         if let Some(screenshot) = &applied.screenshot {
             self.screenshot = Some(Arc::from(screenshot.as_str()));
         }
         self.take_screenshot(&waiting.request);
-        let mut record = applied.record;
-        record.pending_action = None;
-        self.record = record;
-        self.tree.upsert(applied.assistant.clone());
+        self.record = write.record;
+        self.record.pending_action = None;
+        let Some(assistant) = write.messages.and_then(|mut messages| messages.pop()) else {
+            return;
+        };
+        self.tree.upsert(assistant.clone());
         let pending = applied.pending;
         let result_event = TurnEvent::ToolResult(ToolResultEvent {
-            message_id: applied.assistant.id.clone(),
+            message_id: assistant.id.clone(),
             tool_name: applied.tool_name,
             output: applied.output,
             call_id: pending.tool_call_id.to_string(),
@@ -556,19 +463,19 @@ impl SessionActor {
             // The call's own output mode governs the resumed run, whatever the
             // continuation says (host-contract.md: the pending action stores it).
             waiting.request.output_mode = pending.output_mode;
-            let assistant = Arc::unwrap_or_clone(applied.assistant);
-            self.start_turn(waiting, assistant, Some(result_event), ctx);
-            return;
+            let assistant = Arc::unwrap_or_clone(assistant);
+            return self.start_turn(waiting, assistant, Some(result_event), plan);
         }
         self.report_next_call(
             waiting,
             &pending,
-            &applied.assistant,
+            &assistant,
             applied.next,
             result_event,
+            plan,
         );
-        self.run_waiting(ctx);
-        self.hibernate_if_configured(ctx);
+        plan.run_waiting = true;
+        plan.life = Some(super::core::Life::Settled);
     }
 
     /// A result that leaves another call pending (or ends a silent
@@ -580,17 +487,14 @@ impl SessionActor {
         assistant: &StoredMessage,
         next: Option<Arc<PendingAction>>,
         result_event: TurnEvent,
+        plan: &mut Plan,
     ) {
-        let accepted = TurnAccepted {
-            accepted_as: AcceptedAs::Turn,
-            message_id: Some(assistant.id.clone()),
-        };
-        answer(waiting.reply, Ok(accepted));
+        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
         let sink = &waiting.sink;
-        status(sink, &self.id, TurnStatus::Started);
+        plan.status(sink, &self.id, TurnStatus::Started);
         // A receipt of a silent decision publishes no tool preview either.
         if pending.output_mode == OutputMode::Text {
-            sink.send(result_event);
+            plan.event(sink, result_event);
         }
         let decision =
             (pending.output_mode == OutputMode::HostTools).then_some(Decision::Completed);
@@ -606,8 +510,7 @@ impl SessionActor {
             output_mode: pending.output_mode,
             failure: None,
         };
-        self.send_final(sink, ending);
-        status(sink, &self.id, TurnStatus::Completed);
+        self.end_turn(sink, ending, plan);
     }
 }
 
@@ -626,7 +529,7 @@ mod tests {
         context["attachments"] = json!([{"kind": "text", "text": "notes"}]);
         let body = json!({"id": "m1", "session_id": "s1", "host_context": context});
         let request = crate::contract::ChatRequest::parse(&body).expect("a valid body");
-        let kept = super::shared_context(&request).expect("a context");
+        let kept = super::shared_context(request.host_context.as_ref().expect("a context"));
         let mut expected = request.host_context.clone().expect("a context");
         expected.attachments.clear();
         assert_eq!(*kept.context(), expected);

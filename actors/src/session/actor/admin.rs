@@ -1,322 +1,96 @@
-//! The admin handlers: get, join, repair, delete, cancel, and the idle stop
-//! (hibernation) with its timings.
+//! The admin requests (core): join, repair, delete, cancel, and the reads.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use actix::prelude::*;
-
-use super::{
-    answer, reply_channel, status, Joining, Loaded, Phase, Repairing, SessionActor, ABSENT_LINGER,
-    SCREENSHOT_GRACE,
-};
-use crate::contract::OutputMode;
-use crate::conversation::{CallStatus, Message as StoredMessage, StoredContext};
+use super::core::State;
+use super::core::{InFlight, Joining, Life, Loaded, Phase, Plan, Read, Repairing, ReplyTo};
+use super::turns::TurnFailure;
+use crate::conversation::{CallStatus, Message as StoredMessage, Role, StoredContext};
 use crate::error_type::ErrorType;
-use crate::events::{FinalResponse, TurnErrorEvent, TurnEvent, TurnStatus};
-use crate::session::grace::FIRST_EXCHANGE_GRACE;
-use crate::session::requests::{
-    CancelTurn, CheckIdle, DeleteSession, GetInfo, GetPath, GetTree, JoinSession, RepairSession,
-    SessionInfo,
-};
-use crate::session::SessionError;
+use crate::ids::MessageId;
+use crate::session::requests::SessionInfo;
+use crate::session::{Caller, SessionError};
+use crate::store::StoreResult;
 
-impl SessionActor {
-    fn info(&self) -> SessionInfo {
+impl State {
+    pub(super) fn info(&self) -> SessionInfo {
+        let record = &self.record;
         SessionInfo {
             session_id: self.id.to_string(),
-            owner_id: self.record.owner_id.as_deref().map(String::from),
-            title: self.record.title.as_deref().map(String::from),
-            created_at: self.record.created_at,
-            turn_number: self.record.turn_number,
+            owner_id: record.owner_id.as_deref().map(String::from),
+            title: record.title.as_deref().map(String::from),
+            created_at: record.created_at,
+            turn_number: record.turn_number,
             message_count: self.tree.len(),
-            active_leaf: self.record.active_leaf.as_ref().map(|id| id.to_string()),
-            turn_running: matches!(self.phase, Phase::Running(_)),
-            pending_action: match &self.phase {
-                Phase::AwaitingHost(pending) => Some((**pending).clone()),
-                _ => None,
-            },
-            host_context: self
-                .record
-                .host_context
-                .as_deref()
-                .map(|stored| stored.context().to_value()),
+            active_leaf: record.active_leaf.as_ref().map(|id| id.to_string()),
+            turn_running: self.is_running(),
+            pending_action: self.pending().map(|pending| (**pending).clone()),
+            host_context: (record.host_context.as_deref()).map(|kept| kept.context().to_value()),
         }
     }
-}
 
-impl Handler<JoinSession> for SessionActor {
-    type Result = ResponseFuture<Result<(), SessionError>>;
-
-    fn handle(&mut self, join: JoinSession, ctx: &mut Context<Self>) -> Self::Result {
-        self.last_activity = Instant::now();
-        self.reloads = 0;
-        let (reply, answered) = reply_channel();
-        let joining = Joining {
-            caller: join.caller,
-            host_context: join.host_context,
-            reply,
-        };
-        self.join(joining, ctx);
-        answered
+    pub(super) fn read(&mut self, caller: &Caller, read: Read, plan: &mut Plan) {
+        let allowed = self.authorize_read(caller);
+        match read {
+            Read::Info(reply) => plan.answer(reply, allowed.map(|()| self.info())),
+            Read::Path(leaf, reply) => plan.answer(reply, allowed.and_then(|()| self.path(leaf))),
+            Read::Tree(reply) => {
+                plan.answer(reply, allowed.map(|()| self.tree.all().cloned().collect()))
+            }
+        }
+        self.stop_if_absent(plan);
     }
-}
 
-impl SessionActor {
+    /// The root-to-leaf path, to the active leaf by default.
+    fn path(&self, leaf: Option<MessageId>) -> Result<Vec<StoredMessage>, SessionError> {
+        let leaf = leaf.or_else(|| self.record.active_leaf.clone());
+        if let Some(leaf) = leaf.as_ref().filter(|leaf| !self.tree.contains(leaf)) {
+            return Err(SessionError::Conflict(format!(
+                "leaf_id {:?} is not a message of this session",
+                leaf.to_string()
+            )));
+        }
+        Ok(self
+            .tree
+            .path_to(leaf.as_ref())
+            .into_iter()
+            .cloned()
+            .collect())
+    }
+
     /// Creates the session if needed and keeps the joining page's context.
-    pub(super) fn join(&mut self, joining: Joining, ctx: &mut Context<Self>) {
+    /// Stale: joined again on the reloaded copy, so the old pending call
+    /// (or leaf) is never written back.
+    pub(super) fn join(&mut self, joining: Joining, plan: &mut Plan) {
         if let Err(error) = self.authorize_write(&joining.caller) {
-            return answer(joining.reply, Err(error));
+            return plan.answer(joining.reply, Err(error));
         }
         if joining.host_context.is_none() && self.is_stored() {
-            return answer(joining.reply, Ok(()));
+            return plan.answer(joining.reply, Ok(()));
         }
         let mut record = self.stored_record();
         if let Some(context) = &joining.host_context {
             record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
         }
-        let write = self.deps.store.save_session(self.version(), &record);
-        // Stale: joined on an old copy; joined again on the reloaded one, so
-        // the old pending call (or leaf) is never written back.
-        self.write(ctx, write, joining, |actor, _ctx, joining| {
-            if let Some(context) = joining.host_context {
-                actor.record.host_context = Some(Arc::new(StoredContext::new(context)));
-            }
-            answer(joining.reply, Ok(()));
-        });
-    }
-}
-
-impl Handler<CheckIdle> for SessionActor {
-    type Result = ();
-
-    fn handle(&mut self, _: CheckIdle, ctx: &mut Context<Self>) {
-        if !self.stop_if_idle(ctx, self.idle_after()) {
-            self.schedule_idle_check(ctx);
-        }
-    }
-}
-
-/// With an idle timeout of zero (the in-memory default) a session longer than
-/// this many messages stays resident for [`HOT_WINDOW`]: its reload decodes
-/// every message, so a conversation in progress would pay for its whole
-/// length on every turn.
-pub(super) const HOT_MESSAGES: usize = 16;
-
-/// How long a long, idle session's actor stays after its last request when
-/// the idle timeout is zero.
-pub(super) const HOT_WINDOW: Duration = Duration::from_secs(5);
-
-/// How long a session in conversation stays after its last request when the
-/// idle timeout is zero: one waiting for a host result, or one past its
-/// first exchange. Its next request (the host's result, the client's next
-/// message) usually comes within it and finds the actor resident, instead of
-/// paying for a stop and a reload; an abandoned session still leaves memory
-/// within a second (the sweeper looks every 200 ms).
-pub(super) const SHORT_WINDOW: Duration = Duration::from_millis(500);
-
-impl SessionActor {
-    /// Stops (hibernates) the actor when nothing is live or waiting and it has
-    /// been quiet for `after`; the store holds everything it would reload.
-    /// Returns whether it stops.
-    fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) -> bool {
-        let stops = self.is_quiet(ctx) && self.last_activity.elapsed() >= self.window(after);
-        if stops {
-            ctx.stop();
-        }
-        stops
+        plan.write(self.write(record, None), InFlight::Join(Box::new(joining)));
     }
 
-    /// Whether nothing is live or waiting.
-    fn is_quiet(&self, ctx: &Context<Self>) -> bool {
-        matches!(self.phase, Phase::Idle | Phase::AwaitingHost(_))
-            && self.waiting.is_empty()
-            && !ctx.waiting()
-    }
-
-    /// How long the actor stays after its last request, given `after`.
-    fn window(&self, after: Duration) -> Duration {
-        // A screenshot is never stored, so a session waiting for a host result
-        // keeps its actor (and the screenshot its resumed turn may look at) a
-        // while longer than the idle timeout.
-        let holds_screenshot =
-            self.screenshot.is_some() && matches!(self.phase, Phase::AwaitingHost(_));
-        if holds_screenshot {
-            after.max(SCREENSHOT_GRACE)
-        } else {
-            after
-        }
-    }
-
-    /// Tells the idle sweeper when this actor is next worth asking: once its
-    /// window has passed since its last request, or, while it is busy, a
-    /// while from now (the end of a turn tells it again).
-    pub(super) fn schedule_idle_check(&self, ctx: &Context<Self>) {
-        let window = self.window(self.idle_after());
-        let due = if self.is_quiet(ctx) {
-            self.last_activity + window
-        } else {
-            Instant::now() + window.max(BUSY_RECHECK)
-        };
-        self.idle_check.set(due);
-    }
-
-    /// How long this session may stay idle before its actor stops: the
-    /// configured timeout, or with zero, [`HOT_WINDOW`] for a long session,
-    /// [`SHORT_WINDOW`] for one in conversation, and for a session of one
-    /// exchange [`FIRST_EXCHANGE_GRACE`] while it holds one of the few grace
-    /// slots, none otherwise. That last kind is most idle sessions (a burst
-    /// of new sessions would otherwise all be resident at once, and the
-    /// allocator keeps that peak), and it costs one reload if it continues.
-    fn idle_after(&self) -> Duration {
-        match self.deps.config.idle_timeout {
-            timeout if !timeout.is_zero() => timeout,
-            _ if self.tree.len() > HOT_MESSAGES => HOT_WINDOW,
-            _ if !self.is_first_exchange() => SHORT_WINDOW,
-            _ if self.grace.is_some() => FIRST_EXCHANGE_GRACE,
-            _ => Duration::ZERO,
-        }
-    }
-
-    /// A session of at most one exchange, not waiting for a host result.
-    fn is_first_exchange(&self) -> bool {
-        self.tree.len() <= FIRST_EXCHANGE && !matches!(self.phase, Phase::AwaitingHost(_))
-    }
-
-    /// With an idle timeout of zero, a session of one exchange hibernates
-    /// as soon as its turn ends, unless it gets a grace slot; others at the
-    /// sweeper's first look past their window.
-    pub(super) fn hibernate_if_configured(&mut self, ctx: &mut Context<Self>) {
-        let may_stay = self.deps.config.idle_timeout.is_zero() && self.is_first_exchange();
-        if !may_stay {
-            self.grace = None;
-        } else if self.grace.is_none() {
-            self.grace = self.registry.graces.try_take();
-        }
-        if !self.idle_after().is_zero() || !self.stop_if_idle(ctx, Duration::ZERO) {
-            self.schedule_idle_check(ctx);
-        }
-    }
-}
-
-/// How soon a busy actor (a turn running, or a load) is asked again whether
-/// it is idle, in case nothing else tells the sweeper when it is done.
-const BUSY_RECHECK: Duration = Duration::from_secs(1);
-
-/// The messages of a session's first exchange (the user's and the reply).
-const FIRST_EXCHANGE: usize = 2;
-
-impl Handler<CancelTurn> for SessionActor {
-    type Result = Result<bool, SessionError>;
-
-    fn handle(&mut self, cancel: CancelTurn, ctx: &mut Context<Self>) -> Self::Result {
-        self.last_activity = Instant::now();
-        match self.authorize_read(&cancel.caller) {
-            Ok(()) => {}
-            // An admin cancelling nothing is told so, as before ownership.
-            Err(SessionError::NotFound(_)) => {
-                self.stop_if_absent(ctx);
-                return Ok(false);
-            }
-            Err(error) => {
-                self.stop_if_absent(ctx);
-                return Err(error);
-            }
-        }
-        match &mut self.phase {
-            Phase::Running(live) => {
-                live.cancel.cancel();
-                live.cancelling = true;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-}
-
-impl Handler<GetInfo> for SessionActor {
-    type Result = Result<SessionInfo, SessionError>;
-
-    fn handle(&mut self, get: GetInfo, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.authorize_read(&get.caller).map(|()| self.info());
-        self.stop_if_absent(ctx);
-        found
-    }
-}
-
-impl Handler<GetPath> for SessionActor {
-    type Result = Result<Vec<StoredMessage>, SessionError>;
-
-    fn handle(&mut self, request: GetPath, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self.authorize_read(&request.caller).and_then(|()| {
-            let leaf = request.leaf_id.or_else(|| self.record.active_leaf.clone());
-            if let Some(leaf) = &leaf {
-                if !self.tree.contains(leaf) {
-                    return Err(SessionError::Conflict(format!(
-                        "leaf_id {:?} is not a message of this session",
-                        leaf.to_string()
-                    )));
-                }
-            }
-            Ok(self
-                .tree
-                .path_to(leaf.as_ref())
-                .into_iter()
-                .cloned()
-                .collect())
-        });
-        self.stop_if_absent(ctx);
-        found
-    }
-}
-
-impl Handler<GetTree> for SessionActor {
-    type Result = Result<Vec<StoredMessage>, SessionError>;
-
-    fn handle(&mut self, get: GetTree, ctx: &mut Context<Self>) -> Self::Result {
-        let found = self
-            .authorize_read(&get.caller)
-            .map(|()| self.tree.all().cloned().collect());
-        self.stop_if_absent(ctx);
-        found
-    }
-}
-
-impl Handler<RepairSession> for SessionActor {
-    type Result = ResponseFuture<Result<SessionInfo, SessionError>>;
-
-    fn handle(&mut self, repair: RepairSession, ctx: &mut Context<Self>) -> Self::Result {
-        self.last_activity = Instant::now();
-        self.reloads = 0;
-        let (reply, answered) = reply_channel();
-        let repairing = Repairing {
-            caller: repair.caller,
-            reply,
-        };
-        self.repair(repairing, ctx);
-        answered
-    }
-}
-
-impl SessionActor {
     /// Resolves every unresolved call as `unknown` and drops the pending call.
-    pub(super) fn repair(&mut self, repairing: Repairing, ctx: &mut Context<Self>) {
+    pub(super) fn repair(&mut self, repairing: Repairing, plan: &mut Plan) {
         if let Err(error) = self.authorize_read(&repairing.caller) {
-            self.stop_if_absent(ctx);
-            return answer(repairing.reply, Err(error));
+            self.stop_if_absent(plan);
+            return plan.answer(repairing.reply, Err(error));
         }
-        if matches!(self.phase, Phase::Running(_)) {
+        if self.is_running() {
             let error = SessionError::Conflict(
                 "a turn is running; cancel it before repairing the session".into(),
             );
-            return answer(repairing.reply, Err(error));
+            return plan.answer(repairing.reply, Err(error));
         }
-        // Every message is written back, not only those it resolves: a
-        // record an older version stored too deep was read with its deep
-        // part replaced (`store::readback`), and this stores that readable form.
-        let changed: Vec<Arc<StoredMessage>> = self
-            .tree
-            .all()
+        // Every message is written back, not only those it resolves: one an
+        // older version stored too deep was read with its deep part replaced
+        // (`store::readback`), and this stores that readable form.
+        let changed = (self.tree.all())
             .map(|message| {
                 let mut message = message.clone();
                 message.interrupt_unresolved(CallStatus::Unknown);
@@ -325,118 +99,83 @@ impl SessionActor {
             .collect();
         let mut record = self.record.clone();
         record.pending_action = None;
-        let write = self
-            .deps
-            .store
-            .save_messages(self.version(), &record, &changed);
-        self.write(ctx, write, repairing, move |actor, _ctx, repairing| {
-            for message in changed {
-                actor.tree.upsert(message);
-            }
-            actor.phase = Phase::Idle;
-            answer(repairing.reply, Ok(actor.info()));
-        });
+        plan.write(
+            self.write(record, Some(changed)),
+            InFlight::Repair(repairing),
+        );
     }
-}
 
-impl Handler<DeleteSession> for SessionActor {
-    type Result = ResponseFuture<Result<bool, SessionError>>;
+    pub(super) fn cancel(&mut self, caller: &Caller, reply: ReplyTo<bool>, plan: &mut Plan) {
+        let answer = match self.authorize_read(caller) {
+            Ok(()) => Ok(self.cancel_live(plan)),
+            // An admin cancelling nothing is told so, as before ownership.
+            Err(SessionError::NotFound(_)) => Ok(false),
+            Err(error) => Err(error),
+        };
+        if !matches!(answer, Ok(true)) {
+            self.stop_if_absent(plan);
+        }
+        plan.answer(reply, answer);
+    }
 
-    fn handle(&mut self, delete: DeleteSession, ctx: &mut Context<Self>) -> Self::Result {
-        match self.authorize_read(&delete.caller) {
-            // An admin deleting a session this actor did not load still asks
-            // the store (another process may have written it), as before.
+    /// Cancels any live turn and deletes the stored session. An admin
+    /// deleting a session this copy does not have still asks the store
+    /// (another process may have written it).
+    pub(super) fn delete(&mut self, caller: &Caller, reply: ReplyTo<bool>, plan: &mut Plan) {
+        match self.authorize_read(caller) {
             Ok(()) | Err(SessionError::NotFound(_)) => {}
             Err(error) => {
-                self.stop_if_absent(ctx);
-                return Box::pin(async move { Err(error) });
+                self.stop_if_absent(plan);
+                return plan.answer(reply, Err(error));
             }
         }
-        if let Phase::Running(live) = &self.phase {
-            live.cancel.cancel();
-        }
-        let existed = self.is_stored();
-        let delete = self.deps.store.delete(&self.id);
-        let (reply, answered) = reply_channel();
-        self.persist(ctx, delete, move |actor, ctx, deleted| {
-            let outcome = deleted
-                .map_err(SessionError::from)
-                .map(|found| found || existed);
-            if outcome.is_ok() {
-                actor.loaded = Loaded::Absent;
-                actor.abandon_live_turn();
-                actor.refuse_waiting();
-                ctx.stop();
-            }
-            answer(reply, outcome);
-        });
-        answered
+        plan.cancel = self.is_running();
+        plan.io(super::core::Io::Delete(reply, self.is_stored()));
     }
-}
 
-impl SessionActor {
-    /// Ends the live turn's stream when the actor stops before `finish_turn`
-    /// can (the session was deleted under it): a cancelled final response, a
-    /// terminal error, then `completed`, so no caller waits on a turn that is
-    /// gone. Nothing is saved: the session no longer exists.
-    fn abandon_live_turn(&mut self) {
+    pub(super) fn deleted(
+        &mut self,
+        deleted: StoreResult<bool>,
+        reply: ReplyTo<bool>,
+        existed: bool,
+        plan: &mut Plan,
+    ) {
+        let outcome = (deleted.map_err(SessionError::from)).map(|found| found || existed);
+        if outcome.is_ok() {
+            self.loaded = Loaded::Absent;
+            self.abandon_live_turn(plan);
+            // Requests waiting for the live turn answer 404: their session is
+            // gone. (One sent after the delete starts a new session.)
+            for waiting in self.waiting.drain(..) {
+                let gone = SessionError::NotFound(self.id.to_string());
+                plan.answer(waiting.reply, Err(gone));
+            }
+            plan.life = Some(Life::Stop);
+        }
+        plan.answer(reply, outcome);
+    }
+
+    /// Ends the stream of a turn whose session was deleted under it (its
+    /// end will find no actor): a cancelled final response, a terminal
+    /// error, then `completed`. Nothing is saved.
+    fn abandon_live_turn(&mut self, plan: &mut Plan) {
         let Phase::Running(live) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
-        let turn_error = TurnErrorEvent {
-            kind: "error",
-            message: "The session was deleted; its turn was cancelled.".into(),
-            error_type: ErrorType::Cancelled.as_str().into(),
-            terminal: true,
-            retry_allowed: false,
-        };
-        let final_response = FinalResponse {
-            content: (live.output_mode == OutputMode::Text).then(String::new),
-            model: live.model,
-            streamed: live.sink.streamed,
-            session_id: self.id.clone(),
-            turn_number: self.record.turn_number,
-            message_id: live.message_id.clone(),
-            usage: crate::conversation::Usage::default(),
-            pending_tool_call: None,
-            decision: None,
-            error: Some(true),
-            error_type: Some(turn_error.error_type.clone()),
-            error_message: Some(turn_error.message.clone()),
-        };
-        live.sink
-            .send(TurnEvent::FinalResponse(Box::new(final_response)));
-        live.sink.send(TurnEvent::Error(turn_error));
-        status(&live.sink, &self.id, TurnStatus::Completed);
+        let message = "The session was deleted; its turn was cancelled.";
+        let reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
+        let failure = TurnFailure::new(ErrorType::Cancelled, message, false);
+        self.end_failed(live, &reply, failure, plan);
     }
 
-    /// Messages still waiting for the live turn when the session is deleted
-    /// answer 404: the session they were sent to is gone. (A message sent
-    /// after the delete starts a new session, as any first message does.)
-    fn refuse_waiting(&mut self) {
-        for waiting in self.waiting.drain(..) {
-            answer(
-                waiting.reply,
-                Err(SessionError::NotFound(self.id.to_string())),
-            );
-        }
-    }
-
-    /// A read of a session that does not exist should not leave an actor
-    /// behind, but the actor lingers a moment before it stops: stopping at
-    /// once would drop a first message already queued behind the read, and a
-    /// burst of reads would keep starting and stopping actors under it.
-    pub(super) fn stop_if_absent(&self, ctx: &mut Context<Self>) {
+    pub(super) fn stop_if_absent(&self, plan: &mut Plan) {
         if self.is_absent() {
-            ctx.run_later(ABSENT_LINGER, |actor, ctx| {
-                if actor.is_absent() && !ctx.waiting() {
-                    ctx.stop();
-                }
-            });
+            plan.life = Some(Life::StopIfAbsent);
         }
     }
 
-    fn is_absent(&self) -> bool {
+    /// Not stored, and nothing live or waiting: an actor with no reason to stay.
+    pub(super) fn is_absent(&self) -> bool {
         !self.is_stored() && matches!(self.phase, Phase::Idle) && self.waiting.is_empty()
     }
 }

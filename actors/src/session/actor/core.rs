@@ -1,367 +1,715 @@
-//! The session's decisions as pure functions of the actor's copy: no I/O,
-//! no clock, no actix. The actor (the shell around them) reads its copy
-//! into a `View`, asks, and carries out the answer: the writes, the events,
-//! the replies. Each is tested here without a runtime; the whole protocol
-//! is tested by `model_test.rs`.
+//! The session protocol as a state machine: `decide(&mut State, Input) ->
+//! Plan`. No I/O, no clock, no actix. The actor (`mod.rs`, the shell) feeds
+//! in each request and each outcome (a turn ended; a write committed, went
+//! stale or failed; a load finished) and carries out the plan: the store
+//! operation, the replies and events in order, the turn to start. The state
+//! changes in place, as in quinn-proto and rustls: a tree may be megabytes,
+//! too much to copy per input. The handlers are `impl State` in
+//! `accepting.rs`, `turns.rs`, `admin.rs` and `idempotency.rs`.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-use serde_json::Value;
+use tokio::sync::oneshot;
 
-use crate::contract::{OutputMode, ToolOutcome};
-use crate::conversation::{
-    CallOutcome, CallStatus, Message as StoredMessage, MessageTree, PendingAction, ToolRecord,
-};
-use crate::error_type::ErrorType;
-use crate::events::{Decision, TurnErrorEvent};
-use crate::ids::{MessageId, SessionId, ToolCallId};
-use crate::session::SessionError;
-use crate::turn::TurnEnd;
+use crate::contract::{ChatRequest, HostContext, OutputMode};
+use crate::conversation::StoredContext;
+use crate::conversation::{Message as StoredMessage, MessageTree, PendingAction, SessionRecord};
+use crate::events::{EventSink, StatusEvent, TurnEvent, TurnStatus};
+use crate::ids::{MessageId, SessionId};
+use crate::session::recovery::recover;
+use crate::session::{Caller, SessionDeps, SessionError, SessionInfo, TurnAccepted};
+use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
+use crate::turn::{CancelHandle, SteeringSender};
 
-/// What the decisions read of the actor's copy of the session.
-pub(super) struct View<'a> {
-    pub(super) id: &'a SessionId,
-    /// Whether the session is in the store.
-    pub(super) stored: bool,
-    pub(super) tree: &'a MessageTree,
-    pub(super) leaf: Option<&'a MessageId>,
-    /// The call a host result is awaited for.
-    pub(super) pending: Option<&'a Arc<PendingAction>>,
-    /// Whether this actor's turn is live.
-    pub(super) running: bool,
+/// Steering a live turn may have waiting; more is a 409 (no queue without end).
+pub(super) const MAX_QUEUED_STEERING: usize = 32;
+/// Reloads in a row for one request before it is answered 503.
+const MAX_RELOADS: u32 = 8;
+
+pub(super) type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
+pub(super) type Reply = ReplyTo<TurnAccepted>;
+
+/// The actor's copy of the session and what it is doing.
+pub(super) struct State {
+    pub(super) id: SessionId,
+    /// Settings, models and tools; its store is never used here.
+    pub(super) deps: Arc<SessionDeps>,
+    pub(super) loaded: Loaded,
+    pub(super) record: SessionRecord,
+    pub(super) tree: MessageTree,
+    pub(super) phase: Phase,
+    /// Requests that arrived while a turn was live, answered in order once it ends.
+    pub(super) waiting: VecDeque<Waiting>,
+    /// Reloads for the request at hand; reset by a new request or a commit.
+    pub(super) reloads: u32,
+    /// Whether the copy is known current: just loaded or written, no outside
+    /// request handled since. A 409 on a copy that is not reloads first (`refuse`).
+    pub(super) current: bool,
+    /// The newest screenshot (data URI, maybe megabytes): never stored.
+    pub(super) screenshot: Option<Arc<str>>,
+    pub(super) next_turn_id: u64,
 }
 
-/// Where a finished turn's reply goes.
-#[derive(Debug, PartialEq)]
-pub(super) enum Placement {
-    /// On the active path, as the session's next message.
-    OnPath,
-    /// Off the path: a newer message or result was taken meanwhile.
-    Superseded,
-    /// Nowhere: the session (or the turn's own message) was deleted.
-    Gone,
+/// What the copy is of.
+pub(super) enum Loaded {
+    /// The first load has not finished; nothing is handled before it does.
+    Loading,
+    /// The first load failed: requests already queued get its error.
+    Failed(StoreError),
+    /// Not in the store (never written, or deleted): a message or join creates it.
+    Absent,
+    /// In the store at this version. Every write names it, so a copy another
+    /// process has since changed never overwrites anything.
+    Stored(Version),
 }
 
-impl View<'_> {
-    /// The pending call a host result for `call_id` answers, or the 409
-    /// saying why it answers none.
-    pub(super) fn result_target(
-        &self,
-        call_id: &ToolCallId,
-    ) -> Result<Arc<PendingAction>, SessionError> {
-        if !self.stored {
-            return Err(SessionError::Conflict(format!(
-                "session {:?} does not exist, so call {:?} is not pending",
-                self.id.as_str(),
-                call_id.as_str()
-            )));
+/// What the session is doing. The pending call lives only here (the stored
+/// row is derived from it): a pending call and a live turn never coexist.
+pub(super) enum Phase {
+    Idle,
+    Running(LiveTurn),
+    AwaitingHost(Arc<PendingAction>),
+}
+
+pub(super) struct LiveTurn {
+    pub(super) id: u64,
+    pub(super) cancel: CancelHandle,
+    /// Set once cancellation was asked, so a second cancel is a no-op.
+    pub(super) cancelling: bool,
+    pub(super) steering: SteeringSender,
+    pub(super) sink: EventSink,
+    /// Who started the turn: steering promoted to a turn of its own is theirs.
+    pub(super) caller: Caller,
+    pub(super) output_mode: OutputMode,
+    pub(super) model: Arc<str>,
+    /// The reply the turn extends.
+    pub(super) message_id: MessageId,
+}
+
+/// A chat request in flight: a message, steering or continuation, waiting
+/// for a write, a reload or the live turn. Boxed: it is most of a kilobyte,
+/// and it moves through the inputs and plans of every turn.
+pub(super) type Waiting = Box<Chat>;
+
+pub(super) struct Chat {
+    pub(super) request: ChatRequest,
+    pub(super) sink: EventSink,
+    /// Checked again whenever the request is decided again.
+    pub(super) caller: Caller,
+    pub(super) reply: Reply,
+}
+
+pub(super) struct Joining {
+    pub(super) caller: Caller,
+    pub(super) host_context: Option<HostContext>,
+    pub(super) reply: ReplyTo<()>,
+}
+
+pub(super) struct Repairing {
+    pub(super) caller: Caller,
+    pub(super) reply: ReplyTo<SessionInfo>,
+}
+
+/// The reads: nothing changes.
+pub(super) enum Read {
+    Info(ReplyTo<SessionInfo>),
+    Path(Option<MessageId>, ReplyTo<Vec<StoredMessage>>),
+    Tree(ReplyTo<Vec<StoredMessage>>),
+}
+
+/// A request, or the outcome of something the core planned.
+pub(super) enum Input {
+    Chat(Waiting),
+    Join(Joining),
+    Repair(Repairing),
+    Cancel(Caller, ReplyTo<bool>),
+    Delete(Caller, ReplyTo<bool>),
+    Owner(super::owner::OwnerChange),
+    Read(Caller, Read),
+    TurnEnded(super::turns::TurnEnded),
+    /// Go on answering requests that waited for the live turn.
+    RunWaiting,
+    Written(StoreResult<Written>, Write, InFlight),
+    Loaded(StoreResult<Option<SessionSnapshot>>, InFlight),
+    Deleted(StoreResult<bool>, ReplyTo<bool>, bool),
+}
+
+/// What waits on a store operation, with what it decided: on a commit it
+/// goes on (`commit`), on a stale write it is decided again on the
+/// reloaded copy (`redo`), on a failure it is told (`fail`).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum InFlight {
+    /// Nothing: the first load, or its recovery.
+    Nothing,
+    /// A chat request; written: its user message, whose turn starts.
+    Chat(Waiting),
+    /// A host result recorded on its call.
+    Result(Waiting, super::accepting::AppliedResult),
+    /// Boxed: a context is a third of a kilobyte, and joins are rare.
+    Join(Box<Joining>),
+    Repair(Repairing),
+    Turn(super::turns::FinishedTurn),
+    Owner(super::owner::OwnerChange),
+    /// A reload's recovery write, then what the reload was for.
+    Recovered(Box<InFlight>),
+}
+
+/// A versioned write of the session row and (unless `None`) these messages.
+pub(super) struct Write {
+    pub(super) version: Version,
+    pub(super) record: SessionRecord,
+    pub(super) messages: Option<Vec<Arc<StoredMessage>>>,
+    /// Inbox items this write takes for the turn it opens (`inbox.rs`).
+    pub(super) taken: Vec<Arc<crate::store::InboxItem>>,
+}
+
+pub(super) enum Io {
+    Write(Write, InFlight),
+    Load(InFlight),
+    /// The reply, and whether this copy was stored.
+    Delete(ReplyTo<bool>, bool),
+}
+
+/// What the shell does after an input, in this order: `out` (replies and
+/// events, in the order decided), the trace, the cancel, the turn start, the
+/// store operation (the mailbox waits for it; its outcome is the next
+/// input), more waiting requests, then `life`.
+#[derive(Default)]
+pub(super) struct Plan {
+    pub(super) out: Vec<Out>,
+    pub(super) trace: Option<super::turns::TraceEnd>,
+    /// Cancel the live turn.
+    pub(super) cancel: bool,
+    /// Boxed, as the plan is moved about and this is most of it.
+    pub(super) start: Option<Box<super::turns::Start>>,
+    /// Boxed with the start: a plan small enough to move without memcpy.
+    pub(super) io: Option<Box<Io>>,
+    /// Feed `RunWaiting` again (through the mailbox if a write holds it).
+    pub(super) run_waiting: bool,
+    pub(super) life: Option<Life>,
+}
+
+pub(super) enum Out {
+    Answer(Answer),
+    Event(EventSink, TurnEvent),
+}
+
+/// The actor's own lifetime (the shell's business).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Life {
+    /// A turn or result ended: hibernate if configured.
+    Settled,
+    /// Read of an absent session: stop after a moment if still absent.
+    StopIfAbsent,
+    /// The first load failed: leave the registry, stop after a moment.
+    LoadFailed,
+    Stop,
+}
+
+macro_rules! answers {
+    ($($variant:ident($t:ty)),*) => {
+        /// A reply and its answer; `send` is the one place replies go out.
+        /// (A session's info is boxed: it is most of the enum's size.)
+        pub(super) enum Answer {
+            $($variant(ReplyTo<$t>, Result<$t, SessionError>),)*
+            Info(ReplyTo<SessionInfo>, Box<Result<SessionInfo, SessionError>>),
         }
-        match self.pending {
-            Some(pending) if &pending.tool_call_id == call_id => Ok(pending.clone()),
-            Some(pending) if pending.queued.contains(call_id) => {
-                Err(SessionError::Conflict(format!(
-                    "call {:?} is queued behind call {:?}; answer {:?} first",
-                    call_id.as_str(),
-                    pending.tool_call_id.as_str(),
-                    pending.tool_call_id.as_str()
-                )))
+        impl Answer {
+            /// An asker that is gone (its connection closed) is no error.
+            pub(super) fn send(self) {
+                let _ = match self {
+                    $(Answer::$variant(reply, result) => reply.send(result).map_err(drop),)*
+                    Answer::Info(reply, result) => reply.send(*result).map_err(drop),
+                };
             }
-            _ => Err(self.not_pending(call_id)),
         }
-    }
-
-    /// Why a result for `call_id` cannot be taken now.
-    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
-        let pending_now = match self.pending {
-            Some(pending) => format!("; call {:?} is pending", pending.tool_call_id.as_str()),
-            None => "; nothing is pending".to_string(),
-        };
-        let message = match self.find_call(call_id) {
-            Some(record) if record.status == Some(CallStatus::Superseded) => {
-                format!(
-                    "call {:?} was superseded by a newer message; its result is not applied",
-                    call_id.as_str()
-                )
+        $(impl From<(ReplyTo<$t>, Result<$t, SessionError>)> for Answer {
+            fn from((reply, result): (ReplyTo<$t>, Result<$t, SessionError>)) -> Answer {
+                Answer::$variant(reply, result)
             }
-            Some(record) if record.has_result() => {
-                let status = record.status_word();
-                format!(
-                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
-                    call_id.as_str()
-                )
-            }
-            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
-        };
-        SessionError::Conflict(message)
-    }
-
-    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
-        self.tree
-            .all()
-            .rev()
-            .find_map(|message| message.find_tool(call_id))
-    }
-
-    /// Where the reply of a turn that just ended goes: on the path if the
-    /// session still ends where the turn began and waits for nothing else.
-    pub(super) fn placement(&self, assistant: &StoredMessage) -> Placement {
-        let parent = assistant.parent_id.as_ref();
-        if !self.stored || !parent.is_some_and(|parent| self.tree.contains(parent)) {
-            return Placement::Gone;
-        }
-        let began_here = self.leaf == Some(&assistant.id) || self.leaf == parent;
-        if began_here && self.pending.is_none() && !self.running {
-            Placement::OnPath
-        } else {
-            Placement::Superseded
-        }
-    }
-}
-
-pub(super) fn pending_for(
-    message: &StoredMessage,
-    call_id: &ToolCallId,
-    queued: Vec<ToolCallId>,
-    output_mode: OutputMode,
-) -> Option<Arc<PendingAction>> {
-    let record = message.find_tool(call_id)?;
-    Some(Arc::new(PendingAction {
-        tool_call_id: call_id.clone(),
-        tool_name: record.name.clone(),
-        arguments: record.input.clone(),
-        assistant_message_id: message.id.clone(),
-        queued,
-        output_mode,
-    }))
-}
-
-/// Answers every record of the pending call id (ids are unique in
-/// practice; should a provider repeat one, none stays open). Returns the
-/// call's tool name.
-pub(super) fn record_result(
-    assistant: &mut StoredMessage,
-    pending: &PendingAction,
-    output: &Value,
-    outcome: ToolOutcome,
-) -> String {
-    let mut tool_name = pending.tool_name.clone();
-    let records = assistant.tool_records_mut();
-    for tool in records.filter(|tool| tool.id == pending.tool_call_id) {
-        tool.output = Some(output.clone());
-        tool_name = tool.name.clone();
-        match outcome {
-            ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
-            ToolOutcome::Failed => {
-                tool.outcome = Some(CallOutcome::Failed);
-                tool.status = Some(CallStatus::Failed);
-            }
-        }
-    }
-    tool_name
-}
-
-/// How a turn's end is recorded: the call it leaves pending, a silent
-/// decision's verdict, and why it did not complete. Unresolved calls of a
-/// turn that stopped short are marked `cancelled` in `assistant`.
-pub(super) fn turn_outcome(
-    assistant: &mut StoredMessage,
-    end: &TurnEnd,
-    output_mode: OutputMode,
-) -> (
-    Option<Arc<PendingAction>>,
-    Option<Decision>,
-    Option<TurnFailure>,
-) {
-    let failure = match end {
-        TurnEnd::Completed => return (None, None, None),
-        TurnEnd::HostCalls(calls) => {
-            let Some((first, queued)) = calls.split_first() else {
-                return (None, None, None);
-            };
-            let next = pending_for(assistant, first, queued.to_vec(), output_mode);
-            let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Pending);
-            return (next, decision, None);
-        }
-        TurnEnd::Hold => return (None, Some(Decision::Hold), None),
-        TurnEnd::InvalidDecision(reason) => {
-            let failure = TurnFailure::new(ErrorType::InvalidDecision, reason.clone(), false);
-            return (None, None, Some(failure));
-        }
-        TurnEnd::Cancelled => {
-            TurnFailure::new(ErrorType::Cancelled, "The turn was cancelled.", true)
-        }
-        TurnEnd::UsageLimit(reason) => {
-            TurnFailure::new(ErrorType::UsageLimit, reason.clone(), false)
-        }
-        TurnEnd::Panicked(_) => TurnFailure::new(
-            ErrorType::Internal,
-            "The turn failed inside the runtime; the session is unharmed. Send the message again.",
-            true,
-        ),
-        TurnEnd::Failed(error) => TurnFailure::new(
-            error.kind.error_type(),
-            error.message.clone(),
-            error.kind.retry_allowed(),
-        ),
+        })*
     };
-    assistant.interrupt_unresolved(CallStatus::Cancelled);
-    (None, None, Some(failure))
+}
+answers!(
+    Accepted(TurnAccepted),
+    Done(()),
+    Flag(bool),
+    Messages(Vec<StoredMessage>)
+);
+
+impl From<(ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)> for Answer {
+    fn from((reply, result): (ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)) -> Answer {
+        Answer::Info(reply, Box::new(result))
+    }
 }
 
-/// Why a turn did not complete: its final response's error fields and its
-/// terminal `error` event.
-pub(super) struct TurnFailure {
-    /// How it ended (`cancelled`, `usage_limit`, a model error's kind…).
-    pub(super) error_type: ErrorType,
-    /// The sentence the client shows.
-    pub(super) message: String,
-    /// Whether sending the message again may succeed.
-    pub(super) retry_allowed: bool,
-}
+impl Plan {
+    pub(super) fn answer<T>(&mut self, reply: ReplyTo<T>, result: Result<T, SessionError>)
+    where
+        Answer: From<(ReplyTo<T>, Result<T, SessionError>)>,
+    {
+        self.out.push(Out::Answer((reply, result).into()));
+    }
 
-impl TurnFailure {
-    pub(super) fn new(
-        error_type: ErrorType,
-        message: impl Into<String>,
-        retry_allowed: bool,
-    ) -> TurnFailure {
-        TurnFailure {
-            error_type,
-            message: message.into(),
-            retry_allowed,
+    pub(super) fn event(&mut self, sink: &EventSink, event: TurnEvent) {
+        self.out.push(Out::Event(sink.clone(), event));
+    }
+
+    /// Two a turn: not built for an HTTP reply, which drops them.
+    pub(super) fn status(&mut self, sink: &EventSink, id: &SessionId, status: TurnStatus) {
+        if sink.reads_events() {
+            let session_id = id.to_string();
+            self.event(sink, TurnEvent::Status(StatusEvent { status, session_id }));
         }
     }
 
-    /// The terminal `error` event that follows the final response.
-    pub(super) fn into_event(self) -> TurnErrorEvent {
-        TurnErrorEvent {
-            kind: "error",
-            message: self.message,
-            error_type: self.error_type.as_str().to_string(),
-            terminal: true,
-            retry_allowed: self.retry_allowed,
+    pub(super) fn write(&mut self, write: Write, in_flight: impl Into<InFlight>) {
+        self.io(Io::Write(write, in_flight.into()));
+    }
+
+    /// At most one store operation a plan: nothing is decided beside it.
+    pub(super) fn io(&mut self, io: Io) {
+        debug_assert!(self.io.is_none(), "two store operations in one plan");
+        self.io = Some(Box::new(io));
+    }
+}
+
+impl From<Waiting> for InFlight {
+    fn from(waiting: Waiting) -> InFlight {
+        InFlight::Chat(waiting)
+    }
+}
+
+/// Decides one input on `state`.
+pub(super) fn decide(state: &mut State, input: Input) -> Plan {
+    let mut plan = Plan::default();
+    let plan_ref = &mut plan;
+    match input {
+        Input::Chat(waiting) => {
+            // Time has passed: another process may have written meanwhile.
+            state.current = false;
+            state.reloads = 0;
+            state.accept(waiting, plan_ref);
         }
+        Input::Join(joining) => {
+            state.reloads = 0;
+            state.join(joining, plan_ref);
+        }
+        Input::Repair(repairing) => {
+            state.reloads = 0;
+            state.repair(repairing, plan_ref);
+        }
+        Input::Cancel(caller, reply) => state.cancel(&caller, reply, plan_ref),
+        Input::Delete(caller, reply) => state.delete(&caller, reply, plan_ref),
+        Input::Owner(change) => {
+            state.reloads = 0;
+            state.set_owner(change, plan_ref);
+        }
+        Input::Read(caller, read) => state.read(&caller, read, plan_ref),
+        Input::TurnEnded(ended) => state.finish_turn(ended, plan_ref),
+        Input::RunWaiting => state.run_waiting(plan_ref),
+        Input::Written(written, write, in_flight) => {
+            state.written(written, write, in_flight, plan_ref)
+        }
+        Input::Loaded(loaded, in_flight) => state.loaded(loaded, in_flight, plan_ref),
+        Input::Deleted(deleted, reply, existed) => state.deleted(deleted, reply, existed, plan_ref),
+    }
+    plan
+}
+
+// ---- the one write loop: commit, or reload and decide again ---------------
+
+impl State {
+    pub(super) fn new(id: SessionId, deps: Arc<SessionDeps>) -> State {
+        State {
+            record: SessionRecord::new(id.clone(), crate::conversation::now_millis()),
+            id,
+            deps,
+            loaded: Loaded::Loading,
+            tree: MessageTree::default(),
+            phase: Phase::Idle,
+            waiting: VecDeque::new(),
+            reloads: 0,
+            current: false,
+            screenshot: None,
+            next_turn_id: 0,
+        }
+    }
+
+    fn written(
+        &mut self,
+        written: StoreResult<Written>,
+        write: Write,
+        in_flight: InFlight,
+        plan: &mut Plan,
+    ) {
+        match written {
+            Ok(Written::Committed(version)) => {
+                self.loaded = Loaded::Stored(version);
+                self.current = true;
+                self.reloads = 0;
+                self.commit(write, in_flight, plan);
+            }
+            Ok(Written::Stale) => self.reload(in_flight, plan),
+            Err(error) => self.write_failed(in_flight, error, plan),
+        }
+    }
+
+    /// A write committed: what waited on it goes on (write-through: memory
+    /// changes only now).
+    fn commit(&mut self, write: Write, in_flight: InFlight, plan: &mut Plan) {
+        match in_flight {
+            InFlight::Nothing => {}
+            InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
+            InFlight::Chat(waiting) => self.message_stored(waiting, write, plan),
+            InFlight::Result(waiting, applied) => {
+                self.result_applied(waiting, applied, write, plan)
+            }
+            InFlight::Join(joining) => {
+                if joining.host_context.is_some() {
+                    self.record.host_context = write.record.host_context;
+                }
+                plan.answer(joining.reply, Ok(()));
+            }
+            InFlight::Repair(repairing) => {
+                for message in write.messages.unwrap_or_default() {
+                    self.tree.upsert(message);
+                }
+                self.phase = Phase::Idle;
+                plan.answer(repairing.reply, Ok(self.info()));
+            }
+            InFlight::Turn(turn) => self.turn_stored(turn, write.record, plan),
+            InFlight::Owner(change) => self.owner_set(change, plan),
+        }
+    }
+
+    fn loaded(
+        &mut self,
+        loaded: StoreResult<Option<SessionSnapshot>>,
+        in_flight: InFlight,
+        plan: &mut Plan,
+    ) {
+        let first = matches!(self.loaded, Loaded::Loading);
+        match loaded {
+            Ok(None) if first => self.loaded = Loaded::Absent,
+            Ok(snapshot) => match self.apply_snapshot(snapshot) {
+                // Recovery is a pure function of what is stored, so its result
+                // is written after it is applied: a crash recomputes it, a
+                // stale write reloads and recovers again.
+                Some(recovery) => plan.write(recovery, InFlight::Recovered(Box::new(in_flight))),
+                None => self.redo(in_flight, plan),
+            },
+            Err(error) if first => {
+                log::warn!("session {}: load failed: {error}", self.id);
+                self.loaded = Loaded::Failed(error);
+                plan.life = Some(Life::LoadFailed);
+            }
+            Err(error) => self.fail(in_flight, error.into(), plan),
+        }
+    }
+
+    /// Takes a loaded session (or its absence) as this copy; returns the
+    /// write of what recovery changed. A live turn stays live: its end is
+    /// reconciled with the store then (`place_turn`).
+    fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Write> {
+        self.current = true;
+        let running = matches!(self.phase, Phase::Running(_));
+        let Some(snapshot) = snapshot else {
+            // Deleted by another process since.
+            self.loaded = Loaded::Absent;
+            self.record = SessionRecord::new(self.id.clone(), crate::conversation::now_millis());
+            self.tree = MessageTree::default();
+            if !running {
+                self.phase = Phase::Idle;
+            }
+            return None;
+        };
+        let version = snapshot.version;
+        self.loaded = Loaded::Stored(version);
+        let mut record = snapshot.record.clone();
+        let recovered = recover(snapshot);
+        let mut stored = record.clone();
+        stored.pending_action = recovered.pending.clone();
+        record.pending_action = None;
+        if running {
+            // Another process's pending call stays in the record until this
+            // actor's turn ends (`finish_turn`), so no write meanwhile drops it.
+            record.pending_action = recovered.pending;
+        } else {
+            self.phase = match recovered.pending {
+                Some(pending) => Phase::AwaitingHost(pending),
+                None => Phase::Idle,
+            };
+        }
+        self.record = record;
+        let changed: Vec<_> = (recovered.changed.iter())
+            .map(|&index| recovered.messages[index].clone())
+            .collect();
+        self.tree = MessageTree::from_messages(recovered.messages);
+        let messages = (!changed.is_empty()).then_some(changed)?;
+        Some(Write {
+            version,
+            record: stored,
+            messages: Some(messages),
+            taken: Vec::new(),
+        })
+    }
+
+    /// A write found the session changed by another writer: load it again
+    /// (mailbox held) and decide `in_flight` again before anything is answered.
+    pub(super) fn reload(&mut self, in_flight: InFlight, plan: &mut Plan) {
+        self.reloads += 1;
+        if self.reloads > MAX_RELOADS {
+            self.reloads = 0;
+            let error = SessionError::ActorUnavailable(
+                "the session kept changing under other writers".into(),
+            );
+            return self.fail(in_flight, error, plan);
+        }
+        log::debug!("session {}: changed by another writer; reloading", self.id);
+        plan.io(Io::Load(in_flight));
+    }
+
+    /// Decides what waited again, on the reloaded copy.
+    fn redo(&mut self, in_flight: InFlight, plan: &mut Plan) {
+        match in_flight {
+            InFlight::Nothing => {}
+            InFlight::Chat(waiting) | InFlight::Result(waiting, _) => self.accept(waiting, plan),
+            InFlight::Join(joining) => self.join(*joining, plan),
+            InFlight::Repair(repairing) => self.repair(repairing, plan),
+            InFlight::Turn(turn) => self.place_turn(turn, plan),
+            InFlight::Owner(change) => self.set_owner(change, plan),
+            InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
+        }
+    }
+
+    /// Tells what waited that it could not be decided.
+    fn fail(&mut self, in_flight: InFlight, error: SessionError, plan: &mut Plan) {
+        match in_flight {
+            InFlight::Nothing => {}
+            InFlight::Chat(waiting) | InFlight::Result(waiting, _) => {
+                plan.answer(waiting.reply, Err(error))
+            }
+            InFlight::Join(joining) => plan.answer(joining.reply, Err(error)),
+            InFlight::Repair(repairing) => plan.answer(repairing.reply, Err(error)),
+            InFlight::Owner(change) => plan.answer(change.reply, Err(error)),
+            InFlight::Turn(turn) => {
+                log::warn!("session {}: no reload to store a turn: {error}", self.id);
+                let message = error.to_string();
+                self.turn_not_saved(turn, error.error_type(), &message, plan);
+            }
+            InFlight::Recovered(in_flight) => self.fail(*in_flight, error, plan),
+        }
+    }
+
+    /// A write failed in the store itself: recovery is left to the next
+    /// load, a turn's reply is reported unsaved, anything else is told.
+    fn write_failed(&mut self, in_flight: InFlight, error: StoreError, plan: &mut Plan) {
+        log::warn!("session {}: a write failed: {error}", self.id);
+        match in_flight {
+            InFlight::Nothing => {}
+            InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
+            InFlight::Turn(turn) => {
+                // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
+                let message = "Database not reachable; the turn's result was not saved";
+                self.turn_not_saved(turn, error.error_type(), message, plan);
+            }
+            in_flight => self.fail(in_flight, error.into(), plan),
+        }
+    }
+
+    /// Answers `error`, a 409 decided on this copy, once the copy is known
+    /// current: another process may have made the call pending or stored the
+    /// parent since. Other refusals (validation) do not depend on the session.
+    pub(super) fn refuse(&mut self, waiting: Waiting, error: SessionError, plan: &mut Plan) {
+        if self.current || !matches!(error, SessionError::Conflict(_)) {
+            return plan.answer(waiting.reply, Err(error));
+        }
+        self.reload(waiting.into(), plan);
+    }
+}
+
+// ---- small helpers ---------------------------------------------------------
+
+impl State {
+    /// The row as the store should hold it: the pending call from the phase
+    /// (or, while a turn runs, one another process made, found on a reload).
+    pub(super) fn stored_record(&self) -> SessionRecord {
+        let mut record = self.record.clone();
+        if let Phase::AwaitingHost(pending) = &self.phase {
+            record.pending_action = Some(pending.clone());
+        }
+        record
+    }
+
+    /// The call a host result is awaited for.
+    pub(super) fn pending(&self) -> Option<&Arc<PendingAction>> {
+        match &self.phase {
+            Phase::AwaitingHost(pending) => Some(pending),
+            _ => None,
+        }
+    }
+
+    pub(super) fn is_stored(&self) -> bool {
+        matches!(self.loaded, Loaded::Stored(_))
+    }
+
+    pub(super) fn is_running(&self) -> bool {
+        matches!(self.phase, Phase::Running(_))
+    }
+
+    /// A write of `record` and `messages`, conditional on this copy's version.
+    pub(super) fn write(
+        &self,
+        record: SessionRecord,
+        messages: Option<Vec<Arc<StoredMessage>>>,
+    ) -> Write {
+        Write {
+            version: self.version(),
+            record,
+            messages,
+            taken: Vec::new(),
+        }
+    }
+
+    /// The version every write names (0: not stored yet).
+    pub(super) fn version(&self) -> Version {
+        match self.loaded {
+            Loaded::Stored(version) => version,
+            _ => 0,
+        }
+    }
+
+    /// Asks the live turn to stop; whether one is live.
+    pub(super) fn cancel_live(&mut self, plan: &mut Plan) -> bool {
+        let Phase::Running(live) = &mut self.phase else {
+            return false;
+        };
+        live.cancelling = true;
+        plan.cancel = true;
+        true
+    }
+
+    fn ready(&self) -> Result<(), SessionError> {
+        match &self.loaded {
+            Loaded::Absent | Loaded::Stored(_) => Ok(()),
+            Loaded::Loading => Err(SessionError::ActorUnavailable(
+                "session still loading".into(),
+            )),
+            Loaded::Failed(error) => Err(error.clone().into()),
+        }
+    }
+
+    /// Whether `caller` may read or change this session. One not stored is
+    /// `NotFound` to an admin and `Forbidden` to anyone else, so a refusal
+    /// never tells whether someone else's session exists.
+    pub(super) fn authorize_read(&self, caller: &Caller) -> Result<(), SessionError> {
+        self.ready()?;
+        if !self.is_stored() {
+            return Err(match caller.admin {
+                true => SessionError::NotFound(self.id.to_string()),
+                false => SessionError::forbidden(&self.id),
+            });
+        }
+        self.check_owner(caller)
+    }
+
+    /// Whether `caller` may write (a message or a join). A session not stored
+    /// yet is created by this write, so it becomes the caller's.
+    pub(super) fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
+        self.ready()?;
+        if !self.is_stored() {
+            self.record.owner_id = Some(caller.principal.clone());
+            return Ok(());
+        }
+        self.check_owner(caller)
+    }
+
+    fn check_owner(&self, caller: &Caller) -> Result<(), SessionError> {
+        match caller.may_touch(self.record.owner_id.as_deref()) {
+            true => Ok(()),
+            false => Err(SessionError::forbidden(&self.id)),
+        }
+    }
+
+    /// This request's context: its own, or the session's last. Borrowed: a
+    /// context may carry megabytes of attachments.
+    pub(super) fn current_context<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> Option<&'a HostContext> {
+        (request.host_context.as_ref()).or(self
+            .record
+            .host_context
+            .as_deref()
+            .map(StoredContext::context))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::{deps_on, ScriptedModel};
     use super::*;
-    use crate::conversation::{Role, Segment, ToolCategory};
+    use crate::store::memory::MemoryStore;
 
-    /// A host call, answered with `output` or not answered yet.
-    fn call(id: &str, output: Option<Value>) -> ToolRecord {
-        ToolRecord {
-            id: ToolCallId::new(id),
-            name: "select_issue".into(),
-            input: Value::Null,
-            category: ToolCategory::Host,
-            outcome: output.as_ref().map(|_| CallOutcome::Success),
-            output,
-            status: None,
-        }
+    fn unwrap_io(plan: Plan) -> Io {
+        *plan.io.expect("a store operation")
     }
 
-    fn reply(calls: Vec<ToolRecord>) -> StoredMessage {
-        let mut message = StoredMessage::empty(
-            MessageId::new("m1:reply"),
-            Some(MessageId::new("m1")),
-            Role::Assistant,
-            0,
-        );
-        message.segments.push(Segment::ToolGroup { tools: calls });
-        message
-    }
-
-    fn tree(calls: Vec<ToolRecord>) -> MessageTree {
-        let user = StoredMessage::empty(MessageId::new("m1"), None, Role::User, 0);
-        MessageTree::from_messages(vec![user, reply(calls)])
-    }
-
-    fn conflict(result: Result<Arc<PendingAction>, SessionError>) -> String {
-        match result {
-            Err(SessionError::Conflict(why)) => why,
-            other => panic!("expected a 409, got {other:?}"),
-        }
-    }
-
+    /// The write loop without a runtime: a message whose write finds the
+    /// session changed is reloaded and decided again, and answered only
+    /// when its second write commits (which starts its turn).
     #[test]
-    fn a_result_names_why_it_is_not_taken() {
-        let tree = tree(vec![
-            call("c1", Some(Value::Null)),
-            call("c2", None),
-            call("c3", None),
-        ]);
-        let message = reply(vec![call("c2", None), call("c3", None)]);
-        let pending = pending_for(
-            &message,
-            &ToolCallId::new("c2"),
-            vec![ToolCallId::new("c3")],
-            OutputMode::Text,
+    fn a_stale_write_reloads_and_decides_again() {
+        let deps = deps_on(
+            Arc::new(MemoryStore::new()),
+            ScriptedModel::new(Vec::new()),
+            1,
         );
-        let id = SessionId::new("s");
-        let leaf = MessageId::new("m1:reply");
-        let view = View {
-            id: &id,
-            stored: true,
-            tree: &tree,
-            leaf: Some(&leaf),
-            pending: pending.as_ref(),
-            running: false,
-        };
-        assert!(view.result_target(&ToolCallId::new("c2")).is_ok());
-        let said = |call: &str| conflict(view.result_target(&ToolCallId::new(call)));
+        let mut state = State::new(SessionId::new("s"), Arc::new(deps));
         assert!(
-            said("c1").contains("already recorded (status: completed)"),
-            "{}",
-            said("c1")
+            decide(&mut state, Input::Loaded(Ok(None), InFlight::Nothing))
+                .io
+                .is_none()
         );
+        let body = json!({"id": "m1", "session_id": "s", "content": "hi"});
+        let request = ChatRequest::parse(&body).expect("a valid body");
+        let (sink, _events) = EventSink::new(true);
+        let (reply, mut answered) = oneshot::channel();
+        let caller = Caller::new("tester", false);
+        let chat = Input::Chat(Box::new(Chat {
+            request,
+            sink,
+            caller,
+            reply,
+        }));
+        let Io::Write(write, waiter) = unwrap_io(decide(&mut state, chat)) else {
+            panic!("the message is written first");
+        };
+        let stale = Input::Written(Ok(Written::Stale), write, waiter);
+        let Io::Load(waiter) = unwrap_io(decide(&mut state, stale)) else {
+            panic!("a stale write reloads");
+        };
+        let Io::Write(write, waiter) =
+            unwrap_io(decide(&mut state, Input::Loaded(Ok(None), waiter)))
+        else {
+            panic!("decided again on the reloaded copy");
+        };
         assert!(
-            said("c3").contains("queued behind call \"c2\""),
-            "{}",
-            said("c3")
+            answered.try_recv().is_err(),
+            "nothing answered before a commit"
         );
-        assert!(
-            said("c9").contains("is not pending; call \"c2\" is pending"),
-            "{}",
-            said("c9")
+        let plan = decide(
+            &mut state,
+            Input::Written(Ok(Written::Committed(1)), write, waiter),
         );
-        let absent = View {
-            stored: false,
-            ..view
-        };
-        assert!(conflict(absent.result_target(&ToolCallId::new("c2"))).contains("does not exist"));
-    }
-
-    #[test]
-    fn a_turn_is_placed_on_the_path_only_where_it_began() {
-        let tree = tree(Vec::new());
-        let id = SessionId::new("s");
-        let (user, other) = (MessageId::new("m1"), MessageId::new("m2"));
-        let assistant = StoredMessage::empty(
-            MessageId::new("m1:reply2"),
-            Some(user.clone()),
-            Role::Assistant,
-            0,
-        );
-        let view = View {
-            id: &id,
-            stored: true,
-            tree: &tree,
-            leaf: Some(&user),
-            pending: None,
-            running: false,
-        };
-        assert_eq!(view.placement(&assistant), Placement::OnPath);
-        let moved_on = View {
-            leaf: Some(&other),
-            ..view
-        };
-        assert_eq!(moved_on.placement(&assistant), Placement::Superseded);
-        let deleted = View {
-            stored: false,
-            ..moved_on
-        };
-        assert_eq!(deleted.placement(&assistant), Placement::Gone);
+        assert!(plan.start.is_some() && state.is_running() && state.version() == 1);
+        assert!(matches!(
+            plan.out.first(),
+            Some(Out::Answer(Answer::Accepted(_, Ok(_))))
+        ));
     }
 }

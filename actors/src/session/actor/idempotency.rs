@@ -5,16 +5,14 @@
 
 use std::sync::Arc;
 
-use actix::prelude::*;
-
+use super::accepting::accepted;
+use super::core::{Phase, Plan, State, Waiting};
 use super::turns::{TurnEnding, TurnFailure};
-use super::{answer, status, Phase, SessionActor, Waiting};
 use crate::contract::OutputMode;
 use crate::conversation::{now_millis, IdempotencyMark, Message as StoredMessage, Role};
 use crate::error_type::ErrorType;
-use crate::events::{Decision, TurnEvent, TurnStatus};
+use crate::events::{Decision, TurnStatus};
 use crate::ids::MessageId;
-use crate::session::requests::{AcceptedAs, TurnAccepted};
 use crate::session::SessionError;
 
 /// The id of the reply to the user message `user`.
@@ -35,7 +33,7 @@ pub(super) enum Earlier {
     Unanswered(MessageId),
 }
 
-impl SessionActor {
+impl State {
     /// The earlier message sent with `mark`'s key, and what to answer.
     pub(super) fn earlier(&self, mark: &IdempotencyMark) -> Earlier {
         let found = self.tree.all().rev().find(|message| {
@@ -53,7 +51,12 @@ impl SessionActor {
         }
         let reply = reply_id(&user.id);
         let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
-        if running || self.waiting_has(&user.id) {
+        if running
+            || self
+                .waiting
+                .iter()
+                .any(|waiting| waiting.request.id == user.id)
+        {
             return Earlier::Refused(in_progress(&user.id));
         }
         if self.tree.contains(&reply) {
@@ -81,30 +84,16 @@ impl SessionActor {
         }
     }
 
-    fn waiting_has(&self, id: &MessageId) -> bool {
-        self.waiting
-            .iter()
-            .any(|deferred| &deferred.request.id == id)
-    }
-
     /// The stored reply's final response, as its turn ended: its text,
     /// usage, pending call and error type.
-    pub(super) fn answer_again(&self, waiting: Waiting, reply_id: &MessageId) {
+    pub(super) fn answer_again(&self, waiting: Waiting, reply_id: &MessageId, plan: &mut Plan) {
         let Some(assistant) = self.tree.get(reply_id) else {
             let error = SessionError::Internal("a stored reply went missing".into());
-            return answer(waiting.reply, Err(error));
+            return plan.answer(waiting.reply, Err(error));
         };
-        let accepted = TurnAccepted {
-            accepted_as: AcceptedAs::Turn,
-            message_id: Some(assistant.id.clone()),
-        };
-        answer(waiting.reply, Ok(accepted));
-        let pending = match &self.phase {
-            Phase::AwaitingHost(pending) if pending.assistant_message_id == assistant.id => {
-                Some(Arc::clone(pending))
-            }
-            _ => None,
-        };
+        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
+        let pending =
+            (self.pending()).filter(|pending| pending.assistant_message_id == assistant.id);
         let failure = stored_failure(assistant);
         let output_mode = waiting.request.output_mode;
         let decision = match (output_mode == OutputMode::HostTools, &pending) {
@@ -116,45 +105,35 @@ impl SessionActor {
                 .then_some(Decision::Hold),
         };
         let sink = &waiting.sink;
-        status(sink, &self.id, TurnStatus::Started);
+        plan.status(sink, &self.id, TurnStatus::Started);
         let ending = TurnEnding {
             assistant,
             model: assistant.model.clone().unwrap_or_default(),
-            pending: pending.as_deref(),
+            pending: pending.map(Arc::as_ref),
             decision,
             output_mode,
-            failure: failure.as_ref(),
+            failure,
         };
-        self.send_final(sink, ending);
-        if let Some(failure) = failure {
-            sink.send(TurnEvent::Error(failure.into_event()));
-        }
-        status(sink, &self.id, TurnStatus::Completed);
+        self.end_turn(sink, ending, plan);
     }
 
     /// Runs the turn of a stored message whose turn never ended, on a copy
     /// known current (another process may have stored its reply since).
-    pub(super) fn answer_unanswered(
-        &mut self,
-        waiting: Waiting,
-        user: MessageId,
-        ctx: &mut Context<Self>,
-    ) {
+    pub(super) fn answer_unanswered(&mut self, waiting: Waiting, user: MessageId, plan: &mut Plan) {
         if !self.current {
-            self.reload(waiting.into(), ctx);
-            return;
+            return self.reload(waiting.into(), plan);
         }
         if matches!(self.phase, Phase::AwaitingHost(_)) {
             let error = SessionError::Conflict(format!(
                 "message {:?} sent with this Idempotency-Key has no reply, and the session now waits for a host result of a later message; send that result first",
                 user.as_str()
             ));
-            return answer(waiting.reply, Err(error));
+            return plan.answer(waiting.reply, Err(error));
         }
         self.reset_screenshot(&waiting.request);
         let assistant =
             StoredMessage::empty(reply_id(&user), Some(user), Role::Assistant, now_millis());
-        self.start_turn(waiting, assistant, None, ctx);
+        self.start_turn(waiting, assistant, None, plan);
     }
 }
 

@@ -1,23 +1,19 @@
 //! Owner transfer (`PATCH /api/sessions/{id}/owner`): an admin hands a stored
 //! session to another principal, or to none (then only admins may touch it).
-//! One request (`SetOwner`), one versioned session write through the write
+//! One input (`Input::Owner`), one versioned session write through the write
 //! loop; stale, it is decided again on the reloaded copy (`InFlight::Owner`).
 //! A live turn goes on; the new owner is checked from the next request on.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use actix::prelude::*;
-
-use super::{answer, reply_channel, InFlight, ReplyTo, SessionActor};
-use crate::session::requests::SetOwner;
+use super::core::{InFlight, Plan, ReplyTo, State};
 use crate::session::{Caller, SessionError};
 
-/// An owner change waiting for its write.
+/// An owner change, waiting for its write.
 pub(super) struct OwnerChange {
-    caller: Caller,
-    owner_id: Option<Arc<str>>,
-    reply: ReplyTo<()>,
+    pub(super) caller: Caller,
+    pub(super) owner_id: Option<Arc<str>>,
+    pub(super) reply: ReplyTo<()>,
 }
 
 impl From<OwnerChange> for InFlight {
@@ -26,51 +22,29 @@ impl From<OwnerChange> for InFlight {
     }
 }
 
-impl OwnerChange {
-    pub(super) fn refuse(self, error: SessionError) {
-        answer(self.reply, Err(error));
-    }
-}
-
-impl Handler<SetOwner> for SessionActor {
-    type Result = ResponseFuture<Result<(), SessionError>>;
-
-    fn handle(&mut self, set: SetOwner, ctx: &mut Context<Self>) -> Self::Result {
-        self.last_activity = Instant::now();
-        self.reloads = 0;
-        let (reply, answered) = reply_channel();
-        let change = OwnerChange {
-            caller: set.caller,
-            owner_id: set.owner_id,
-            reply,
-        };
-        self.set_owner(change, ctx);
-        answered
-    }
-}
-
-impl SessionActor {
+impl State {
     /// Writes the new owner: admins only, on a stored session (404 otherwise).
-    pub(super) fn set_owner(&mut self, change: OwnerChange, ctx: &mut Context<Self>) {
-        let allowed = if change.caller.admin {
-            self.authorize_read(&change.caller)
-        } else {
-            Err(SessionError::forbidden(&self.id))
+    pub(super) fn set_owner(&mut self, change: OwnerChange, plan: &mut Plan) {
+        let allowed = match change.caller.admin {
+            true => self.authorize_read(&change.caller),
+            false => Err(SessionError::forbidden(&self.id)),
         };
         if let Err(error) = allowed {
-            self.stop_if_absent(ctx);
-            return change.refuse(error);
+            self.stop_if_absent(plan);
+            return plan.answer(change.reply, Err(error));
         }
         if self.record.owner_id == change.owner_id {
-            return answer(change.reply, Ok(()));
+            return plan.answer(change.reply, Ok(()));
         }
         let mut record = self.stored_record();
         record.owner_id = change.owner_id.clone();
-        let write = self.deps.store.save_session(self.version(), &record);
-        self.write(ctx, write, change, |actor, _ctx, change| {
-            actor.record.owner_id = change.owner_id;
-            answer(change.reply, Ok(()));
-        });
+        plan.write(self.write(record, None), change);
+    }
+
+    /// The write committed: the copy takes the new owner.
+    pub(super) fn owner_set(&mut self, change: OwnerChange, plan: &mut Plan) {
+        self.record.owner_id = change.owner_id;
+        plan.answer(change.reply, Ok(()));
     }
 }
 

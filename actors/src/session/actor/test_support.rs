@@ -103,7 +103,16 @@ pub(super) fn runtime_on(
     model: Arc<ScriptedModel>,
     max_turns: u32,
 ) -> Runtime {
-    Runtime::new(SessionDeps {
+    Runtime::new(deps_on(store, model, max_turns))
+}
+
+/// What `runtime_on` runs its sessions with.
+pub(super) fn deps_on(
+    store: Arc<MemoryStore>,
+    model: Arc<ScriptedModel>,
+    max_turns: u32,
+) -> SessionDeps {
+    SessionDeps {
         inbox: Arc::new(crate::store::Inbox::new(
             store.clone(),
             crate::store::InboxBounds::default(),
@@ -125,7 +134,7 @@ pub(super) fn runtime_on(
             attachment_budget: AttachmentBudget::new(64 << 20, 1 << 30),
             traces: Default::default(),
         },
-    })
+    }
 }
 
 pub(super) fn caller() -> Caller {

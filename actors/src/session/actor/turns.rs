@@ -1,98 +1,67 @@
-//! Running and finishing turns: start a turn on the model, record how it
-//! ended (`finish_turn`, `store_turn`), send its final response, and promote
-//! steering that missed it.
+//! Turns (core): start one, record how it ended (`finish_turn`), place and
+//! store its reply, send its final response, promote steering that missed
+//! it, and answer what waited for it (`run_waiting`).
 
-use std::slice;
 use std::sync::Arc;
-use std::time::Instant;
 
-use actix::prelude::*;
 use tokio::sync::oneshot;
 
-pub(super) use super::core::TurnFailure;
-use super::core::{turn_outcome, Placement};
-use super::{
-    answer, status, FinishedTurn, LiveTurn, Phase, Reply, SessionActor, Waiting,
-    MAX_QUEUED_STEERING,
-};
+use super::accepting::accepted;
+use super::core::{Chat, InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUEUED_STEERING};
+pub(super) use super::rules::TurnFailure;
+use super::rules::{turn_outcome, Placement};
 use crate::contract::{ChatRequest, MessageType, OutputMode};
-use crate::conversation::{
-    CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Segment, SessionRecord,
-};
+use crate::conversation::{CallStatus, Message as StoredMessage, NoteOrigin, PendingAction};
+use crate::conversation::{Segment, SessionRecord};
 use crate::error_type::ErrorType;
-use crate::events::{
-    Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall, TurnEvent, TurnStatus,
-};
-use crate::session::requests::{AcceptedAs, TurnAccepted};
-use crate::turn::{
-    steering_queue, CancelHandle, SteeringNote, TurnEnd, TurnInput, TurnLimits, TurnOutput,
-    TurnPlan,
-};
+use crate::events::{Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall};
+use crate::events::{TurnEvent, TurnStatus};
+use crate::model::{ModelId, SharedModelClient};
+use crate::trace::TurnTrace;
+use crate::turn::{steering_queue, CancelHandle, CancelToken, SteeringNote, SteeringReceiver};
+use crate::turn::{TurnEnd, TurnOutput};
 
-fn pending_event(pending: &PendingAction) -> PendingToolCall {
-    PendingToolCall {
-        tool_name: pending.tool_name.clone(),
-        call_id: pending.tool_call_id.to_string(),
-        arguments: pending.arguments.clone(),
-        queued: pending.queued.iter().map(|id| id.to_string()).collect(),
-    }
+/// A turn the shell starts: what the core decided; the shell adds the
+/// history, tools and settings (`SessionActor::spawn_turn`).
+pub(super) struct Start {
+    pub(super) turn_id: u64,
+    pub(super) request: ChatRequest,
+    pub(super) assistant: StoredMessage,
+    pub(super) sink: EventSink,
+    pub(super) model_id: ModelId,
+    pub(super) model: SharedModelClient,
+    pub(super) cancel: CancelToken,
+    pub(super) steering: SteeringReceiver,
 }
 
-/// Announces the host-context note a continuation put after the tool results
-/// (its segment takes an index the client would otherwise never see).
-fn announce_context_note(sink: &EventSink, assistant: &StoredMessage) {
-    let index = assistant.segments.len().saturating_sub(1);
-    if let Some(Segment::Note {
-        origin: NoteOrigin::HostContext,
-        ..
-    }) = assistant.segments.last()
-    {
-        sink.send(TurnEvent::Note(NoteEvent {
-            origin: NoteOrigin::HostContext,
-            message_id: None,
-            content: None,
-            segment_id: format!("{}:{index}", assistant.id),
-            segment_index: index,
-            segment_kind: "host_context",
-        }));
-    }
+/// A turn's end, as its task reports it.
+pub(super) struct TurnEnded {
+    pub(super) turn_id: u64,
+    pub(super) output: TurnOutput,
+    /// A summary node made for this turn (history compaction), stored with it.
+    pub(super) summary: Option<StoredMessage>,
 }
 
-/// Sent by the actor to itself: go on answering waiting requests.
-struct RunWaiting;
-
-impl actix::Message for RunWaiting {
-    type Result = ();
+/// A finished turn's trace, for the shell to export or store.
+pub(super) struct TraceEnd {
+    pub(super) trace: Box<TurnTrace>,
+    pub(super) outcome: &'static str,
+    pub(super) error_type: Option<ErrorType>,
 }
 
-impl Handler<RunWaiting> for SessionActor {
-    type Result = ();
-
-    fn handle(&mut self, _: RunWaiting, ctx: &mut Context<Self>) {
-        self.run_waiting(ctx);
-    }
+/// A turn that ended, on its way to the store.
+pub(super) struct FinishedTurn {
+    live: LiveTurn,
+    /// Shared with the store once written.
+    assistant: Arc<StoredMessage>,
+    next: Option<Arc<PendingAction>>,
+    decision: Option<Decision>,
+    failure: Option<TurnFailure>,
+    /// Whether the reply becomes the active leaf (not once another
+    /// process's newer message superseded the turn).
+    on_path: bool,
+    summary: Option<Arc<StoredMessage>>,
 }
-
-/// Sent by the actor's own turn task when the turn ends.
-struct TurnFinished {
-    turn_id: u64,
-    output: TurnOutput,
-    history: crate::history::HistoryOutcome,
-}
-
-impl actix::Message for TurnFinished {
-    type Result = ();
-}
-
-impl Handler<TurnFinished> for SessionActor {
-    type Result = ();
-
-    fn handle(&mut self, finished: TurnFinished, ctx: &mut Context<Self>) {
-        self.finish_turn(finished.turn_id, finished.output, finished.history, ctx);
-    }
-}
-
-// ---- running turns ---------------------------------------------------------
 
 /// What a turn's final response reports: the reply, and how the turn ended.
 pub(super) struct TurnEnding<'a> {
@@ -104,194 +73,67 @@ pub(super) struct TurnEnding<'a> {
     pub(super) decision: Option<Decision>,
     /// `host_tools` sends no content.
     pub(super) output_mode: OutputMode,
-    pub(super) failure: Option<&'a TurnFailure>,
+    /// Why it did not complete: sent as the terminal `error` event too.
+    pub(super) failure: Option<TurnFailure>,
 }
 
-impl SessionActor {
-    /// Starts the model loop for `assistant` (new, or resumed after host results).
-    /// `opening` (a continuation's `tool_result`) is sent right after
-    /// `status: started`, which must stay the turn's first event.
+impl State {
+    /// Starts the model loop for `assistant` (new, or resumed after host
+    /// results). `opening` (a continuation's `tool_result`) follows
+    /// `status: started`, which stays the turn's first event.
     pub(super) fn start_turn(
         &mut self,
         waiting: Waiting,
         mut assistant: StoredMessage,
         opening: Option<TurnEvent>,
-        ctx: &mut Context<Self>,
+        plan: &mut Plan,
     ) {
-        let Waiting {
-            request,
-            sink,
-            caller,
-            reply,
-        } = waiting;
+        let (request, sink) = (waiting.request, waiting.sink);
         let (model_id, model) = match self.deps.plan_model(&request.config) {
             Ok(planned) => planned,
-            Err(error) => return answer(reply, Err(error)),
+            Err(error) => return plan.answer(waiting.reply, Err(error)),
         };
-        let leaf = assistant.parent_id.clone();
-        let (path, history) = crate::history::path_and_transcript(&self.tree, leaf.as_ref());
-        let jobs = crate::history::plan_jobs(
-            &self.deps.config.history,
-            crate::history::TurnContext {
-                tree: &self.tree,
-                path: &path,
-                history: &history,
-                system: &self.deps.config.system_prompt,
-                turn_model: &model_id,
-                silent: request.output_mode == OutputMode::HostTools,
-                new_reply: assistant.segments.is_empty(),
-            },
-            self.deps.models.as_ref(),
-        );
         assistant.model = Some(model_id.shared_text());
-        let plan = self.turn_plan(&request, model_id, model);
         let (cancel, token) = CancelHandle::new();
-        let (steering_tx, steering_rx) = steering_queue(MAX_QUEUED_STEERING);
-        let turn_id = self.next_turn_id();
+        let (steering, steering_rx) = steering_queue(MAX_QUEUED_STEERING);
+        self.next_turn_id += 1;
         self.phase = Phase::Running(LiveTurn {
-            id: turn_id,
+            id: self.next_turn_id,
             cancel,
             cancelling: false,
-            steering: steering_tx,
+            steering,
             sink: sink.clone(),
-            caller,
+            caller: waiting.caller,
             output_mode: request.output_mode,
-            model: plan.model_id.shared_text(),
+            model: model_id.shared_text(),
             message_id: assistant.id.clone(),
         });
-        self.opened(reply, &sink, &assistant, opening);
-        self.deliver_drained(&mut assistant, &sink);
-        let input = TurnInput {
-            trace: (self.deps.config.traces).begin(&request, &plan.model_id, request.output_mode),
-            plan,
-            history,
+        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
+        plan.status(&sink, &self.id, TurnStatus::Started);
+        if let Some(event) = opening {
+            plan.event(&sink, event);
+            announce_context_note(&sink, &assistant, plan);
+        }
+        plan.start = Some(Box::new(Start {
+            turn_id: self.next_turn_id,
+            request,
             assistant,
             sink,
-            cancel: token,
-            steering: steering_rx,
-        };
-        self.spawn_turn(turn_id, jobs, input, ctx);
-    }
-
-    /// The id of the turn about to start.
-    fn next_turn_id(&mut self) -> u64 {
-        self.next_turn_id += 1;
-        self.next_turn_id
-    }
-
-    /// A turn is live: its request is answered, and its stream opens.
-    fn opened(
-        &self,
-        reply: Reply,
-        sink: &EventSink,
-        assistant: &StoredMessage,
-        opening: Option<TurnEvent>,
-    ) {
-        let accepted = TurnAccepted {
-            accepted_as: AcceptedAs::Turn,
-            message_id: Some(assistant.id.clone()),
-        };
-        answer(reply, Ok(accepted));
-        status(sink, &self.id, TurnStatus::Started);
-        if let Some(event) = opening {
-            sink.send(event);
-            announce_context_note(sink, assistant);
-        }
-    }
-
-    /// What the turn runs with: its model, tools, settings and limits.
-    fn turn_plan(
-        &self,
-        request: &ChatRequest,
-        model_id: crate::model::ModelId,
-        model: crate::model::SharedModelClient,
-    ) -> TurnPlan {
-        let config = &self.deps.config;
-        let output_mode = request.output_mode;
-        let context = self.current_context(request);
-        let tools = self
-            .deps
-            .tools
-            .tool_set(context, self.screenshot.is_some(), output_mode);
-        let max_requests = request
-            .config
-            .max_turns
-            .map_or(config.max_turns, |asked| asked.min(config.max_turns));
-        let thinking_budget =
-            crate::turn::thinking_budget(request.config.thinking_budget, config.thinking_budget);
-        TurnPlan {
             model_id,
             model,
-            system: config.system_prompt.clone(),
-            tools,
-            settings: crate::model::ModelSettings {
-                temperature: request.config.temperature,
-                thinking_budget,
-                max_output_tokens: None,
-            },
-            limits: TurnLimits {
-                max_requests,
-                budget: config.budget,
-            },
-            output_mode,
-            invalidations: self.deps.invalidations.clone(),
-            screenshot: self.screenshot.clone(),
-            tool_context: self.deps.tools.tool_context(self.id.as_str()),
-        }
+            cancel: token,
+            steering: steering_rx,
+        }));
     }
 
-    /// Runs the turn beside the actor; its end comes back to `finish_turn`.
-    fn spawn_turn(
-        &mut self,
-        turn_id: u64,
-        jobs: crate::history::HistoryJobs,
-        input: TurnInput,
-        ctx: &mut Context<Self>,
-    ) {
-        // The turn is finished where it ends, in the actor's context: actix
-        // polls no spawned future while a store write holds the context
-        // (`ctx.wait`), so no decision is made beside an in-flight write (a
-        // delete, say) on stale state. Should a write be held all the same,
-        // the turn reports through the mailbox, which waits for it. This
-        // saves a mailbox trip per turn.
-        //
-        // Boxed where it is made: the turn's future is kilobytes, and the
-        // adapters below would each move it once more on its way into the
-        // context's own box.
-        let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
-        ctx.spawn(
-            turn.into_actor(self)
-                .map(move |(output, history), actor, ctx| {
-                    if ctx.waiting() {
-                        ctx.address().do_send(TurnFinished {
-                            turn_id,
-                            output,
-                            history,
-                        });
-                    } else {
-                        actor.finish_turn(turn_id, output, history, ctx);
-                    }
-                }),
-        );
-    }
-
-    /// Records how a turn ended, then answers whatever waited for it.
-    fn finish_turn(
-        &mut self,
-        turn_id: u64,
-        output: TurnOutput,
-        history: crate::history::HistoryOutcome,
-        ctx: &mut Context<Self>,
-    ) {
+    /// Records how a turn ended, then places its reply.
+    pub(super) fn finish_turn(&mut self, ended: TurnEnded, plan: &mut Plan) {
         let live = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Running(live) if live.id == turn_id => live,
+            Phase::Running(live) if live.id == ended.turn_id => live,
             other => {
                 self.phase = other;
-                log::error!(
-                    "session {}: a finished turn {turn_id} was not the live one",
-                    self.id
-                );
-                return;
+                let turn_id = ended.turn_id;
+                return log::error!("session {}: finished turn {turn_id} was not live", self.id);
             }
         };
         // A call another process left pending while the turn ran (found on
@@ -299,27 +141,17 @@ impl SessionActor {
         if let Some(pending) = self.record.pending_action.take() {
             self.phase = Phase::AwaitingHost(pending);
         }
-        let TurnOutput {
-            mut assistant,
-            end,
-            steering: late_steering,
-            trace,
-        } = output;
-        self.late_steering(late_steering, &end, &live);
+        let output = ended.output;
+        let (mut assistant, end) = (output.assistant, output.end);
+        self.late_steering(output.steering, &end, &live);
         let (next, decision, failure) = turn_outcome(&mut assistant, &end, live.output_mode);
-        assistant.error_type = failure
-            .as_ref()
-            .map(|failure| failure.error_type.as_str().to_string());
-        if let Some(trace) = trace {
-            crate::trace::finish(
-                &self.deps.config.traces,
-                &self.deps.store,
-                &self.id,
-                *trace,
-                end.trace_outcome(),
-                failure.as_ref().map(|failure| failure.error_type),
-            );
-        }
+        let error_type = failure.as_ref().map(|failure| failure.error_type);
+        assistant.error_type = error_type.map(|error_type| error_type.as_str().to_string());
+        plan.trace = output.trace.map(|trace| TraceEnd {
+            trace,
+            outcome: end.trace_outcome(),
+            error_type,
+        });
         let turn = FinishedTurn {
             live,
             assistant: Arc::new(assistant),
@@ -327,135 +159,49 @@ impl SessionActor {
             decision,
             failure,
             on_path: true,
-            summary: history.summary.map(Arc::new),
+            summary: ended.summary.map(Arc::new),
         };
-        self.place_turn(turn, ctx);
+        self.place_turn(turn, plan);
     }
 
-    /// Steering that arrived as the turn ended: a turn of its own after a
+    /// Steering that arrived as the turn ended: the next turn after a
     /// completed turn, dropped (and logged) otherwise.
-    fn late_steering(
-        &mut self,
-        mut late: crate::turn::SteeringReceiver,
-        end: &TurnEnd,
-        live: &LiveTurn,
-    ) {
-        let mut undelivered = Vec::new();
+    fn late_steering(&mut self, mut late: SteeringReceiver, end: &TurnEnd, live: &LiveTurn) {
+        let mut notes = Vec::new();
         while let Some(note) = late.try_recv() {
-            undelivered.push(note);
+            notes.push(note);
         }
-        if undelivered.is_empty() {
+        if notes.is_empty() {
             return;
         }
-        if *end == TurnEnd::Completed {
-            self.promote_steering(undelivered, live);
-        } else {
-            log::info!(
-                "session {}: {} steering message(s) arrived as the turn ended ({:?}); not delivered",
-                self.id,
-                undelivered.len(),
-                end
-            );
+        if *end != TurnEnd::Completed {
+            let n = notes.len();
+            return log::info!("session {}: {n} steering message(s) arrived as the turn ended ({end:?}); not delivered", self.id);
         }
-    }
-
-    /// Stores a finished turn's reply with the pending call it made, then
-    /// sends its final response and answers whatever waited for it.
-    fn store_turn(&mut self, turn: FinishedTurn, ctx: &mut Context<Self>) {
-        let mut record = self.stored_record();
-        if turn.on_path {
-            record.active_leaf = Some(turn.assistant.id.clone());
-            record.pending_action = turn.next.clone();
+        // Ahead of anything else waiting, with its events on the same stream.
+        for note in notes.into_iter().rev() {
+            self.waiting.push_front(promoted(note, live, &self.id));
         }
-        // A new summary node is stored with the turn's result, parents first.
-        // Both are shared with the store, and later with the tree, not copied.
-        let store = &self.deps.store;
-        let version = self.version();
-        let write = match &turn.summary {
-            None => store.save_messages(version, &record, slice::from_ref(&turn.assistant)),
-            Some(summary) => {
-                store.save_messages(version, &record, &[summary.clone(), turn.assistant.clone()])
-            }
-        };
-        // Stale: the session changed while the turn ran (`place_turn` again).
-        self.write(ctx, write, turn, move |actor, ctx, turn| {
-            actor.turn_stored(turn, record, ctx)
-        });
-    }
-
-    /// The turn's reply is stored: its final response, then what waited.
-    fn turn_stored(
-        &mut self,
-        turn: FinishedTurn,
-        mut record: SessionRecord,
-        ctx: &mut Context<Self>,
-    ) {
-        let FinishedTurn {
-            live,
-            assistant,
-            next,
-            decision,
-            failure,
-            on_path,
-            summary,
-        } = turn;
-        if let Some(summary) = summary {
-            self.tree.upsert(summary);
-        }
-        let assistant_id = assistant.id.clone();
-        self.tree.upsert(assistant);
-        if on_path {
-            record.pending_action = None;
-            self.record = record;
-            self.phase = match &next {
-                Some(pending) => Phase::AwaitingHost(pending.clone()),
-                None => Phase::Idle,
-            };
-        }
-        let sink = live.sink;
-        // The reply went into the tree just above.
-        if let Some(assistant) = self.tree.get(&assistant_id) {
-            let ending = TurnEnding {
-                assistant,
-                model: live.model,
-                pending: next.as_deref(),
-                decision,
-                output_mode: live.output_mode,
-                failure: failure.as_ref(),
-            };
-            self.send_final(&sink, ending);
-        }
-        if let Some(failure) = failure {
-            sink.send(TurnEvent::Error(failure.into_event()));
-        }
-        status(&sink, &self.id, TurnStatus::Completed);
-        self.last_activity = Instant::now();
-        self.run_waiting(ctx);
-        self.hibernate_if_configured(ctx);
     }
 
     /// Decides where a finished turn's reply goes, on the copy as it is now
-    /// (reloaded, if the turn's write found the session changed by another
-    /// process, or if anything else reloaded it while the turn ran). If the
-    /// session still ends where the turn began (another process only joined
-    /// with a new context, say), the turn is stored as usual. Otherwise a
-    /// newer message or result came in meanwhile: in serial order it
-    /// superseded this turn, so the reply is stored off the active path, its
-    /// unresolved calls `superseded`, and the caller is told the turn was
-    /// cancelled. An acknowledged message of the other process is never
-    /// moved off the path.
-    pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, ctx: &mut Context<Self>) {
-        match self.view().placement(&turn.assistant) {
+    /// (reloaded, if its write found the session changed, or anything else
+    /// reloaded it meanwhile). Where the session still ends where the turn
+    /// began, it is stored as usual. Otherwise a newer message or result came
+    /// in meanwhile: in serial order it superseded this turn, so the reply is
+    /// stored off the path, its calls `superseded`, and the caller told the
+    /// turn was cancelled. Another process's acknowledged message never moves.
+    pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, plan: &mut Plan) {
+        match self.placement(&turn.assistant) {
             Placement::OnPath => {}
             Placement::Gone => {
                 let message =
                     "The session was deleted while the turn ran; its reply was not saved.";
-                self.turn_not_saved(turn, ErrorType::Cancelled, message, ctx);
-                return;
+                return self.turn_not_saved(turn, ErrorType::Cancelled, message, plan);
             }
             Placement::Superseded => {
                 turn.on_path = false;
-                // Not shared: no write kept it (one that found the session stale keeps nothing).
+                // Not shared: a write that found the session stale keeps nothing.
                 let assistant = Arc::make_mut(&mut turn.assistant);
                 assistant.interrupt_unresolved(CallStatus::Superseded);
                 assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
@@ -464,124 +210,193 @@ impl SessionActor {
                 turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
             }
         }
-        self.store_turn(turn, ctx);
+        self.store_turn(turn, plan);
     }
 
-    /// Ends a turn whose reply could not be stored: its final response and a
-    /// terminal error, then whatever waited for it.
+    /// Stores the reply with the pending call it made (a new summary node
+    /// with it, parents first). Stale: `place_turn` again on the reloaded copy.
+    fn store_turn(&mut self, turn: FinishedTurn, plan: &mut Plan) {
+        let mut record = self.stored_record();
+        if turn.on_path {
+            record.active_leaf = Some(turn.assistant.id.clone());
+            record.pending_action = turn.next.clone();
+        }
+        let messages = match &turn.summary {
+            None => vec![turn.assistant.clone()],
+            Some(summary) => vec![summary.clone(), turn.assistant.clone()],
+        };
+        plan.write(self.write(record, Some(messages)), InFlight::Turn(turn));
+    }
+
+    /// The reply is stored: its final response, then what waited.
+    pub(super) fn turn_stored(
+        &mut self,
+        turn: FinishedTurn,
+        mut record: SessionRecord,
+        plan: &mut Plan,
+    ) {
+        if let Some(summary) = turn.summary {
+            self.tree.upsert(summary);
+        }
+        if turn.on_path {
+            record.pending_action = None;
+            self.record = record;
+            self.phase = match &turn.next {
+                Some(pending) => Phase::AwaitingHost(pending.clone()),
+                None => Phase::Idle,
+            };
+        }
+        let (live, assistant) = (turn.live, turn.assistant);
+        let ending = TurnEnding {
+            assistant: &assistant,
+            model: live.model,
+            pending: turn.next.as_deref(),
+            decision: turn.decision,
+            output_mode: live.output_mode,
+            failure: turn.failure,
+        };
+        self.end_turn(&live.sink, ending, plan);
+        self.tree.upsert(assistant);
+        plan.run_waiting = true;
+        plan.life = Some(super::core::Life::Settled);
+    }
+
+    /// Ends a turn whose reply could not be stored: its final response and
+    /// a terminal error, then whatever waited for it.
     pub(super) fn turn_not_saved(
         &mut self,
         turn: FinishedTurn,
         error_type: ErrorType,
         message: &str,
-        ctx: &mut Context<Self>,
+        plan: &mut Plan,
     ) {
-        let FinishedTurn {
-            live, assistant, ..
-        } = turn;
-        let sink = live.sink;
         let failure = TurnFailure::new(error_type, message, true);
-        self.send_final(
-            &sink,
-            TurnEnding {
-                assistant: &assistant,
-                model: live.model,
-                pending: None,
-                decision: None,
-                output_mode: live.output_mode,
-                failure: Some(&failure),
-            },
-        );
-        sink.send(TurnEvent::Error(failure.into_event()));
-        status(&sink, &self.id, TurnStatus::Completed);
-        self.run_waiting(ctx);
+        self.end_failed(turn.live, &turn.assistant, failure, plan);
+        plan.run_waiting = true;
     }
 
-    /// Sends the turn's `final_response` event.
-    pub(super) fn send_final(&self, sink: &EventSink, ending: TurnEnding<'_>) {
-        let TurnEnding {
+    /// Ends `live`'s stream with `failure`; `assistant` is its reply as it is.
+    pub(super) fn end_failed(
+        &self,
+        live: LiveTurn,
+        assistant: &StoredMessage,
+        failure: TurnFailure,
+        plan: &mut Plan,
+    ) {
+        let ending = TurnEnding {
             assistant,
-            model,
-            pending,
-            decision,
-            output_mode,
-            failure,
-        } = ending;
-        let silent = output_mode == OutputMode::HostTools;
+            model: live.model,
+            pending: None,
+            decision: None,
+            output_mode: live.output_mode,
+            failure: Some(failure),
+        };
+        self.end_turn(&live.sink, ending, plan);
+    }
+
+    /// Ends a turn's stream: its `final_response`, a terminal `error` if it
+    /// failed, and `status: completed`.
+    pub(super) fn end_turn(&self, sink: &EventSink, ending: TurnEnding<'_>, plan: &mut Plan) {
+        let (assistant, failure) = (ending.assistant, ending.failure);
+        let silent = ending.output_mode == OutputMode::HostTools;
         let final_response = FinalResponse {
             content: if silent { None } else { Some(assistant.text()) },
-            model,
+            model: ending.model,
             streamed: sink.streamed,
             session_id: self.id.clone(),
             turn_number: self.record.turn_number,
             message_id: assistant.id.clone(),
             usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
-            pending_tool_call: pending.map(pending_event),
-            decision,
-            error: failure.map(|_| true),
-            error_type: failure.map(|failure| failure.error_type.as_str().to_string()),
-            error_message: failure.map(|failure| failure.message.clone()),
+            pending_tool_call: ending.pending.map(pending_event),
+            decision: ending.decision,
+            error: failure.as_ref().map(|_| true),
+            error_type: (failure.as_ref()).map(|failure| failure.error_type.as_str().to_string()),
+            error_message: failure.as_ref().map(|failure| failure.message.clone()),
         };
-        sink.send(TurnEvent::FinalResponse(Box::new(final_response)));
-    }
-
-    /// Steering that missed the turn it was meant for becomes the next turn,
-    /// ahead of anything else waiting, with its events on the same stream.
-    fn promote_steering(&mut self, notes: Vec<SteeringNote>, live: &LiveTurn) {
-        for note in notes.into_iter().rev() {
-            let request = ChatRequest {
-                id: note.id,
-                session_id: self.id.clone(),
-                content: note.text,
-                parent_id: None,
-                message_type: MessageType::Standard,
-                output_mode: OutputMode::Text,
-                attachments: note.attachments,
-                host_context: None,
-                config: Default::default(),
-                continuation: None,
-                idempotency: None,
-            };
-            // Nobody waits for this reply: the steering was already acknowledged.
-            let (reply, _unanswered) = oneshot::channel();
-            self.waiting.push_front(Waiting {
-                request,
-                sink: live.sink.clone(),
-                caller: live.caller.clone(),
-                reply,
-            });
+        plan.event(sink, TurnEvent::FinalResponse(Box::new(final_response)));
+        if let Some(failure) = failure {
+            plan.event(sink, TurnEvent::Error(failure.into_event()));
         }
+        plan.status(sink, &self.id, TurnStatus::Completed);
     }
 
-    /// Answers requests that waited for the live turn, in arrival order, until
-    /// one of them starts a new turn (the rest keep waiting for that one).
-    pub(super) fn run_waiting(&mut self, ctx: &mut Context<Self>) {
-        while !matches!(self.phase, Phase::Running(_)) {
-            let Some(waiting) = self.waiting.pop_front() else {
-                return;
-            };
-            self.accept(waiting, ctx);
-            if ctx.waiting() {
-                // A store write holds the mailbox. Go on with a mailbox message,
-                // which waits for that write and its continuation (a `ctx.wait`
-                // here would run first: waits run newest first, so the next
-                // waiting message would be accepted beside the write and
-                // both would start a turn, one of them lost).
-                ctx.address().do_send(RunWaiting);
-                return;
+    /// Answers the next request that waited for the live turn, unless a turn
+    /// is live (the shell feeds `RunWaiting` again while the plan says so).
+    /// With a turn live, a newer ordinary message still waiting supersedes
+    /// it. (Steering waits here only when it found the turn ending: it is a
+    /// message of its own then.)
+    pub(super) fn run_waiting(&mut self, plan: &mut Plan) {
+        if !self.is_running() {
+            if let Some(waiting) = self.waiting.pop_front() {
+                self.accept(waiting, plan);
+                plan.run_waiting = true;
             }
+            return;
         }
-        // A newer ordinary message still waiting supersedes the turn just
-        // started. (Steering waits here only when it found the turn ending:
-        // it is a message of its own then.)
-        let newer_message = self
+        if self
             .waiting
             .iter()
-            .any(|waiting| waiting.request.continuation.is_none());
-        if let (true, Phase::Running(live)) = (newer_message, &mut self.phase) {
-            live.cancel.cancel();
-            live.cancelling = true;
+            .any(|waiting| waiting.request.continuation.is_none())
+        {
+            self.cancel_live(plan);
         }
+    }
+}
+
+/// Steering that missed its turn, as a message of its own. Nobody waits
+/// for its reply: the steering was already acknowledged.
+fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> Waiting {
+    let request = ChatRequest {
+        id: note.id,
+        session_id: id.clone(),
+        content: note.text,
+        parent_id: None,
+        message_type: MessageType::Standard,
+        output_mode: OutputMode::Text,
+        attachments: note.attachments,
+        host_context: None,
+        config: Default::default(),
+        continuation: None,
+        idempotency: None,
+    };
+    let (reply, _unanswered) = oneshot::channel();
+    Box::new(Chat {
+        request,
+        sink: live.sink.clone(),
+        caller: live.caller.clone(),
+        reply,
+    })
+}
+
+fn pending_event(pending: &PendingAction) -> PendingToolCall {
+    PendingToolCall {
+        tool_name: pending.tool_name.clone(),
+        call_id: pending.tool_call_id.to_string(),
+        arguments: pending.arguments.clone(),
+        queued: pending.queued.iter().map(|id| id.to_string()).collect(),
+    }
+}
+
+/// Announces the host-context note a continuation put after the tool
+/// results (its segment takes an index the client would otherwise never see).
+fn announce_context_note(sink: &EventSink, assistant: &StoredMessage, plan: &mut Plan) {
+    let index = assistant.segments.len().saturating_sub(1);
+    if let Some(Segment::Note {
+        origin: NoteOrigin::HostContext,
+        ..
+    }) = assistant.segments.last()
+    {
+        plan.event(
+            sink,
+            TurnEvent::Note(NoteEvent {
+                origin: NoteOrigin::HostContext,
+                message_id: None,
+                content: None,
+                segment_id: format!("{}:{index}", assistant.id),
+                segment_index: index,
+                segment_kind: "host_context",
+            }),
+        );
     }
 }
 

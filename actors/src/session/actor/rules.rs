@@ -1,0 +1,341 @@
+//! Rules of the core that only read: which pending call a result answers
+//! (or the 409 naming why none), where a finished turn's reply goes, how a
+//! turn's end and a host's result are recorded. Tested here on a `State`
+//! without a runtime; the whole protocol by `model_test.rs`.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::core::State;
+use crate::contract::{OutputMode, ToolOutcome};
+use crate::conversation::{
+    CallOutcome, CallStatus, Message as StoredMessage, PendingAction, ToolRecord,
+};
+use crate::error_type::ErrorType;
+use crate::events::{Decision, TurnErrorEvent};
+use crate::ids::ToolCallId;
+use crate::session::SessionError;
+use crate::turn::TurnEnd;
+
+/// Where a finished turn's reply goes.
+#[derive(Debug, PartialEq)]
+pub(super) enum Placement {
+    /// On the active path, as the session's next message.
+    OnPath,
+    /// Off the path: a newer message or result was taken meanwhile.
+    Superseded,
+    /// Nowhere: the session (or the turn's own message) was deleted.
+    Gone,
+}
+
+impl State {
+    /// The pending call a host result for `call_id` answers, or the 409
+    /// saying why it answers none.
+    pub(super) fn result_target(
+        &self,
+        call_id: &ToolCallId,
+    ) -> Result<Arc<PendingAction>, SessionError> {
+        if !self.is_stored() {
+            return Err(SessionError::Conflict(format!(
+                "session {:?} does not exist, so call {:?} is not pending",
+                self.id.as_str(),
+                call_id.as_str()
+            )));
+        }
+        match self.pending() {
+            Some(pending) if &pending.tool_call_id == call_id => Ok(pending.clone()),
+            Some(pending) if pending.queued.contains(call_id) => {
+                Err(SessionError::Conflict(format!(
+                    "call {:?} is queued behind call {:?}; answer {:?} first",
+                    call_id.as_str(),
+                    pending.tool_call_id.as_str(),
+                    pending.tool_call_id.as_str()
+                )))
+            }
+            _ => Err(self.not_pending(call_id)),
+        }
+    }
+
+    /// Why a result for `call_id` cannot be taken now.
+    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
+        let pending_now = match self.pending() {
+            Some(pending) => format!("; call {:?} is pending", pending.tool_call_id.as_str()),
+            None => "; nothing is pending".to_string(),
+        };
+        let message = match self.find_call(call_id) {
+            Some(record) if record.status == Some(CallStatus::Superseded) => {
+                format!(
+                    "call {:?} was superseded by a newer message; its result is not applied",
+                    call_id.as_str()
+                )
+            }
+            Some(record) if record.has_result() => {
+                let status = record.status_word();
+                format!(
+                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
+                    call_id.as_str()
+                )
+            }
+            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
+        };
+        SessionError::Conflict(message)
+    }
+
+    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
+        self.tree
+            .all()
+            .rev()
+            .find_map(|message| message.find_tool(call_id))
+    }
+
+    /// Where the reply of a turn that just ended goes: on the path if the
+    /// session still ends where the turn began and waits for nothing else.
+    pub(super) fn placement(&self, assistant: &StoredMessage) -> Placement {
+        let parent = assistant.parent_id.as_ref();
+        if !self.is_stored() || !parent.is_some_and(|parent| self.tree.contains(parent)) {
+            return Placement::Gone;
+        }
+        let leaf = self.record.active_leaf.as_ref();
+        let began_here = leaf == Some(&assistant.id) || leaf == parent;
+        if began_here && self.pending().is_none() && !self.is_running() {
+            Placement::OnPath
+        } else {
+            Placement::Superseded
+        }
+    }
+}
+
+pub(super) fn pending_for(
+    message: &StoredMessage,
+    call_id: &ToolCallId,
+    queued: Vec<ToolCallId>,
+    output_mode: OutputMode,
+) -> Option<Arc<PendingAction>> {
+    let record = message.find_tool(call_id)?;
+    Some(Arc::new(PendingAction {
+        tool_call_id: call_id.clone(),
+        tool_name: record.name.clone(),
+        arguments: record.input.clone(),
+        assistant_message_id: message.id.clone(),
+        queued,
+        output_mode,
+    }))
+}
+
+/// Answers every record of the pending call id (ids are unique in
+/// practice; should a provider repeat one, none stays open). Returns the
+/// call's tool name.
+pub(super) fn record_result(
+    assistant: &mut StoredMessage,
+    pending: &PendingAction,
+    output: &Value,
+    outcome: ToolOutcome,
+) -> String {
+    let mut tool_name = pending.tool_name.clone();
+    let records = assistant.tool_records_mut();
+    for tool in records.filter(|tool| tool.id == pending.tool_call_id) {
+        tool.output = Some(output.clone());
+        tool_name = tool.name.clone();
+        match outcome {
+            ToolOutcome::Success => tool.outcome = Some(CallOutcome::Success),
+            ToolOutcome::Failed => {
+                tool.outcome = Some(CallOutcome::Failed);
+                tool.status = Some(CallStatus::Failed);
+            }
+        }
+    }
+    tool_name
+}
+
+/// How a turn's end is recorded: the call it leaves pending, a silent
+/// decision's verdict, and why it did not complete. Unresolved calls of a
+/// turn that stopped short are marked `cancelled` in `assistant`.
+pub(super) fn turn_outcome(
+    assistant: &mut StoredMessage,
+    end: &TurnEnd,
+    output_mode: OutputMode,
+) -> (
+    Option<Arc<PendingAction>>,
+    Option<Decision>,
+    Option<TurnFailure>,
+) {
+    let failure = match end {
+        TurnEnd::Completed => return (None, None, None),
+        TurnEnd::HostCalls(calls) => {
+            let Some((first, queued)) = calls.split_first() else {
+                return (None, None, None);
+            };
+            let next = pending_for(assistant, first, queued.to_vec(), output_mode);
+            let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Pending);
+            return (next, decision, None);
+        }
+        TurnEnd::Hold => return (None, Some(Decision::Hold), None),
+        TurnEnd::InvalidDecision(reason) => {
+            let failure = TurnFailure::new(ErrorType::InvalidDecision, reason.clone(), false);
+            return (None, None, Some(failure));
+        }
+        TurnEnd::Cancelled => {
+            TurnFailure::new(ErrorType::Cancelled, "The turn was cancelled.", true)
+        }
+        TurnEnd::UsageLimit(reason) => {
+            TurnFailure::new(ErrorType::UsageLimit, reason.clone(), false)
+        }
+        TurnEnd::Panicked(_) => TurnFailure::new(
+            ErrorType::Internal,
+            "The turn failed inside the runtime; the session is unharmed. Send the message again.",
+            true,
+        ),
+        TurnEnd::Failed(error) => TurnFailure::new(
+            error.kind.error_type(),
+            error.message.clone(),
+            error.kind.retry_allowed(),
+        ),
+    };
+    assistant.interrupt_unresolved(CallStatus::Cancelled);
+    (None, None, Some(failure))
+}
+
+/// Why a turn did not complete: its final response's error fields and its
+/// terminal `error` event.
+pub(super) struct TurnFailure {
+    /// How it ended (`cancelled`, `usage_limit`, a model error's kind…).
+    pub(super) error_type: ErrorType,
+    /// The sentence the client shows.
+    pub(super) message: String,
+    /// Whether sending the message again may succeed.
+    pub(super) retry_allowed: bool,
+}
+
+impl TurnFailure {
+    pub(super) fn new(
+        error_type: ErrorType,
+        message: impl Into<String>,
+        retry_allowed: bool,
+    ) -> TurnFailure {
+        TurnFailure {
+            error_type,
+            message: message.into(),
+            retry_allowed,
+        }
+    }
+
+    /// The terminal `error` event that follows the final response.
+    pub(super) fn into_event(self) -> TurnErrorEvent {
+        TurnErrorEvent {
+            kind: "error",
+            message: self.message,
+            error_type: self.error_type.as_str().to_string(),
+            terminal: true,
+            retry_allowed: self.retry_allowed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::core::{Loaded, Phase};
+    use super::super::test_support::{deps_on, ScriptedModel};
+    use super::*;
+    use crate::conversation::{MessageTree, Role, Segment, ToolCategory};
+    use crate::ids::{MessageId, SessionId};
+    use crate::store::memory::MemoryStore;
+
+    /// A host call, answered with `output` or not answered yet.
+    fn call(id: &str, output: Option<Value>) -> ToolRecord {
+        ToolRecord {
+            id: ToolCallId::new(id),
+            name: "select_issue".into(),
+            input: Value::Null,
+            category: ToolCategory::Host,
+            outcome: output.as_ref().map(|_| CallOutcome::Success),
+            output,
+            status: None,
+        }
+    }
+
+    fn reply(calls: Vec<ToolRecord>) -> StoredMessage {
+        let mut message = StoredMessage::empty(
+            MessageId::new("m1:reply"),
+            Some(MessageId::new("m1")),
+            Role::Assistant,
+            0,
+        );
+        message.segments.push(Segment::ToolGroup { tools: calls });
+        message
+    }
+
+    fn tree(calls: Vec<ToolRecord>) -> MessageTree {
+        let user = StoredMessage::empty(MessageId::new("m1"), None, Role::User, 0);
+        MessageTree::from_messages(vec![user, reply(calls)])
+    }
+
+    fn conflict(result: Result<Arc<PendingAction>, SessionError>) -> String {
+        match result {
+            Err(SessionError::Conflict(why)) => why,
+            other => panic!("expected a 409, got {other:?}"),
+        }
+    }
+
+    /// A stored session of `tree`, its leaf `leaf`, awaiting `pending`.
+    fn state(tree: MessageTree, leaf: &str, pending: Option<Arc<PendingAction>>) -> State {
+        let model = ScriptedModel::new(Vec::new());
+        let deps = deps_on(Arc::new(MemoryStore::new()), model, 1);
+        let mut state = State::new(SessionId::new("s"), Arc::new(deps));
+        state.loaded = Loaded::Stored(1);
+        state.tree = tree;
+        state.record.active_leaf = Some(MessageId::new(leaf));
+        if let Some(pending) = pending {
+            state.phase = Phase::AwaitingHost(pending);
+        }
+        state
+    }
+
+    #[test]
+    fn a_result_names_why_it_is_not_taken() {
+        let tree = tree(vec![
+            call("c1", Some(Value::Null)),
+            call("c2", None),
+            call("c3", None),
+        ]);
+        let message = reply(vec![call("c2", None), call("c3", None)]);
+        let pending = pending_for(
+            &message,
+            &ToolCallId::new("c2"),
+            vec![ToolCallId::new("c3")],
+            OutputMode::Text,
+        );
+        let mut state = state(tree, "m1:reply", pending);
+        assert!(state.result_target(&ToolCallId::new("c2")).is_ok());
+        let said =
+            |state: &State, call: &str| conflict(state.result_target(&ToolCallId::new(call)));
+        let c1 = said(&state, "c1");
+        assert!(c1.contains("already recorded (status: completed)"), "{c1}");
+        let c3 = said(&state, "c3");
+        assert!(c3.contains("queued behind call \"c2\""), "{c3}");
+        let c9 = said(&state, "c9");
+        assert!(
+            c9.contains("is not pending; call \"c2\" is pending"),
+            "{c9}"
+        );
+        state.loaded = Loaded::Absent;
+        assert!(said(&state, "c2").contains("does not exist"));
+    }
+
+    #[test]
+    fn a_turn_is_placed_on_the_path_only_where_it_began() {
+        let user = MessageId::new("m1");
+        let assistant = StoredMessage::empty(
+            MessageId::new("m1:reply2"),
+            Some(user.clone()),
+            Role::Assistant,
+            0,
+        );
+        let mut state = state(tree(Vec::new()), "m1", None);
+        assert_eq!(state.placement(&assistant), Placement::OnPath);
+        state.record.active_leaf = Some(MessageId::new("m2"));
+        assert_eq!(state.placement(&assistant), Placement::Superseded);
+        state.loaded = Loaded::Absent;
+        assert_eq!(state.placement(&assistant), Placement::Gone);
+    }
+}
