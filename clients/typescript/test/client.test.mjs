@@ -375,6 +375,8 @@ test("session_id travels in the handshake query, so a proxy can route by it", as
         answer.pipe(outgoing);
       },
     );
+    // A connection the client or server resets as the test closes is no failure.
+    forward.on("error", () => outgoing.destroy());
     incoming.pipe(forward);
   });
   proxy.on("upgrade", (incoming, socket, head) => {
@@ -386,6 +388,8 @@ test("session_id travels in the handshake query, so a proxy can route by it", as
       upstream.pipe(socket);
       socket.pipe(upstream);
     });
+    upstream.on("error", () => socket.destroy());
+    socket.on("error", () => upstream.destroy());
   });
   await new Promise((resolve) => proxy.listen(0, "127.0.0.1", resolve));
   const session = sessionId("routed");
