@@ -202,7 +202,7 @@ impl State {
     /// on commit (`message_stored`). Stale: decided again on the reloaded
     /// copy (parent, supersession and turn number come from there).
     fn store_message(&mut self, waiting: Waiting, plan: &mut Plan) {
-        let mut changed = Vec::with_capacity(2);
+        let mut changed = super::core::Messages::new();
         if let Phase::AwaitingHost(pending) = &self.phase {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
                 let mut assistant = assistant.clone();
@@ -411,7 +411,7 @@ impl State {
             record.host_context = kept;
         }
         record.pending_action = next.clone();
-        let messages = Some(vec![Arc::new(assistant)]);
+        let messages = Some(smallvec::smallvec![Arc::new(assistant)]);
         let applied = AppliedResult {
             pending,
             next,

@@ -81,7 +81,7 @@ impl Actor for SessionActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         // Nothing else is handled until the session is loaded.
-        self.perform(Io::Load(core::InFlight::Nothing), ctx);
+        self.perform(Io::Load(Box::new(core::InFlight::Nothing)), ctx);
     }
 
     fn stopped(&mut self, ctx: &mut Context<Self>) {
@@ -113,11 +113,11 @@ macro_rules! handle {
     };
 }
 
-handle!(JoinSession => (), true, |join, reply| Input::Join(Joining {
+handle!(JoinSession => (), true, |join, reply| Input::Join(Box::new(Joining {
     caller: join.0,
     host_context: join.1,
     reply,
-}));
+})));
 handle!(RepairSession => SessionInfo, true, |repair, reply| Input::Repair(Repairing {
     caller: repair.0,
     reply,
@@ -191,13 +191,14 @@ impl SessionActor {
         self.carry_out(plan, ctx);
     }
 
-    fn carry_out(&mut self, plan: Plan, ctx: &mut Context<Self>) {
-        for out in plan.out {
+    fn carry_out(&mut self, mut plan: Plan, ctx: &mut Context<Self>) {
+        for out in plan.out.drain(..) {
             match out {
                 Out::Answer(answer) => answer.send(),
                 Out::Event(sink, event) => sink.send(event),
             }
         }
+        self.state.spare_out = plan.out;
         let (state, deps) = (&self.state, &self.state.deps);
         if let Some(end) = plan.trace {
             let (trace, outcome, error_type) = (*end.trace, end.outcome, end.error_type);
@@ -217,7 +218,7 @@ impl SessionActor {
             self.spawn_turn(start, ctx);
         }
         if let Some(io) = plan.io {
-            self.perform(*io, ctx);
+            self.perform(io, ctx);
         }
         if plan.run_waiting {
             if ctx.waiting() {
@@ -260,7 +261,8 @@ impl SessionActor {
     fn perform(&mut self, io: Io, ctx: &mut Context<Self>) {
         let store = &self.state.deps.store;
         match io {
-            Io::Write(write, in_flight) => {
+            Io::Write(writing) => {
+                let write = &writing.write;
                 let future = match &write.messages {
                     None => store.save_session(write.version, &write.record),
                     Some(messages) if write.taken.is_empty() => {
@@ -274,9 +276,7 @@ impl SessionActor {
                         store.save_messages_taking(write.version, &write.record, messages, &taken)
                     }
                 };
-                self.then(future, ctx, move |written| {
-                    Input::Written(written, write, in_flight)
-                });
+                self.then(future, ctx, move |written| Input::Written(written, writing));
             }
             Io::Load(in_flight) => {
                 let future = store.load(&self.state.id);
@@ -345,7 +345,7 @@ impl SessionActor {
         let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
         let turn = turn.into_actor(self);
         ctx.spawn(turn.map(move |(output, history), actor, ctx| {
-            let summary = history.summary;
+            let summary = history.summary.map(Arc::new);
             let ended = Input::TurnEnded(TurnEnded {
                 turn_id,
                 output,

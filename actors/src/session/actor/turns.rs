@@ -39,7 +39,7 @@ pub(super) struct TurnEnded {
     pub(super) turn_id: u64,
     pub(super) output: TurnOutput,
     /// A summary node made for this turn (history compaction), stored with it.
-    pub(super) summary: Option<StoredMessage>,
+    pub(super) summary: Option<Arc<StoredMessage>>,
 }
 
 /// A finished turn's trace, for the shell to export or store.
@@ -159,7 +159,7 @@ impl State {
             decision,
             failure,
             on_path: true,
-            summary: ended.summary.map(Arc::new),
+            summary: ended.summary,
         };
         self.place_turn(turn, plan);
     }
@@ -222,8 +222,8 @@ impl State {
             record.pending_action = turn.next.clone();
         }
         let messages = match &turn.summary {
-            None => vec![turn.assistant.clone()],
-            Some(summary) => vec![summary.clone(), turn.assistant.clone()],
+            None => smallvec::smallvec![turn.assistant.clone()],
+            Some(summary) => smallvec::smallvec![summary.clone(), turn.assistant.clone()],
         };
         plan.write(self.write(record, Some(messages)), InFlight::Turn(turn));
     }
