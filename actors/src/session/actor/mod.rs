@@ -32,7 +32,7 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
-use self::core::{decide, Chat, Input, Io, Joining, Life, Out, Plan, Read, Repairing, State};
+use self::core::{decide, Chat, Input, Io, Life, Out, Plan, State};
 use self::owner::OwnerChange;
 use self::turns::{Start, TurnEnded};
 use super::deps::SessionDeps;
@@ -94,48 +94,87 @@ impl Actor for SessionActor {
 
 // ---- requests: each one input ----------------------------------------------
 
-/// A request answered through a reply channel: `$touch` counts as activity
-/// for the idle clock; `$input` makes the input from the request and `reply`.
-macro_rules! handle {
-    ($request:ty => $t:ty, $touch:expr, |$r:ident, $reply:ident| $input:expr) => {
-        impl Handler<$request> for SessionActor {
-            type Result = ResponseFuture<Result<$t, SessionError>>;
-
-            fn handle(&mut self, $r: $request, ctx: &mut Context<Self>) -> Self::Result {
-                if $touch {
-                    self.last_activity = Instant::now();
-                }
-                let ($reply, answered) = reply_channel();
-                self.run($input, ctx);
-                answered
-            }
-        }
-    };
+/// A request other than a message, sent by the `Runtime` (made in `ask`):
+/// it makes its `Input` around the reply end; `touch`: idle-clock activity.
+pub struct Ask<T> {
+    input: Box<dyn FnOnce(core::ReplyTo<T>) -> Input + Send>,
+    touch: bool,
 }
 
-handle!(JoinSession => (), true, |join, reply| Input::Join(Box::new(Joining {
-    caller: join.0,
-    host_context: join.1,
-    reply,
-})));
-handle!(RepairSession => SessionInfo, true, |repair, reply| Input::Repair(Repairing {
-    caller: repair.0,
-    reply,
-}));
-handle!(CancelTurn => bool, true, |cancel, reply| Input::Cancel(cancel.0, reply));
-handle!(SetOwner => (), true, |set, reply| Input::Owner(OwnerChange {
-    caller: set.caller,
-    owner_id: set.owner_id,
-    reply,
-}));
-handle!(DeleteSession => bool, false, |delete, reply| Input::Delete(delete.0, reply));
-handle!(GetInfo => SessionInfo, false, |get, reply| Input::Read(get.0, Read::Info(reply)));
-handle!(GetPath => Vec<crate::conversation::Message>, false, |get, reply| {
-    Input::Read(get.0, Read::Path(get.1, reply))
-});
-handle!(GetTree => Vec<crate::conversation::Message>, false, |get, reply| {
-    Input::Read(get.0, Read::Tree(reply))
-});
+impl<T: Send + 'static> actix::Message for Ask<T> {
+    type Result = Result<T, SessionError>;
+}
+
+impl<T: Send + 'static> Handler<Ask<T>> for SessionActor {
+    type Result = ResponseFuture<Result<T, SessionError>>;
+
+    fn handle(&mut self, ask: Ask<T>, ctx: &mut Context<Self>) -> Self::Result {
+        if ask.touch {
+            self.last_activity = Instant::now();
+        }
+        let (reply, answered) = reply_channel();
+        self.run((ask.input)(reply), ctx);
+        answered
+    }
+}
+
+/// The requests, one function each (documented at their `Runtime` methods).
+pub(super) mod ask {
+    use super::core::{Input, Joining, Read, Repairing, ReplyTo};
+    use super::{Ask, OwnerChange, SessionInfo};
+    use crate::session::Caller;
+    use crate::{contract::HostContext, conversation::Message, ids::MessageId};
+
+    fn ask<T>(touch: bool, input: impl FnOnce(ReplyTo<T>) -> Input + Send + 'static) -> Ask<T> {
+        let input = Box::new(input);
+        Ask { input, touch }
+    }
+
+    pub fn join(caller: Caller, host_context: Option<HostContext>) -> Ask<()> {
+        ask(true, |reply| {
+            let joining = Joining {
+                caller,
+                host_context,
+                reply,
+            };
+            Input::Join(Box::new(joining))
+        })
+    }
+
+    pub fn set_owner(caller: Caller, owner_id: Option<std::sync::Arc<str>>) -> Ask<()> {
+        ask(true, |reply| {
+            Input::Owner(OwnerChange {
+                caller,
+                owner_id,
+                reply,
+            })
+        })
+    }
+
+    pub fn cancel(caller: Caller) -> Ask<bool> {
+        ask(true, |reply| Input::Cancel(caller, reply))
+    }
+
+    pub fn delete(caller: Caller) -> Ask<bool> {
+        ask(false, |reply| Input::Delete(caller, reply))
+    }
+
+    pub fn info(caller: Caller) -> Ask<SessionInfo> {
+        ask(false, |reply| Input::Read(caller, Read::Info(reply)))
+    }
+
+    pub fn repair(caller: Caller) -> Ask<SessionInfo> {
+        ask(true, |reply| Input::Repair(Repairing { caller, reply }))
+    }
+
+    pub fn path(caller: Caller, leaf: Option<MessageId>) -> Ask<Vec<Message>> {
+        ask(false, |reply| Input::Read(caller, Read::Path(leaf, reply)))
+    }
+
+    pub fn tree(caller: Caller) -> Ask<Vec<Message>> {
+        ask(false, |reply| Input::Read(caller, Read::Tree(reply)))
+    }
+}
 
 impl Handler<SendMessage> for SessionActor {
     type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
