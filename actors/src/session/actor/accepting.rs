@@ -57,9 +57,8 @@ impl State {
         }
     }
 
-    /// The context the session keeps after this request: the kept one when
-    /// the request repeats it (its JSON and block already made), the
-    /// request's own without attachments when it brings another.
+    /// The context kept after this request: the kept one if repeated (JSON and
+    /// block already made), else the request's own without attachments.
     fn kept_context(&self, request: &ChatRequest) -> Option<Arc<StoredContext>> {
         let context = request.host_context.as_ref()?;
         match &self.record.host_context {
@@ -371,9 +370,8 @@ pub(super) struct AppliedResult {
 }
 
 impl State {
-    /// Records a host's result for the pending call, conditional on this
-    /// copy's version (the one that made `pending` pending): of two
-    /// processes accepting one result, one commits; the other reloads, 409.
+    /// Records a host's result for the pending call, conditional on this copy's
+    /// version: of two processes accepting one result, one commits, one gets 409.
     fn apply_result(&mut self, waiting: Waiting, pending: Arc<PendingAction>, plan: &mut Plan) {
         let request = &waiting.request;
         let (Some(assistant), Some(continuation)) = (

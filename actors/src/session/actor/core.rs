@@ -1,11 +1,6 @@
-//! The session protocol as a state machine: `decide(&mut State, Input) ->
-//! Plan`. No I/O, no clock, no actix. The actor (`mod.rs`, the shell) feeds
-//! in each request and each outcome (a turn ended; a write committed, went
-//! stale or failed; a load finished) and carries out the plan: the store
-//! operation, the replies and events in order, the turn to start. The state
-//! changes in place, as in quinn-proto and rustls: a tree may be megabytes,
-//! too much to copy per input. The handlers are `impl State` in
-//! `accepting.rs`, `turns.rs`, `admin.rs` and `idempotency.rs`.
+//! The session protocol as a state machine, `decide(&mut State, Input) ->
+//! Plan`: no I/O, no clock, no actix. The state changes in place (a tree may
+//! be megabytes), as in quinn-proto and rustls. Handlers: the `impl State` files.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -183,10 +178,8 @@ pub(super) enum Io {
     Delete(ReplyTo<bool>, bool),
 }
 
-/// What the shell does after an input, in this order: `out` (replies and
-/// events, in the order decided), the trace, the cancel, the turn start, the
-/// store operation (the mailbox waits for it; its outcome is the next
-/// input), more waiting requests, then `life`.
+/// What the shell does after an input, in field order (`out` as decided;
+/// the store operation's outcome is the next input).
 #[derive(Default)]
 pub(super) struct Plan {
     pub(super) out: Vec<Out>,
@@ -420,9 +413,8 @@ impl State {
         }
     }
 
-    /// Takes a loaded session (or its absence) as this copy; returns the
-    /// write of what recovery changed. A live turn stays live: its end is
-    /// reconciled with the store then (`place_turn`).
+    /// Takes a loaded session (or its absence) as this copy; returns the write
+    /// of what recovery changed. A live turn stays live (`place_turn` reconciles).
     fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Write> {
         self.current = true;
         let running = matches!(self.phase, Phase::Running(_));

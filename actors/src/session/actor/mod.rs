@@ -1,13 +1,7 @@
-//! The session actor: the one owner of a session's tree, host context,
-//! pending call with its queue, and live turn. Every request for the session
-//! is a message in its mailbox, decided one at a time.
-//!
-//! It is a shell around a pure core (`core.rs`): each request, and each
-//! outcome of what the core planned, goes in as an `Input`; `decide` changes
-//! the `State` and returns a `Plan`, which the shell carries out: replies and
-//! events, the turn to start, the store write or load. Writes block the
-//! mailbox (`ctx.wait`) and their outcome is the next input, so memory
-//! changes only after the store did (write-through).
+//! The session actor, the one owner of a session: a shell around the pure
+//! core (`core.rs`). Each request and each outcome of a plan is an `Input`;
+//! the shell carries out the `Plan`. Writes hold the mailbox (`ctx.wait`) and
+//! their outcome is the next input: memory changes after the store did.
 
 mod accepting;
 mod admin;
