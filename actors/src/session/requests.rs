@@ -1,5 +1,5 @@
-//! The requests a session actor accepts, one struct each, with their replies.
-//! Sent by the `Runtime` handle only; transports never hold an actor address.
+//! A message for a session actor and the replies; the other requests are
+//! `actor::ask`. Sent by the `Runtime` only; transports never hold an actor address.
 
 use actix::Message;
 use serde::Serialize;
@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::caller::Caller;
 use super::error::SessionError;
-use crate::contract::{ChatRequest, HostContext};
-use crate::conversation::{Message as StoredMessage, PendingAction};
+use crate::contract::ChatRequest;
+use crate::conversation::PendingAction;
 use crate::events::EventSink;
 use crate::ids::MessageId;
 
@@ -42,51 +42,10 @@ pub struct TurnAccepted {
     pub message_id: Option<MessageId>,
 }
 
-/// Stores (and warms) a host context for later messages.
-#[derive(Message)]
-#[rtype(result = "Result<(), SessionError>")]
-pub struct JoinSession(pub Caller, pub Option<HostContext>);
-
 /// Sent by the registry's sweeper: stop if idle past the configured timeout.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CheckIdle;
-
-/// Asks the live turn to stop; `true` if there was one.
-#[derive(Message)]
-#[rtype(result = "Result<bool, SessionError>")]
-pub struct CancelTurn(pub Caller);
-
-#[derive(Message)]
-#[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct GetInfo(pub Caller);
-
-/// The root-to-leaf path (the active leaf by default).
-#[derive(Message)]
-#[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
-pub struct GetPath(pub Caller, pub Option<MessageId>);
-
-#[derive(Message)]
-#[rtype(result = "Result<Vec<StoredMessage>, SessionError>")]
-pub struct GetTree(pub Caller);
-
-/// Resolves the pending action and every call without a result as `unknown`.
-#[derive(Message)]
-#[rtype(result = "Result<SessionInfo, SessionError>")]
-pub struct RepairSession(pub Caller);
-
-/// Hands the stored session to `owner_id` (or to none: admins only). Admins only.
-#[derive(Message)]
-#[rtype(result = "Result<(), SessionError>")]
-pub struct SetOwner {
-    pub owner_id: Option<std::sync::Arc<str>>,
-    pub caller: Caller,
-}
-
-/// Cancels any live turn, deletes the stored session and stops the actor.
-#[derive(Message)]
-#[rtype(result = "Result<bool, SessionError>")]
-pub struct DeleteSession(pub Caller);
 
 /// What `GET /api/sessions/{id}` shows.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use actix::{Addr, Handler, MailboxError};
 use serde::Serialize;
 
-use super::actor::SessionActor;
+use super::actor::{ask, SessionActor};
 use super::caller::Caller;
 use super::deps::SessionDeps;
 use super::error::SessionError;
@@ -235,7 +235,7 @@ impl Runtime {
         id: &SessionId,
         host_context: Option<HostContext>,
     ) -> Result<(), SessionError> {
-        self.ask(id, || JoinSession(caller.clone(), host_context.clone()))
+        self.ask(id, || ask::join(caller.clone(), host_context.clone()))
             .await?
     }
 
@@ -265,7 +265,7 @@ impl Runtime {
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let cancel = || CancelTurn(caller.clone());
+        let cancel = || ask::cancel(caller.clone());
         // A live turn always has a live actor: for an admin, no actor means
         // nothing to cancel. Anyone else is checked against the stored owner.
         let Some(addr) = self.live(id) else {
@@ -287,7 +287,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || GetInfo(caller.clone()))
+        self.ask_existing(caller, id, || ask::info(caller.clone()))
             .await?
     }
 
@@ -297,7 +297,7 @@ impl Runtime {
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || GetPath(caller.clone(), leaf_id.clone()))
+        self.ask_existing(caller, id, || ask::path(caller.clone(), leaf_id.clone()))
             .await?
     }
 
@@ -306,7 +306,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || GetTree(caller.clone()))
+        self.ask_existing(caller, id, || ask::tree(caller.clone()))
             .await?
     }
 
@@ -328,7 +328,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || RepairSession(caller.clone()))
+        self.ask_existing(caller, id, || ask::repair(caller.clone()))
             .await?
     }
 
@@ -346,7 +346,7 @@ impl Runtime {
     }
 
     async fn delete_session(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let delete = || DeleteSession(caller.clone());
+        let delete = || ask::delete(caller.clone());
         match self.ask_existing(caller, id, delete).await {
             Ok(Err(
                 cause @ (SessionError::Internal(_) | SessionError::Store(StoreError::Failed(_))),
@@ -378,9 +378,8 @@ impl Runtime {
         if !caller.admin {
             return Err(SessionError::forbidden(id));
         }
-        self.ask_existing(caller, id, || SetOwner {
-            owner_id: owner_id.clone(),
-            caller: caller.clone(),
+        self.ask_existing(caller, id, || {
+            ask::set_owner(caller.clone(), owner_id.clone())
         })
         .await??;
         self.rooms.evict(

@@ -57,9 +57,8 @@ impl State {
         }
     }
 
-    /// The context the session keeps after this request: the kept one when
-    /// the request repeats it (its JSON and block already made), the
-    /// request's own without attachments when it brings another.
+    /// The context kept after this request: the kept one if repeated (JSON and
+    /// block already made), else the request's own without attachments.
     fn kept_context(&self, request: &ChatRequest) -> Option<Arc<StoredContext>> {
         let context = request.host_context.as_ref()?;
         match &self.record.host_context {
@@ -202,7 +201,7 @@ impl State {
     /// on commit (`message_stored`). Stale: decided again on the reloaded
     /// copy (parent, supersession and turn number come from there).
     fn store_message(&mut self, waiting: Waiting, plan: &mut Plan) {
-        let mut changed = Vec::with_capacity(2);
+        let mut changed = super::core::Messages::new();
         if let Phase::AwaitingHost(pending) = &self.phase {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
                 let mut assistant = assistant.clone();
@@ -371,9 +370,8 @@ pub(super) struct AppliedResult {
 }
 
 impl State {
-    /// Records a host's result for the pending call, conditional on this
-    /// copy's version (the one that made `pending` pending): of two
-    /// processes accepting one result, one commits; the other reloads, 409.
+    /// Records a host's result for the pending call, conditional on this copy's
+    /// version: of two processes accepting one result, one commits, one gets 409.
     fn apply_result(&mut self, waiting: Waiting, pending: Arc<PendingAction>, plan: &mut Plan) {
         let request = &waiting.request;
         let (Some(assistant), Some(continuation)) = (
@@ -411,7 +409,7 @@ impl State {
             record.host_context = kept;
         }
         record.pending_action = next.clone();
-        let messages = Some(vec![Arc::new(assistant)]);
+        let messages = Some(smallvec::smallvec![Arc::new(assistant)]);
         let applied = AppliedResult {
             pending,
             next,

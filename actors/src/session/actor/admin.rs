@@ -61,7 +61,7 @@ impl State {
     /// Creates the session if needed and keeps the joining page's context.
     /// Stale: joined again on the reloaded copy, so the old pending call
     /// (or leaf) is never written back.
-    pub(super) fn join(&mut self, joining: Joining, plan: &mut Plan) {
+    pub(super) fn join(&mut self, joining: Box<Joining>, plan: &mut Plan) {
         if let Err(error) = self.authorize_write(&joining.caller) {
             return plan.answer(joining.reply, Err(error));
         }
@@ -72,7 +72,7 @@ impl State {
         if let Some(context) = &joining.host_context {
             record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
         }
-        plan.write(self.write(record, None), InFlight::Join(Box::new(joining)));
+        plan.write(self.write(record, None), InFlight::Join(joining));
     }
 
     /// Resolves every unresolved call as `unknown` and drops the pending call.

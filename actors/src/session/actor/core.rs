@@ -1,11 +1,6 @@
-//! The session protocol as a state machine: `decide(&mut State, Input) ->
-//! Plan`. No I/O, no clock, no actix. The actor (`mod.rs`, the shell) feeds
-//! in each request and each outcome (a turn ended; a write committed, went
-//! stale or failed; a load finished) and carries out the plan: the store
-//! operation, the replies and events in order, the turn to start. The state
-//! changes in place, as in quinn-proto and rustls: a tree may be megabytes,
-//! too much to copy per input. The handlers are `impl State` in
-//! `accepting.rs`, `turns.rs`, `admin.rs` and `idempotency.rs`.
+//! The session protocol as a state machine, `decide(&mut State, Input) ->
+//! Plan`: no I/O, no clock, no actix. The state changes in place (a tree may
+//! be megabytes), as in quinn-proto and rustls. Handlers: the `impl State` files.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -49,6 +44,8 @@ pub(super) struct State {
     /// The newest screenshot (data URI, maybe megabytes): never stored.
     pub(super) screenshot: Option<Arc<str>>,
     pub(super) next_turn_id: u64,
+    /// `Plan::out`'s buffer, given back by the shell once carried out.
+    pub(super) spare_out: Vec<Out>,
 }
 
 /// What the copy is of.
@@ -121,7 +118,7 @@ pub(super) enum Read {
 /// A request, or the outcome of something the core planned.
 pub(super) enum Input {
     Chat(Waiting),
-    Join(Joining),
+    Join(Box<Joining>),
     Repair(Repairing),
     Cancel(Caller, ReplyTo<bool>),
     Delete(Caller, ReplyTo<bool>),
@@ -130,8 +127,8 @@ pub(super) enum Input {
     TurnEnded(super::turns::TurnEnded),
     /// Go on answering requests that waited for the live turn.
     RunWaiting,
-    Written(StoreResult<Written>, Write, InFlight),
-    Loaded(StoreResult<Option<SessionSnapshot>>, InFlight),
+    Written(StoreResult<Written>, Box<Writing>),
+    Loaded(StoreResult<Option<SessionSnapshot>>, Box<InFlight>),
     Deleted(StoreResult<bool>, ReplyTo<bool>, bool),
 }
 
@@ -159,22 +156,30 @@ pub(super) enum InFlight {
 pub(super) struct Write {
     pub(super) version: Version,
     pub(super) record: SessionRecord,
-    pub(super) messages: Option<Vec<Arc<StoredMessage>>>,
+    pub(super) messages: Option<Messages>,
     /// Inbox items this write takes for the turn it opens (`inbox.rs`).
     pub(super) taken: Vec<Arc<crate::store::InboxItem>>,
 }
 
+/// One or two messages (a reply with its summary) need no allocation.
+pub(super) type Messages = smallvec::SmallVec<[Arc<StoredMessage>; 2]>;
+
+/// A write and what waits on it: boxed once, from the plan to the outcome,
+/// so that neither the plan nor the input is large to move.
+pub(super) struct Writing {
+    pub(super) write: Write,
+    pub(super) in_flight: InFlight,
+}
+
 pub(super) enum Io {
-    Write(Write, InFlight),
-    Load(InFlight),
+    Write(Box<Writing>),
+    Load(Box<InFlight>),
     /// The reply, and whether this copy was stored.
     Delete(ReplyTo<bool>, bool),
 }
 
-/// What the shell does after an input, in this order: `out` (replies and
-/// events, in the order decided), the trace, the cancel, the turn start, the
-/// store operation (the mailbox waits for it; its outcome is the next
-/// input), more waiting requests, then `life`.
+/// What the shell does after an input, in field order (`out` as decided;
+/// the store operation's outcome is the next input).
 #[derive(Default)]
 pub(super) struct Plan {
     pub(super) out: Vec<Out>,
@@ -183,8 +188,7 @@ pub(super) struct Plan {
     pub(super) cancel: bool,
     /// Boxed, as the plan is moved about and this is most of it.
     pub(super) start: Option<Box<super::turns::Start>>,
-    /// Boxed with the start: a plan small enough to move without memcpy.
-    pub(super) io: Option<Box<Io>>,
+    pub(super) io: Option<Io>,
     /// Feed `RunWaiting` again (through the mailbox if a write holds it).
     pub(super) run_waiting: bool,
     pub(super) life: Option<Life>,
@@ -265,13 +269,14 @@ impl Plan {
     }
 
     pub(super) fn write(&mut self, write: Write, in_flight: impl Into<InFlight>) {
-        self.io(Io::Write(write, in_flight.into()));
+        let in_flight = in_flight.into();
+        self.io(Io::Write(Box::new(Writing { write, in_flight })));
     }
 
     /// At most one store operation a plan: nothing is decided beside it.
     pub(super) fn io(&mut self, io: Io) {
         debug_assert!(self.io.is_none(), "two store operations in one plan");
-        self.io = Some(Box::new(io));
+        self.io = Some(io);
     }
 }
 
@@ -283,7 +288,12 @@ impl From<Waiting> for InFlight {
 
 /// Decides one input on `state`.
 pub(super) fn decide(state: &mut State, input: Input) -> Plan {
-    let mut plan = Plan::default();
+    // The buffer of the last plan, drained: most plans answer or send something.
+    let out = std::mem::take(&mut state.spare_out);
+    let mut plan = Plan {
+        out,
+        ..Plan::default()
+    };
     let plan_ref = &mut plan;
     match input {
         Input::Chat(waiting) => {
@@ -309,9 +319,7 @@ pub(super) fn decide(state: &mut State, input: Input) -> Plan {
         Input::Read(caller, read) => state.read(&caller, read, plan_ref),
         Input::TurnEnded(ended) => state.finish_turn(ended, plan_ref),
         Input::RunWaiting => state.run_waiting(plan_ref),
-        Input::Written(written, write, in_flight) => {
-            state.written(written, write, in_flight, plan_ref)
-        }
+        Input::Written(written, writing) => state.written(written, *writing, plan_ref),
         Input::Loaded(loaded, in_flight) => state.loaded(loaded, in_flight, plan_ref),
         Input::Deleted(deleted, reply, existed) => state.deleted(deleted, reply, existed, plan_ref),
     }
@@ -334,16 +342,12 @@ impl State {
             current: false,
             screenshot: None,
             next_turn_id: 0,
+            spare_out: Vec::new(),
         }
     }
 
-    fn written(
-        &mut self,
-        written: StoreResult<Written>,
-        write: Write,
-        in_flight: InFlight,
-        plan: &mut Plan,
-    ) {
+    fn written(&mut self, written: StoreResult<Written>, writing: Writing, plan: &mut Plan) {
+        let Writing { write, in_flight } = writing;
         match written {
             Ok(Written::Committed(version)) => {
                 self.loaded = Loaded::Stored(version);
@@ -387,7 +391,7 @@ impl State {
     fn loaded(
         &mut self,
         loaded: StoreResult<Option<SessionSnapshot>>,
-        in_flight: InFlight,
+        in_flight: Box<InFlight>,
         plan: &mut Plan,
     ) {
         let first = matches!(self.loaded, Loaded::Loading);
@@ -397,21 +401,20 @@ impl State {
                 // Recovery is a pure function of what is stored, so its result
                 // is written after it is applied: a crash recomputes it, a
                 // stale write reloads and recovers again.
-                Some(recovery) => plan.write(recovery, InFlight::Recovered(Box::new(in_flight))),
-                None => self.redo(in_flight, plan),
+                Some(recovery) => plan.write(recovery, InFlight::Recovered(in_flight)),
+                None => self.redo(*in_flight, plan),
             },
             Err(error) if first => {
                 log::warn!("session {}: load failed: {error}", self.id);
                 self.loaded = Loaded::Failed(error);
                 plan.life = Some(Life::LoadFailed);
             }
-            Err(error) => self.fail(in_flight, error.into(), plan),
+            Err(error) => self.fail(*in_flight, error.into(), plan),
         }
     }
 
-    /// Takes a loaded session (or its absence) as this copy; returns the
-    /// write of what recovery changed. A live turn stays live: its end is
-    /// reconciled with the store then (`place_turn`).
+    /// Takes a loaded session (or its absence) as this copy; returns the write
+    /// of what recovery changed. A live turn stays live (`place_turn` reconciles).
     fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Write> {
         self.current = true;
         let running = matches!(self.phase, Phase::Running(_));
@@ -443,7 +446,7 @@ impl State {
             };
         }
         self.record = record;
-        let changed: Vec<_> = (recovered.changed.iter())
+        let changed: Messages = (recovered.changed.iter())
             .map(|&index| recovered.messages[index].clone())
             .collect();
         self.tree = MessageTree::from_messages(recovered.messages);
@@ -468,7 +471,7 @@ impl State {
             return self.fail(in_flight, error, plan);
         }
         log::debug!("session {}: changed by another writer; reloading", self.id);
-        plan.io(Io::Load(in_flight));
+        plan.io(Io::Load(Box::new(in_flight)));
     }
 
     /// Decides what waited again, on the reloaded copy.
@@ -476,7 +479,7 @@ impl State {
         match in_flight {
             InFlight::Nothing => {}
             InFlight::Chat(waiting) | InFlight::Result(waiting, _) => self.accept(waiting, plan),
-            InFlight::Join(joining) => self.join(*joining, plan),
+            InFlight::Join(joining) => self.join(joining, plan),
             InFlight::Repair(repairing) => self.repair(repairing, plan),
             InFlight::Turn(turn) => self.place_turn(turn, plan),
             InFlight::Owner(change) => self.set_owner(change, plan),
@@ -560,11 +563,7 @@ impl State {
     }
 
     /// A write of `record` and `messages`, conditional on this copy's version.
-    pub(super) fn write(
-        &self,
-        record: SessionRecord,
-        messages: Option<Vec<Arc<StoredMessage>>>,
-    ) -> Write {
+    pub(super) fn write(&self, record: SessionRecord, messages: Option<Messages>) -> Write {
         Write {
             version: self.version(),
             record,
@@ -656,7 +655,7 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn unwrap_io(plan: Plan) -> Io {
-        *plan.io.expect("a store operation")
+        plan.io.expect("a store operation")
     }
 
     /// The write loop without a runtime: a message whose write finds the
@@ -670,11 +669,12 @@ mod tests {
             1,
         );
         let mut state = State::new(SessionId::new("s"), Arc::new(deps));
-        assert!(
-            decide(&mut state, Input::Loaded(Ok(None), InFlight::Nothing))
-                .io
-                .is_none()
-        );
+        assert!(decide(
+            &mut state,
+            Input::Loaded(Ok(None), Box::new(InFlight::Nothing))
+        )
+        .io
+        .is_none());
         let body = json!({"id": "m1", "session_id": "s", "content": "hi"});
         let request = ChatRequest::parse(&body).expect("a valid body");
         let (sink, _events) = EventSink::new(true);
@@ -686,15 +686,14 @@ mod tests {
             caller,
             reply,
         }));
-        let Io::Write(write, waiter) = unwrap_io(decide(&mut state, chat)) else {
+        let Io::Write(writing) = unwrap_io(decide(&mut state, chat)) else {
             panic!("the message is written first");
         };
-        let stale = Input::Written(Ok(Written::Stale), write, waiter);
+        let stale = Input::Written(Ok(Written::Stale), writing);
         let Io::Load(waiter) = unwrap_io(decide(&mut state, stale)) else {
             panic!("a stale write reloads");
         };
-        let Io::Write(write, waiter) =
-            unwrap_io(decide(&mut state, Input::Loaded(Ok(None), waiter)))
+        let Io::Write(writing) = unwrap_io(decide(&mut state, Input::Loaded(Ok(None), waiter)))
         else {
             panic!("decided again on the reloaded copy");
         };
@@ -704,7 +703,7 @@ mod tests {
         );
         let plan = decide(
             &mut state,
-            Input::Written(Ok(Written::Committed(1)), write, waiter),
+            Input::Written(Ok(Written::Committed(1)), writing),
         );
         assert!(plan.start.is_some() && state.is_running() && state.version() == 1);
         assert!(matches!(

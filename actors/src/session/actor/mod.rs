@@ -1,13 +1,7 @@
-//! The session actor: the one owner of a session's tree, host context,
-//! pending call with its queue, and live turn. Every request for the session
-//! is a message in its mailbox, decided one at a time.
-//!
-//! It is a shell around a pure core (`core.rs`): each request, and each
-//! outcome of what the core planned, goes in as an `Input`; `decide` changes
-//! the `State` and returns a `Plan`, which the shell carries out: replies and
-//! events, the turn to start, the store write or load. Writes block the
-//! mailbox (`ctx.wait`) and their outcome is the next input, so memory
-//! changes only after the store did (write-through).
+//! The session actor, the one owner of a session: a shell around the pure
+//! core (`core.rs`). Each request and each outcome of a plan is an `Input`;
+//! the shell carries out the `Plan`. Writes hold the mailbox (`ctx.wait`) and
+//! their outcome is the next input: memory changes after the store did.
 
 mod accepting;
 mod admin;
@@ -32,7 +26,7 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
-use self::core::{decide, Chat, Input, Io, Joining, Life, Out, Plan, Read, Repairing, State};
+use self::core::{decide, Chat, Input, Io, Life, Out, Plan, State};
 use self::owner::OwnerChange;
 use self::turns::{Start, TurnEnded};
 use super::deps::SessionDeps;
@@ -81,7 +75,7 @@ impl Actor for SessionActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         // Nothing else is handled until the session is loaded.
-        self.perform(Io::Load(core::InFlight::Nothing), ctx);
+        self.perform(Io::Load(Box::new(core::InFlight::Nothing)), ctx);
     }
 
     fn stopped(&mut self, ctx: &mut Context<Self>) {
@@ -94,48 +88,87 @@ impl Actor for SessionActor {
 
 // ---- requests: each one input ----------------------------------------------
 
-/// A request answered through a reply channel: `$touch` counts as activity
-/// for the idle clock; `$input` makes the input from the request and `reply`.
-macro_rules! handle {
-    ($request:ty => $t:ty, $touch:expr, |$r:ident, $reply:ident| $input:expr) => {
-        impl Handler<$request> for SessionActor {
-            type Result = ResponseFuture<Result<$t, SessionError>>;
-
-            fn handle(&mut self, $r: $request, ctx: &mut Context<Self>) -> Self::Result {
-                if $touch {
-                    self.last_activity = Instant::now();
-                }
-                let ($reply, answered) = reply_channel();
-                self.run($input, ctx);
-                answered
-            }
-        }
-    };
+/// A request other than a message, sent by the `Runtime` (made in `ask`):
+/// it makes its `Input` around the reply end; `touch`: idle-clock activity.
+pub struct Ask<T> {
+    input: Box<dyn FnOnce(core::ReplyTo<T>) -> Input + Send>,
+    touch: bool,
 }
 
-handle!(JoinSession => (), true, |join, reply| Input::Join(Joining {
-    caller: join.0,
-    host_context: join.1,
-    reply,
-}));
-handle!(RepairSession => SessionInfo, true, |repair, reply| Input::Repair(Repairing {
-    caller: repair.0,
-    reply,
-}));
-handle!(CancelTurn => bool, true, |cancel, reply| Input::Cancel(cancel.0, reply));
-handle!(SetOwner => (), true, |set, reply| Input::Owner(OwnerChange {
-    caller: set.caller,
-    owner_id: set.owner_id,
-    reply,
-}));
-handle!(DeleteSession => bool, false, |delete, reply| Input::Delete(delete.0, reply));
-handle!(GetInfo => SessionInfo, false, |get, reply| Input::Read(get.0, Read::Info(reply)));
-handle!(GetPath => Vec<crate::conversation::Message>, false, |get, reply| {
-    Input::Read(get.0, Read::Path(get.1, reply))
-});
-handle!(GetTree => Vec<crate::conversation::Message>, false, |get, reply| {
-    Input::Read(get.0, Read::Tree(reply))
-});
+impl<T: Send + 'static> actix::Message for Ask<T> {
+    type Result = Result<T, SessionError>;
+}
+
+impl<T: Send + 'static> Handler<Ask<T>> for SessionActor {
+    type Result = ResponseFuture<Result<T, SessionError>>;
+
+    fn handle(&mut self, ask: Ask<T>, ctx: &mut Context<Self>) -> Self::Result {
+        if ask.touch {
+            self.last_activity = Instant::now();
+        }
+        let (reply, answered) = reply_channel();
+        self.run((ask.input)(reply), ctx);
+        answered
+    }
+}
+
+/// The requests, one function each (documented at their `Runtime` methods).
+pub(super) mod ask {
+    use super::core::{Input, Joining, Read, Repairing, ReplyTo};
+    use super::{Ask, OwnerChange, SessionInfo};
+    use crate::session::Caller;
+    use crate::{contract::HostContext, conversation::Message, ids::MessageId};
+
+    fn ask<T>(touch: bool, input: impl FnOnce(ReplyTo<T>) -> Input + Send + 'static) -> Ask<T> {
+        let input = Box::new(input);
+        Ask { input, touch }
+    }
+
+    pub fn join(caller: Caller, host_context: Option<HostContext>) -> Ask<()> {
+        ask(true, |reply| {
+            let joining = Joining {
+                caller,
+                host_context,
+                reply,
+            };
+            Input::Join(Box::new(joining))
+        })
+    }
+
+    pub fn set_owner(caller: Caller, owner_id: Option<std::sync::Arc<str>>) -> Ask<()> {
+        ask(true, |reply| {
+            Input::Owner(OwnerChange {
+                caller,
+                owner_id,
+                reply,
+            })
+        })
+    }
+
+    pub fn cancel(caller: Caller) -> Ask<bool> {
+        ask(true, |reply| Input::Cancel(caller, reply))
+    }
+
+    pub fn delete(caller: Caller) -> Ask<bool> {
+        ask(false, |reply| Input::Delete(caller, reply))
+    }
+
+    pub fn info(caller: Caller) -> Ask<SessionInfo> {
+        ask(false, |reply| Input::Read(caller, Read::Info(reply)))
+    }
+
+    pub fn repair(caller: Caller) -> Ask<SessionInfo> {
+        ask(true, |reply| Input::Repair(Repairing { caller, reply }))
+    }
+
+    pub fn path(caller: Caller, leaf: Option<MessageId>) -> Ask<Vec<Message>> {
+        ask(false, |reply| Input::Read(caller, Read::Path(leaf, reply)))
+    }
+
+    pub fn tree(caller: Caller) -> Ask<Vec<Message>> {
+        ask(false, |reply| Input::Read(caller, Read::Tree(reply)))
+    }
+}
 
 impl Handler<SendMessage> for SessionActor {
     type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
@@ -191,13 +224,14 @@ impl SessionActor {
         self.carry_out(plan, ctx);
     }
 
-    fn carry_out(&mut self, plan: Plan, ctx: &mut Context<Self>) {
-        for out in plan.out {
+    fn carry_out(&mut self, mut plan: Plan, ctx: &mut Context<Self>) {
+        for out in plan.out.drain(..) {
             match out {
                 Out::Answer(answer) => answer.send(),
                 Out::Event(sink, event) => sink.send(event),
             }
         }
+        self.state.spare_out = plan.out;
         let (state, deps) = (&self.state, &self.state.deps);
         if let Some(end) = plan.trace {
             let (trace, outcome, error_type) = (*end.trace, end.outcome, end.error_type);
@@ -217,7 +251,7 @@ impl SessionActor {
             self.spawn_turn(start, ctx);
         }
         if let Some(io) = plan.io {
-            self.perform(*io, ctx);
+            self.perform(io, ctx);
         }
         if plan.run_waiting {
             if ctx.waiting() {
@@ -260,7 +294,8 @@ impl SessionActor {
     fn perform(&mut self, io: Io, ctx: &mut Context<Self>) {
         let store = &self.state.deps.store;
         match io {
-            Io::Write(write, in_flight) => {
+            Io::Write(writing) => {
+                let write = &writing.write;
                 let future = match &write.messages {
                     None => store.save_session(write.version, &write.record),
                     Some(messages) if write.taken.is_empty() => {
@@ -274,9 +309,7 @@ impl SessionActor {
                         store.save_messages_taking(write.version, &write.record, messages, &taken)
                     }
                 };
-                self.then(future, ctx, move |written| {
-                    Input::Written(written, write, in_flight)
-                });
+                self.then(future, ctx, move |written| Input::Written(written, writing));
             }
             Io::Load(in_flight) => {
                 let future = store.load(&self.state.id);
@@ -345,7 +378,7 @@ impl SessionActor {
         let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
         let turn = turn.into_actor(self);
         ctx.spawn(turn.map(move |(output, history), actor, ctx| {
-            let summary = history.summary;
+            let summary = history.summary.map(Arc::new);
             let ended = Input::TurnEnded(TurnEnded {
                 turn_id,
                 output,

@@ -39,7 +39,7 @@ pub(super) struct TurnEnded {
     pub(super) turn_id: u64,
     pub(super) output: TurnOutput,
     /// A summary node made for this turn (history compaction), stored with it.
-    pub(super) summary: Option<StoredMessage>,
+    pub(super) summary: Option<Arc<StoredMessage>>,
 }
 
 /// A finished turn's trace, for the shell to export or store.
@@ -159,7 +159,7 @@ impl State {
             decision,
             failure,
             on_path: true,
-            summary: ended.summary.map(Arc::new),
+            summary: ended.summary,
         };
         self.place_turn(turn, plan);
     }
@@ -184,13 +184,10 @@ impl State {
         }
     }
 
-    /// Decides where a finished turn's reply goes, on the copy as it is now
-    /// (reloaded, if its write found the session changed, or anything else
-    /// reloaded it meanwhile). Where the session still ends where the turn
-    /// began, it is stored as usual. Otherwise a newer message or result came
-    /// in meanwhile: in serial order it superseded this turn, so the reply is
-    /// stored off the path, its calls `superseded`, and the caller told the
-    /// turn was cancelled. Another process's acknowledged message never moves.
+    /// Where a finished turn's reply goes, on the copy as it is now (maybe
+    /// reloaded): on the path if the session still ends where the turn began;
+    /// else a newer message or result superseded it (serial order): stored off
+    /// the path, calls `superseded`, reported cancelled. Acknowledged messages never move.
     pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, plan: &mut Plan) {
         match self.placement(&turn.assistant) {
             Placement::OnPath => {}
@@ -222,8 +219,8 @@ impl State {
             record.pending_action = turn.next.clone();
         }
         let messages = match &turn.summary {
-            None => vec![turn.assistant.clone()],
-            Some(summary) => vec![summary.clone(), turn.assistant.clone()],
+            None => smallvec::smallvec![turn.assistant.clone()],
+            Some(summary) => smallvec::smallvec![summary.clone(), turn.assistant.clone()],
         };
         plan.write(self.write(record, Some(messages)), InFlight::Turn(turn));
     }
@@ -320,11 +317,9 @@ impl State {
         plan.status(sink, &self.id, TurnStatus::Completed);
     }
 
-    /// Answers the next request that waited for the live turn, unless a turn
-    /// is live (the shell feeds `RunWaiting` again while the plan says so).
-    /// With a turn live, a newer ordinary message still waiting supersedes
-    /// it. (Steering waits here only when it found the turn ending: it is a
-    /// message of its own then.)
+    /// Answers the next request that waited, unless a turn is live (then a
+    /// newer ordinary message waiting supersedes it). Steering waits here only
+    /// when it found its turn ending: it is a message of its own then.
     pub(super) fn run_waiting(&mut self, plan: &mut Plan) {
         if !self.is_running() {
             if let Some(waiting) = self.waiting.pop_front() {
