@@ -44,7 +44,13 @@ pub async fn read_body(mut payload: web::Payload, limits: &BodyLimits) -> Result
     let mut read = std::pin::pin!(read);
     // A small body has usually arrived with the request head: it is read
     // without arming a timer (a timer's entry and removal cost more than
-    // the read). One still on its way gets the whole timeout.
+    // the read). The handler is first polled as the head is decoded, before
+    // the connection feeds it the body it read with the head, so it looks
+    // again once after that. One still on its way gets the whole timeout.
+    if let Some(read) = read.as_mut().now_or_never() {
+        return read;
+    }
+    polled_again().await;
     if let Some(read) = read.as_mut().now_or_never() {
         return read;
     }
@@ -52,6 +58,21 @@ pub async fn read_body(mut payload: web::Payload, limits: &BodyLimits) -> Result
         Ok(read) => read,
         Err(_) => Err(ApiError::BodyTimeout(limits.timeout.as_secs())),
     }
+}
+
+/// Pending once, asking to be polled again: the connection that is polling
+/// the handler feeds it the rest of what it read first (and was woken for
+/// that already, so asking costs no extra poll).
+fn polled_again() -> impl std::future::Future<Output = ()> {
+    let mut asked = false;
+    std::future::poll_fn(move |cx| {
+        if asked {
+            return std::task::Poll::Ready(());
+        }
+        asked = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
 }
 
 /// A body's chunks so far. Most bodies are one chunk, which is kept as it

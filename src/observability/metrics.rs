@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use actors::events::{FinalOutcome, FinalResponse, TurnEvent};
@@ -267,6 +267,47 @@ pub struct Metrics {
     /// The store's session count as of the last refresh (`refresh_stored_sessions`,
     /// on a timer): a scrape never runs a query. -1: not counted.
     stored_sessions: AtomicI64,
+    handles: Handles,
+}
+
+/// The members of the families that nearly every request or turn counts,
+/// each taken from its family on first use and kept: counting through a
+/// kept member skips the family's lock and the hashing of its labels (nine
+/// look-ups a turn were most of what counting one cost). Taken on first use,
+/// so the exposition still shows only the label sets that were counted.
+#[derive(Debug, Default)]
+struct Handles {
+    /// By `Transport`, then `completed` and `host_action`.
+    turns: [[OnceLock<Counter>; 2]; 3],
+    turn_seconds: [OnceLock<Histogram>; 3],
+    first_token_seconds: [OnceLock<Histogram>; 3],
+    /// Status 200 by method label (`KNOWN_METHODS`, then `other`).
+    http_ok: [OnceLock<Counter>; KNOWN_METHODS.len() + 1],
+    /// By `STORE_OPERATIONS_KEPT`.
+    store_seconds: [OnceLock<Histogram>; STORE_OPERATIONS_KEPT.len()],
+    /// The first provider a turn ended with (nearly always the only one).
+    provider: OnceLock<ProviderHandles>,
+}
+
+/// The store operations of every turn, whose histograms are kept.
+const STORE_OPERATIONS_KEPT: [&str; 3] = ["save_messages", "save_session", "load"];
+
+#[derive(Debug)]
+struct ProviderHandles {
+    provider: Provider,
+    requests: Counter,
+    input_tokens: Counter,
+    output_tokens: Counter,
+}
+
+/// The kept member of `family` for `labels`, taken from it on first use.
+fn kept<'a, L, M, C>(slot: &'a OnceLock<M>, family: &Family<L, M, C>, labels: &L) -> &'a M
+where
+    L: Clone + Hash + Eq,
+    M: Clone,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    slot.get_or_init(|| family.get_or_create(labels).clone())
 }
 
 impl Default for Metrics {
@@ -278,6 +319,7 @@ impl Default for Metrics {
             pending_sessions: Mutex::default(),
             n_pending: AtomicUsize::new(0),
             stored_sessions: AtomicI64::new(-1),
+            handles: Handles::default(),
         }
     }
 }
@@ -285,12 +327,9 @@ impl Default for Metrics {
 /// The methods counted under their own name; any other is `other`.
 const KNOWN_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
-fn method_label(method: &str) -> &'static str {
-    KNOWN_METHODS
-        .iter()
-        .find(|known| **known == method)
-        .copied()
-        .unwrap_or("other")
+/// The method's place in `KNOWN_METHODS`; `None`: counted as `other`.
+fn method_index(method: &str) -> Option<usize> {
+    KNOWN_METHODS.iter().position(|known| *known == method)
 }
 
 /// What `/metrics` reads from the runtime when it is scraped.
@@ -331,13 +370,18 @@ impl Metrics {
     /// Counts a reply. The method label is one of a closed set, so invented
     /// methods cannot grow the number of series.
     pub fn count_http_request(&self, method: &str, status: u16) {
-        self.families
-            .http_requests
-            .get_or_create(&HttpLabels {
-                method: method_label(method),
-                status,
-            })
-            .inc();
+        let index = method_index(method);
+        let labels = HttpLabels {
+            method: index.map_or("other", |index| KNOWN_METHODS[index]),
+            status,
+        };
+        let family = &self.families.http_requests;
+        if status != 200 {
+            family.get_or_create(&labels).inc();
+            return;
+        }
+        let slot = &self.handles.http_ok[index.unwrap_or(KNOWN_METHODS.len())];
+        kept(slot, family, &labels).inc();
     }
 
     /// Records the store's session count (`None`: the store could not count).
@@ -365,10 +409,15 @@ impl Metrics {
 
     pub fn observe_store(&self, operation: &'static str, elapsed: Duration, ok: bool) {
         let labels = StoreLabels { operation };
-        self.families
-            .store_seconds
-            .get_or_create(&labels)
-            .observe(elapsed.as_secs_f64());
+        let family = &self.families.store_seconds;
+        match STORE_OPERATIONS_KEPT
+            .iter()
+            .position(|kept| *kept == operation)
+        {
+            Some(index) => kept(&self.handles.store_seconds[index], family, &labels)
+                .observe(elapsed.as_secs_f64()),
+            None => family.get_or_create(&labels).observe(elapsed.as_secs_f64()),
+        }
         if !ok {
             self.families.store_errors.get_or_create(&labels).inc();
         }
@@ -381,67 +430,94 @@ impl Metrics {
         elapsed: Duration,
         first_token: Option<Duration>,
     ) {
-        let families = &self.families;
+        let (families, handles) = (&self.families, &self.handles);
         let outcome = match (
             &final_response.error_type,
             &final_response.pending_tool_call,
         ) {
-            (Some(error_type), _) => Cow::Owned(error_type.clone()),
-            (None, Some(_)) => Cow::Borrowed("host_action"),
-            (None, None) => Cow::Borrowed("completed"),
+            (Some(error_type), _) => Err(error_type.clone()),
+            (None, Some(_)) => Ok(1),
+            (None, None) => Ok(0),
         };
-        families
-            .turns
-            .get_or_create(&TurnLabels { transport, outcome })
-            .inc();
+        let turns = &families.turns;
+        match outcome {
+            Ok(kind) => {
+                let outcome = Cow::Borrowed(["completed", "host_action"][kind]);
+                let labels = TurnLabels { transport, outcome };
+                kept(&handles.turns[transport as usize][kind], turns, &labels).inc();
+            }
+            Err(error_type) => {
+                let outcome = Cow::Owned(error_type);
+                turns
+                    .get_or_create(&TurnLabels { transport, outcome })
+                    .inc();
+            }
+        }
         let by_transport = TransportLabels { transport };
-        families
-            .turn_seconds
-            .get_or_create(&by_transport)
-            .observe(elapsed.as_secs_f64());
+        let slot = &handles.turn_seconds[transport as usize];
+        kept(slot, &families.turn_seconds, &by_transport).observe(elapsed.as_secs_f64());
         if let Some(first_token) = first_token {
-            families
-                .first_token_seconds
-                .get_or_create(&by_transport)
+            let slot = &handles.first_token_seconds[transport as usize];
+            kept(slot, &families.first_token_seconds, &by_transport)
                 .observe(first_token.as_secs_f64());
         }
         let provider = Provider::of(&final_response.model);
-        let usage = &final_response.usage;
-        let by_provider = ProviderLabels {
-            provider: provider.clone(),
-        };
-        families
-            .provider_requests
-            .get_or_create(&by_provider)
-            .inc_by(u64::from(usage.requests));
+        self.count_usage(&provider, &final_response.usage);
         if let Some(error_type) = &final_response.error_type {
             families
                 .turn_errors
                 .get_or_create(&ErrorLabels {
-                    provider: provider.clone(),
+                    provider,
                     error_type: error_type.clone(),
                 })
                 .inc();
-        }
-        for (kind, n) in [
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-        ] {
-            families
-                .tokens
-                .get_or_create(&TokenLabels {
-                    provider: provider.clone(),
-                    kind,
-                })
-                .inc_by(n);
-        }
-        if let Some(cost) = usage.cost_usd {
-            families.cost_usd.get_or_create(&by_provider).inc_by(cost);
         }
         self.set_pending(
             final_response.session_id.as_str(),
             final_response.pending_tool_call.is_some(),
         );
+    }
+
+    /// Counts a turn's model requests, tokens and cost under its provider.
+    fn count_usage(&self, provider: &Provider, usage: &actors::conversation::Usage) {
+        let families = &self.families;
+        let by_provider = ProviderLabels {
+            provider: provider.clone(),
+        };
+        let kept = self.handles.provider.get_or_init(|| ProviderHandles {
+            provider: provider.clone(),
+            requests: families
+                .provider_requests
+                .get_or_create(&by_provider)
+                .clone(),
+            input_tokens: self.token_counter(provider, "input"),
+            output_tokens: self.token_counter(provider, "output"),
+        });
+        if kept.provider == *provider {
+            kept.requests.inc_by(u64::from(usage.requests));
+            kept.input_tokens.inc_by(usage.input_tokens);
+            kept.output_tokens.inc_by(usage.output_tokens);
+        } else {
+            families
+                .provider_requests
+                .get_or_create(&by_provider)
+                .inc_by(u64::from(usage.requests));
+            self.token_counter(provider, "input")
+                .inc_by(usage.input_tokens);
+            self.token_counter(provider, "output")
+                .inc_by(usage.output_tokens);
+        }
+        if let Some(cost) = usage.cost_usd {
+            families.cost_usd.get_or_create(&by_provider).inc_by(cost);
+        }
+    }
+
+    fn token_counter(&self, provider: &Provider, kind: &'static str) -> Counter {
+        let labels = TokenLabels {
+            provider: provider.clone(),
+            kind,
+        };
+        self.families.tokens.get_or_create(&labels).clone()
     }
 
     /// The Prometheus text exposition (version 0.0.4), with the figures

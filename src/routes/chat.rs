@@ -4,7 +4,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::error_type::ErrorType;
 use actors::events::{EventSink, FinalResponse};
-use actors::session::{Runtime, SessionError, DATABASE_UNREACHABLE};
+use actors::session::{Caller, Runtime, SessionError, DATABASE_UNREACHABLE};
 use serde_json::json;
 
 use super::idempotency;
@@ -46,44 +46,28 @@ pub async fn post_chat(
     require_json(&http, None)?;
     let key = idempotency::key(&http)?;
     let body = read_body(payload, &body_limits).await?;
-    let query = http.query_string().to_string();
-    // With the key only: the principal scopes it.
-    let keyed = key.map(|key| (key, caller.principal.clone()));
-    let parsed = parse_off_worker(body, move |body| {
-        let parsed = parse_chat(body, &query)?;
-        // Hashed here, off the worker with the parse: bodies reach 64 MiB.
-        Ok(parsed.map(|mut request| {
-            request.idempotency = keyed.map(|(key, principal)| {
-                Box::new(idempotency::mark(&principal, &key, &query, body))
-            });
-            request
-        }))
-    })
-    .await?;
-    let request = match parsed {
-        Ok(request) => request,
-        Err((session_id, error)) => {
-            // The session is logged even when the rest of the body is refused.
-            if let Some(session_id) = &session_id {
-                note_session(&http, session_id);
-            }
-            return Err(error.into());
-        }
-    };
-    note_session(&http, request.session_id.as_str());
-    if request.message_type == MessageType::Steering {
-        return Err(ValidationError {
-            path: "message_type".into(),
-            message: "steering is only accepted over Socket.IO, where a turn can be live".into(),
-        }
-        .into());
-    }
-    let _live = limits.into_inner().admit(&caller, &request.session_id)?;
     // The reply is the final response alone: the turn's other events are
     // dropped where they are sent.
     let (sink, final_response) = EventSink::final_only();
-    let observer = TurnObserver::start(Transport::Http);
-    runtime.send_message(&caller, request, sink).await?;
+    // The request (760 bytes) lives in this block only, handed to its slot
+    // before the turn is waited for: the handler's future, which actix
+    // moves and boxes with every request, keeps no room for it.
+    let (_live, observer, sent) = {
+        let request = parse_request(&http, &caller, key, body).await?;
+        note_session(&http, request.session_id.as_str());
+        if request.message_type == MessageType::Steering {
+            return Err(ValidationError {
+                path: "message_type".into(),
+                message: "steering is only accepted over Socket.IO, where a turn can be live"
+                    .into(),
+            }
+            .into());
+        }
+        let live = limits.into_inner().admit(&caller, &request.session_id)?;
+        let observer = TurnObserver::start(Transport::Http);
+        (live, observer, runtime.send_message(&caller, request, sink))
+    };
+    sent.await?;
     let Some(outcome) = final_response.recv().await else {
         return Err(
             SessionError::Internal("the turn ended without a final response".into()).into(),
@@ -95,6 +79,39 @@ pub async fn post_chat(
         &outcome.response,
     );
     Ok(final_reply(*outcome.response))
+}
+
+/// The body as a request (the session is logged even when the rest of the
+/// body is refused). A small body is parsed here, at once; a larger one on
+/// the blocking pool, in a boxed future the handler's keeps no room for.
+async fn parse_request(
+    http: &HttpRequest,
+    caller: &Caller,
+    key: Option<String>,
+    body: web::Bytes,
+) -> Result<ChatRequest, ApiError> {
+    let query = http.query_string().to_string();
+    // With the key only: the principal scopes it.
+    let keyed = key.map(|key| (key, caller.principal.clone()));
+    let parse = move |body: &[u8]| {
+        let mut parsed = parse_chat(body, &query)?;
+        // Hashed here, off the worker with the parse: bodies reach 64 MiB.
+        if let (Ok(request), Some((key, principal))) = (&mut parsed, keyed) {
+            let mark = idempotency::mark(&principal, &key, &query, body);
+            request.idempotency = Some(Box::new(mark));
+        }
+        Ok(parsed)
+    };
+    let parsed = match body.len() <= actors::offload::INLINE_BYTES {
+        true => parse(&body)?,
+        false => Box::pin(parse_off_worker(body, parse)).await?,
+    };
+    parsed.map_err(|(session_id, error)| {
+        if let Some(session_id) = &session_id {
+            note_session(http, session_id);
+        }
+        error.into()
+    })
 }
 
 /// The body as a request, or the field it fails on with the session it

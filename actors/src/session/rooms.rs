@@ -11,10 +11,16 @@
 //! that refuses leaves the room and is cut off from the rest of the turn,
 //! which goes on for the others. A member joins from the next event on:
 //! nothing it missed is replayed (the stored conversation is readable).
+//!
+//! Most turns have nobody to tell: a turn's tap finds its room lazily. It
+//! looks the room up when it starts only if the room's shard has a member at
+//! all, and later only after a join into that shard (each shard counts its
+//! joins), so a turn with no room costs two atomic loads an event; once it
+//! found its room it holds it, and a member joining later sits in that room.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::caller::Caller;
 use crate::events::{EventTap, TurnEvent};
@@ -60,7 +66,17 @@ pub trait RoomMember: Send + Sync {
 
 /// Every session's room, sharded by session id as the registry is.
 pub struct Rooms {
-    shards: Vec<Mutex<HashMap<SessionId, Arc<Room>>>>,
+    shards: Vec<Shard>,
+}
+
+struct Shard {
+    rooms: Mutex<HashMap<SessionId, Arc<Room>>>,
+    /// Joins into this shard so far, bumped under the lock: a tap that found
+    /// no room looks again only once this moved.
+    joins: AtomicU64,
+    /// Members of this shard's rooms, never fewer than there are: none, and
+    /// a new turn's tap need not look.
+    n_members: AtomicUsize,
 }
 
 /// One session's members. Kept in `Rooms` while it has a member or a turn's
@@ -81,16 +97,41 @@ struct Seat {
 /// A turn's view of its session's room (`EventSink::with_tap`).
 struct RoomTap {
     rooms: Arc<Rooms>,
-    /// Taken when the tap is dropped, to let the room go if it is empty.
-    room: Option<Arc<Room>>,
+    session_id: SessionId,
+    shard: usize,
+    /// The shard's `joins` when the tap last found no room.
+    looked_at: AtomicU64,
+    /// The room, once found; held until the tap is dropped.
+    room: OnceLock<Arc<Room>>,
     /// The member that sent the request, which reads its own stream.
     skip: Option<MemberId>,
 }
 
+/// `looked_at` of a tap that must look at its next event.
+const NEVER_LOOKED: u64 = u64::MAX;
+
 impl Default for Rooms {
     fn default() -> Self {
+        let shard = || Shard {
+            rooms: Mutex::new(HashMap::new()),
+            joins: AtomicU64::new(0),
+            n_members: AtomicUsize::new(0),
+        };
         Rooms {
-            shards: (0..N_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..N_SHARDS).map(|_| shard()).collect(),
+        }
+    }
+}
+
+impl Room {
+    /// Sets the member count after `members` changed, from `before` members.
+    fn counted(&self, shard: &Shard, before: usize, members: &[Seat]) {
+        self.n_members.store(members.len(), Ordering::Release);
+        // Added to before a join takes its seat: the shard's count is never short.
+        if members.len() < before {
+            shard
+                .n_members
+                .fetch_sub(before - members.len(), Ordering::AcqRel);
         }
     }
 }
@@ -105,8 +146,9 @@ impl Rooms {
         caller: Caller,
         member: Arc<dyn RoomMember>,
     ) -> bool {
-        let mut shard = self.shard(session_id);
-        let room = shard.entry(session_id.clone()).or_insert_with(|| {
+        let shard = self.shard_of(session_id);
+        let mut rooms = lock(&shard.rooms);
+        let room = rooms.entry(session_id.clone()).or_insert_with(|| {
             Arc::new(Room {
                 session_id: session_id.clone(),
                 members: Mutex::new(Vec::new()),
@@ -114,28 +156,33 @@ impl Rooms {
             })
         });
         let mut members = lock(&room.members);
+        shard.n_members.fetch_add(1, Ordering::AcqRel);
+        let before = members.len() + 1;
         members.retain(|seat| seat.id != id);
         let joined = members.len() < MAX_MEMBERS_PER_ROOM;
         if joined {
             members.push(Seat { id, caller, member });
         }
-        room.n_members.store(members.len(), Ordering::Release);
+        room.counted(shard, before, &members);
         drop(members);
+        shard.joins.fetch_add(1, Ordering::Release);
         if !joined {
-            Rooms::release(&mut shard, session_id);
+            Rooms::release(&mut rooms, session_id);
         }
         joined
     }
 
     /// Takes the member out of the session's room, if it is there.
     pub fn leave(&self, session_id: &SessionId, id: MemberId) {
-        let mut shard = self.shard(session_id);
-        if let Some(room) = shard.get(session_id) {
+        let shard = self.shard_of(session_id);
+        let mut rooms = lock(&shard.rooms);
+        if let Some(room) = rooms.get(session_id) {
             let mut members = lock(&room.members);
+            let before = members.len();
             members.retain(|seat| seat.id != id);
-            room.n_members.store(members.len(), Ordering::Release);
+            room.counted(shard, before, &members);
         }
-        Rooms::release(&mut shard, session_id);
+        Rooms::release(&mut rooms, session_id);
     }
 
     /// Puts out every member whose caller `keeps` refuses, telling each why
@@ -143,16 +190,18 @@ impl Rooms {
     pub fn evict(&self, session_id: &SessionId, keeps: impl Fn(&Caller) -> bool, why: Removal) {
         let mut evicted = Vec::new();
         {
-            let mut shard = self.shard(session_id);
-            if let Some(room) = shard.get(session_id) {
+            let shard = self.shard_of(session_id);
+            let mut rooms = lock(&shard.rooms);
+            if let Some(room) = rooms.get(session_id) {
                 let mut members = lock(&room.members);
+                let before = members.len();
                 let (kept, out): (Vec<Seat>, Vec<Seat>) =
                     members.drain(..).partition(|seat| keeps(&seat.caller));
                 *members = kept;
-                room.n_members.store(members.len(), Ordering::Release);
+                room.counted(shard, before, &members);
                 evicted = out;
             }
-            Rooms::release(&mut shard, session_id);
+            Rooms::release(&mut rooms, session_id);
         }
         // Told outside the locks: a member's own work never holds a room.
         for seat in evicted {
@@ -167,47 +216,54 @@ impl Rooms {
         session_id: &SessionId,
         skip: Option<MemberId>,
     ) -> Arc<dyn EventTap> {
-        let room = self
-            .shard(session_id)
-            .entry(session_id.clone())
-            .or_insert_with(|| {
-                Arc::new(Room {
-                    session_id: session_id.clone(),
-                    members: Mutex::new(Vec::new()),
-                    n_members: AtomicUsize::new(0),
-                })
-            })
-            .clone();
+        let shard = Rooms::shard_index(session_id);
+        let joins = self.shards[shard].joins.load(Ordering::Acquire);
+        // A join counted in `joins` added to `n_members` first: with no
+        // member in the shard, the room is found at a later join if ever.
+        let looked_at = match self.shards[shard].n_members.load(Ordering::Acquire) {
+            0 => joins,
+            _ => NEVER_LOOKED,
+        };
         Arc::new(RoomTap {
             rooms: self.clone(),
-            room: Some(room),
+            session_id: session_id.clone(),
+            shard,
+            looked_at: AtomicU64::new(looked_at),
+            room: OnceLock::new(),
             skip,
         })
     }
 
     /// How many members the session's room has now.
     pub fn n_members(&self, session_id: &SessionId) -> usize {
-        self.shard(session_id)
+        lock(&self.shard_of(session_id).rooms)
             .get(session_id)
             .map_or(0, |room| room.n_members.load(Ordering::Acquire))
     }
 
     /// How many rooms are kept (with members, or held by a live turn).
     pub fn n_rooms(&self) -> usize {
-        self.shards.iter().map(|shard| lock(shard).len()).sum()
+        self.shards
+            .iter()
+            .map(|shard| lock(&shard.rooms).len())
+            .sum()
     }
 
-    fn shard(&self, session_id: &SessionId) -> MutexGuard<'_, HashMap<SessionId, Arc<Room>>> {
-        lock(&self.shards[(session_id.shard_hash() as usize) % N_SHARDS])
+    fn shard_index(session_id: &SessionId) -> usize {
+        (session_id.shard_hash() as usize) % N_SHARDS
+    }
+
+    fn shard_of(&self, session_id: &SessionId) -> &Shard {
+        &self.shards[Rooms::shard_index(session_id)]
     }
 
     /// Forgets the room when nobody is in it and no turn holds it.
-    fn release(shard: &mut HashMap<SessionId, Arc<Room>>, session_id: &SessionId) {
-        let unused = shard.get(session_id).is_some_and(|room| {
+    fn release(rooms: &mut HashMap<SessionId, Arc<Room>>, session_id: &SessionId) {
+        let unused = rooms.get(session_id).is_some_and(|room| {
             Arc::strong_count(room) == 1 && room.n_members.load(Ordering::Acquire) == 0
         });
         if unused {
-            shard.remove(session_id);
+            rooms.remove(session_id);
         }
     }
 }
@@ -220,34 +276,58 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+impl RoomTap {
+    /// The session's room, if it has been made: found at the first event
+    /// after a join into the shard, then held.
+    fn room(&self) -> Option<&Arc<Room>> {
+        if let Some(room) = self.room.get() {
+            return Some(room);
+        }
+        let shard = &self.rooms.shards[self.shard];
+        if shard.joins.load(Ordering::Acquire) == self.looked_at.load(Ordering::Acquire) {
+            return None;
+        }
+        let rooms = lock(&shard.rooms);
+        match rooms.get(&self.session_id) {
+            // Cloned under the shard's lock: held, it stays in `Rooms`.
+            Some(room) => Some(self.room.get_or_init(|| room.clone())),
+            None => {
+                let joins = shard.joins.load(Ordering::Acquire);
+                self.looked_at.store(joins, Ordering::Release);
+                None
+            }
+        }
+    }
+}
+
 impl EventTap for RoomTap {
     fn listening(&self) -> bool {
-        self.room
-            .as_ref()
+        self.room()
             .is_some_and(|room| room.n_members.load(Ordering::Acquire) > 0)
     }
 
     fn deliver(&self, event: &TurnEvent) {
-        let Some(room) = &self.room else {
+        let Some(room) = self.room() else {
             return;
         };
         if room.n_members.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut members = lock(&room.members);
+        let before = members.len();
         let skip = self.skip;
         members
             .retain(|seat| Some(seat.id) == skip || seat.member.deliver(&room.session_id, event));
-        room.n_members.store(members.len(), Ordering::Release);
+        room.counted(&self.rooms.shards[self.shard], before, &members);
     }
 }
 
 impl Drop for RoomTap {
     fn drop(&mut self) {
         if let Some(room) = self.room.take() {
-            let session_id = room.session_id.clone();
             drop(room);
-            Rooms::release(&mut self.rooms.shard(&session_id), &session_id);
+            let mut rooms = lock(&self.rooms.shards[self.shard].rooms);
+            Rooms::release(&mut rooms, &self.session_id);
         }
     }
 }
@@ -255,10 +335,7 @@ impl Drop for RoomTap {
 impl std::fmt::Debug for RoomTap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RoomTap")
-            .field(
-                "session_id",
-                &self.room.as_ref().map(|room| &room.session_id),
-            )
+            .field("session_id", &self.session_id)
             .field("skip", &self.skip)
             .finish()
     }
@@ -372,10 +449,33 @@ mod tests {
         let id = MemberId::next();
         rooms.join(&session(), id, Caller::operator(), Recorder::new(1));
         let tap = rooms.tap(&session(), None);
+        tap.deliver(&started());
         rooms.leave(&session(), id);
-        assert_eq!(rooms.n_rooms(), 1, "the live turn still holds it");
+        assert_eq!(rooms.n_rooms(), 1, "the live turn found it and holds it");
         drop(tap);
         assert_eq!(rooms.n_rooms(), 0);
+    }
+
+    #[test]
+    fn a_turn_with_nobody_to_tell_makes_no_room_and_finds_a_later_one() {
+        let rooms = Arc::new(Rooms::default());
+        let elsewhere = Recorder::new(10);
+        let other_session = SessionId::new("other");
+        let (caller, id) = (Caller::operator(), MemberId::next());
+        rooms.join(&other_session, MemberId::next(), caller.clone(), elsewhere);
+        let tap = rooms.tap(&session(), None);
+        tap.deliver(&started());
+        assert_eq!(rooms.n_rooms(), 1, "only the other session's");
+        // Left and joined again while the turn runs: the tap finds the room.
+        let late = Recorder::new(10);
+        rooms.join(&session(), id, caller.clone(), late.clone());
+        rooms.leave(&session(), id);
+        rooms.join(&session(), id, caller, late.clone());
+        tap.deliver(&started());
+        assert_eq!(late.n_got(), 1);
+        drop(tap);
+        rooms.leave(&session(), id);
+        assert_eq!(rooms.n_rooms(), 1);
     }
 
     #[test]

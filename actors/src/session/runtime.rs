@@ -2,6 +2,7 @@
 //! request; it finds the session actor through the registry, sends it one
 //! message, and turns a dead mailbox into `SessionError::ActorUnavailable`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -168,18 +169,18 @@ impl Runtime {
     }
 
     /// Hands a message body to its session; events of its turn go to `sink`
-    /// and to every member of the session's room. A mailbox error with the body still in its slot means the actor stopped
-    /// before it handled the message (an idle stop, or a read of a
-    /// not-yet-existing session that stopped its actor while this first
-    /// message was queued): nothing of it was applied, so it goes once more to
-    /// a fresh actor.
-    pub async fn send_message(
-        &self,
-        caller: &Caller,
+    /// and to every member of the session's room. A mailbox error with the
+    /// body still in its slot means the actor stopped before it handled the
+    /// message (an idle stop, or a read of a not-yet-existing session that
+    /// stopped its actor while this first message was queued): nothing of it
+    /// was applied, so it goes once more to a fresh actor.
+    pub fn send_message<'a>(
+        &'a self,
+        caller: &'a Caller,
         request: ChatRequest,
         sink: EventSink,
-    ) -> Result<TurnAccepted, SessionError> {
-        self.send_message_from(caller, request, sink, None).await
+    ) -> impl Future<Output = Result<TurnAccepted, SessionError>> + Send + 'a {
+        self.send_message_from(caller, request, sink, None)
     }
 
     /// `send_message` for a member of the session's room (a joined socket),
@@ -187,13 +188,32 @@ impl Runtime {
     /// room's fan-out: it gets each event once. The tap goes on every sink,
     /// whichever door the message came through (a turn started with no
     /// requester too), so the room sees every turn of the session.
-    pub async fn send_message_from(
-        &self,
-        caller: &Caller,
+    ///
+    /// The body goes into its slot before the future is made: the future,
+    /// which its callers' futures hold and move, carries a pointer to the
+    /// body rather than its 760 bytes.
+    pub fn send_message_from<'a>(
+        &'a self,
+        caller: &'a Caller,
         request: ChatRequest,
         sink: EventSink,
         from: Option<MemberId>,
-    ) -> Result<TurnAccepted, SessionError> {
+    ) -> impl Future<Output = Result<TurnAccepted, SessionError>> + Send + 'a {
+        let slotted = self.slot_message(request, sink, from);
+        async move {
+            let (id, slot) = slotted?;
+            self.hand_over(caller, &id, slot).await
+        }
+    }
+
+    /// The message in its slot, its sink tapped into the session's room and
+    /// holding the lease of its attachments.
+    fn slot_message(
+        &self,
+        request: ChatRequest,
+        sink: EventSink,
+        from: Option<MemberId>,
+    ) -> Result<(SessionId, MessageSlot), SessionError> {
         let id = request.session_id.clone();
         let sink = sink.with_tap(self.rooms.tap(&id, from));
         // Held by the turn's sink: given back when the turn is over.
@@ -207,16 +227,27 @@ impl Runtime {
             None => sink,
         };
         let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
+        Ok((id, slot))
+    }
+
+    /// Sends the slotted message to the session's actor, again to a fresh
+    /// one while it comes back unhandled.
+    async fn hand_over(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+        slot: MessageSlot,
+    ) -> Result<TurnAccepted, SessionError> {
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let message = SendMessage {
                 slot: slot.clone(),
                 caller: caller.clone(),
             };
-            let (request, sent_to) = self.registry.send(&id, &self.deps, message);
+            let (request, sent_to) = self.registry.send(id, &self.deps, message);
             match request.await {
                 Ok(result) => return result,
                 Err(_) => {
-                    self.registry.forget(&id, &sent_to);
+                    self.registry.forget(id, &sent_to);
                     let unhandled = slot.lock().map(|slot| slot.is_some()).unwrap_or(false);
                     if !unhandled {
                         break;

@@ -12,6 +12,7 @@
 //! the table. Bounded in items and in bytes, like everything else.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -191,6 +192,9 @@ pub struct Inbox {
     store: SharedStore,
     bounds: InboxBounds,
     state: Mutex<State>,
+    /// Waiting items and reservations, set under the lock: a new message
+    /// reads it alone while the inbox is empty, as it nearly always is.
+    n_pending: AtomicUsize,
 }
 
 impl Inbox {
@@ -199,6 +203,7 @@ impl Inbox {
             store,
             bounds,
             state: Mutex::new(State::default()),
+            n_pending: AtomicUsize::new(0),
         }
     }
 
@@ -206,6 +211,12 @@ impl Inbox {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records what is pending after `state` changed (under its lock).
+    fn counted(&self, state: &State) {
+        let n_pending = state.waiting.len() + state.reserved.len();
+        self.n_pending.store(n_pending, Ordering::Release);
     }
 
     /// Loads the items a database holds waiting (at startup).
@@ -217,6 +228,7 @@ impl Inbox {
             state.n_bytes += item.n_bytes();
             state.waiting.push_back(Arc::new(item));
         }
+        self.counted(&state);
         Ok(n)
     }
 
@@ -246,6 +258,7 @@ impl Inbox {
         let mut state = self.lock();
         state.n_bytes += n_bytes;
         state.waiting.push_back(Arc::new(item));
+        self.counted(&state);
         Ok(id)
     }
 
@@ -255,6 +268,11 @@ impl Inbox {
     /// stale and it is decided again) gets its reservation back, with any
     /// item that arrived since.
     pub fn reserve(&self, session: &SessionId, message: &MessageId) -> Vec<Arc<InboxItem>> {
+        // An item added while this reads is the next message's, as if it
+        // had come after this one took the lock.
+        if self.n_pending.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
         let mut state = self.lock();
         let now = Instant::now();
         state.expire(now);
@@ -279,6 +297,7 @@ impl Inbox {
         if !items.is_empty() {
             state.reserved.insert(key, (now, items.clone()));
         }
+        self.counted(&state);
         items
     }
 
@@ -293,6 +312,7 @@ impl Inbox {
                 state.keep_done(item);
             }
         }
+        self.counted(&state);
     }
 
     /// Waiting items (`surfaced: Some(false)`), surfaced ones
@@ -332,6 +352,7 @@ impl Inbox {
         let mut state = self.lock();
         let position = state.waiting.iter().position(|item| item.id == id);
         let in_memory = position.and_then(|position| state.waiting.remove(position));
+        self.counted(&state);
         let from_memory = in_memory.map(|item| {
             state.n_bytes = state.n_bytes.saturating_sub(item.n_bytes());
             state.keep_done(item.clone());

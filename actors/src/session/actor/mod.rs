@@ -100,7 +100,7 @@ impl<T: Send + 'static> actix::Message for Ask<T> {
 }
 
 impl<T: Send + 'static> Handler<Ask<T>> for SessionActor {
-    type Result = ResponseFuture<Result<T, SessionError>>;
+    type Result = Response<Result<T, SessionError>>;
 
     fn handle(&mut self, ask: Ask<T>, ctx: &mut Context<Self>) -> Self::Result {
         if ask.touch {
@@ -108,7 +108,7 @@ impl<T: Send + 'static> Handler<Ask<T>> for SessionActor {
         }
         let (reply, answered) = reply_channel();
         self.run((ask.input)(reply), ctx);
-        answered
+        answered.response()
     }
 }
 
@@ -171,7 +171,7 @@ pub(super) mod ask {
 }
 
 impl Handler<SendMessage> for SessionActor {
-    type Result = ResponseFuture<Result<TurnAccepted, SessionError>>;
+    type Result = Response<Result<TurnAccepted, SessionError>>;
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
@@ -182,7 +182,7 @@ impl Handler<SendMessage> for SessionActor {
             .unwrap_or(None);
         let Some((request, sink)) = taken else {
             let twice = SessionError::Internal("a message was delivered twice".into());
-            return Box::pin(async { Err(twice) });
+            return Response::reply(Err(twice));
         };
         let (reply, answered) = reply_channel();
         let caller = message.caller;
@@ -195,7 +195,7 @@ impl Handler<SendMessage> for SessionActor {
             })),
             ctx,
         );
-        answered
+        answered.response()
     }
 }
 
@@ -430,16 +430,29 @@ impl SessionActor {
     }
 }
 
-/// The reply end a request's decision answers and the future its handler
-/// returns. A reply dropped unanswered means the actor stopped first:
-/// nothing was decided, so the caller may send again.
-fn reply_channel<T: Send + 'static>() -> (core::ReplyTo<T>, ResponseFuture<Result<T, SessionError>>)
-{
+/// The reply end a request's decision answers and its other end. A reply
+/// dropped unanswered means the actor stopped first: nothing was decided,
+/// so the caller may send again.
+fn reply_channel<T: Send + 'static>() -> (core::ReplyTo<T>, Answered<T>) {
     let (reply, receiver) = oneshot::channel();
-    let answered = Box::pin(async move {
-        receiver
-            .await
-            .unwrap_or_else(|_| Err(SessionError::ActorUnavailable("session stopped".into())))
-    });
-    (reply, answered)
+    (reply, Answered(receiver))
+}
+
+struct Answered<T>(oneshot::Receiver<Result<T, SessionError>>);
+
+impl<T: Send + 'static> Answered<T> {
+    /// The handler's reply: the answer itself when the decision gave it at
+    /// once (a read; a message against the memory store), so actix sends it
+    /// without spawning a task to carry it, and the caller is woken once,
+    /// with its turn's end, rather than polled again first.
+    fn response(mut self) -> Response<Result<T, SessionError>> {
+        let stopped = || Err(SessionError::ActorUnavailable("session stopped".into()));
+        match self.0.try_recv() {
+            Ok(answer) => Response::reply(answer),
+            Err(oneshot::error::TryRecvError::Closed) => Response::reply(stopped()),
+            Err(oneshot::error::TryRecvError::Empty) => {
+                Response::fut(async move { self.0.await.unwrap_or_else(|_| stopped()) })
+            }
+        }
+    }
 }
