@@ -1,7 +1,6 @@
 //! Group commit for `PgStore`: the session writes of many actors, queued
-//! here, are committed together, one statement (one round trip, one commit
-//! flush) per batch instead of one transaction of several round trips per
-//! write. Every write keeps its own condition (the version its writer
+//! here, are committed together, one statement and one commit flush per
+//! batch instead of one transaction of several round trips per write. Every write keeps its own condition (the version its writer
 //! loaded), so a stale write in a batch changes nothing while the others
 //! commit. A writer is answered only after its batch committed: grouping
 //! never weakens durability, it shares the flush.
