@@ -14,7 +14,7 @@ use actors::conversation::{Message, Role, SessionRecord};
 use actors::ids::{MessageId, SessionId, ToolCallId};
 use actors::store::migrations::MIGRATIONS;
 use actors::store::postgres::PgStore;
-use actors::store::{Store, Written};
+use actors::store::{Store, StoreError, Written};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
@@ -1182,6 +1182,39 @@ async fn a_stored_message_written_again_is_replaced_in_place_and_new_ones_append
     );
     let loaded = store.load(&record.id).await.unwrap().unwrap();
     assert_eq!(loaded.messages[0].content, "a");
+}
+
+/// A batch that outlives the operation timeout (its session's row held by
+/// another client) is rolled back once it runs, never committed by a later
+/// batch on the same connection, and the store goes on.
+#[actix_web::test]
+async fn a_batch_that_times_out_is_rolled_back_and_the_store_goes_on() {
+    let db = TestDb::create().await;
+    let store = PgStore::new(&db.url, 2).unwrap();
+    store.migrate().await.unwrap();
+    let record = SessionRecord::new(SessionId::new("held"), 1);
+    let Written::Committed(version) = store.save_session(0, &record).await.unwrap() else {
+        panic!("a new session is created");
+    };
+    let holder = db.client().await;
+    holder
+        .batch_execute("BEGIN; SELECT 1 FROM sessions WHERE id = 'held' FOR UPDATE")
+        .await
+        .unwrap();
+    let mut late = record.clone();
+    late.turn_number = 1;
+    let timed_out = store.save_session(version, &late).await;
+    assert!(
+        matches!(timed_out, Err(StoreError::Unavailable(_))),
+        "{timed_out:?}"
+    );
+    holder.batch_execute("COMMIT").await.unwrap();
+    let mut next = record.clone();
+    next.turn_number = 2;
+    let written = store.save_session(version, &next).await.unwrap();
+    assert!(matches!(written, Written::Committed(_)), "{written:?}");
+    let loaded = store.load(&record.id).await.unwrap().unwrap();
+    assert_eq!(loaded.record.turn_number, 2);
 }
 
 /// A session of more than 64 KiB is decoded on the blocking pool when a

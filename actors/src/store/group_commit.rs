@@ -11,6 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot, Mutex, OwnedMutexGuard};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -196,8 +197,8 @@ async fn run_batch(
     let mut messages = Messages::Append;
     let mut attempt = 1;
     loop {
-        let mut client = shared.client().await?;
-        let committed = commit_batch(&mut client, writes, messages, turn.take()).await;
+        let client = shared.client().await?;
+        let committed = commit_batch(&client, writes, messages, turn.take()).await;
         if messages == Messages::Append && matches!(&committed, Err(error) if is_duplicate(error)) {
             messages = Messages::Replace;
             continue;
@@ -356,7 +357,7 @@ const REPLACE_TAKING: &str = concat!(batch_head!(), stored!(replacing!()), takin
 /// on once it has run, then commits: the next batch runs while this one's
 /// commit flushes.
 async fn commit_batch(
-    client: &mut deadpool_postgres::Object,
+    client: &deadpool_postgres::Object,
     writes: &[&SessionWrite],
     messages: Messages,
     turn: Option<Turn>,
@@ -402,13 +403,23 @@ async fn commit_batch(
         (Messages::Replace, true) => REPLACE_TAKING,
     };
     let statement = client.prepare_cached(sql).await?;
-    // Dropped before it commits (an error, the operation timeout), the
-    // transaction rolls back before the connection serves anything else.
-    let transaction = client.transaction().await?;
-    let rows = transaction.query(&statement, &params).await;
+    // `BEGIN` goes in the statement's round trip: under load each round
+    // trip waits for two wake-ups, and this one holds the turn.
+    let mut transaction = OpenTransaction { client, open: true };
+    let (begun, ran) = futures_util::join!(
+        client.batch_execute("BEGIN"),
+        client.query(&statement, &params)
+    );
     drop(turn);
-    let rows = rows?;
-    transaction.commit().await?;
+    let done = match (begun, ran) {
+        (Ok(()), Ok(rows)) => client.batch_execute("COMMIT").await.map(|()| rows),
+        (Ok(()), Err(error)) => client.batch_execute("ROLLBACK").await.and(Err(error)),
+        (Err(error), _) => Err(error),
+    };
+    // After an error it may still be open (a failed `ROLLBACK`): one more,
+    // queued on drop, costs nothing where it is not.
+    transaction.open = done.is_err();
+    let rows = done?;
     let versions: HashMap<String, Version> = rows
         .iter()
         .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as Version))
@@ -420,6 +431,23 @@ async fn commit_batch(
             None => Written::Stale,
         })
         .collect())
+}
+
+/// A batch's transaction while it may be open: dropped half done (the
+/// operation timeout), it queues a `ROLLBACK` on the connection (sent on
+/// the future's first poll, as `tokio_postgres::Transaction` does), so the
+/// connection's next user does not run inside it.
+struct OpenTransaction<'a> {
+    client: &'a deadpool_postgres::Object,
+    open: bool,
+}
+
+impl Drop for OpenTransaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.client.batch_execute("ROLLBACK").now_or_never();
+        }
+    }
 }
 
 /// Session rows as one array per column (the parameters of `unnest`).
