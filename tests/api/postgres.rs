@@ -7,13 +7,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actors::conversation::SessionRecord;
-use actors::ids::{SessionId, ToolCallId};
+use actors::conversation::{Message, Role, SessionRecord};
+use actors::ids::{MessageId, SessionId, ToolCallId};
 use actors::store::migrations::MIGRATIONS;
 use actors::store::postgres::PgStore;
-use actors::store::{Store, Written};
+use actors::store::{Store, StoreError, Written};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
@@ -1139,6 +1140,81 @@ async fn versioned_writes_commit_in_sequence_and_refuse_an_old_version() {
     }
     let loaded = stores[1].load(&record.id).await.unwrap().unwrap();
     assert_eq!((loaded.version, loaded.record.turn_number), (version, 5));
+}
+
+/// A turn's messages are appended with a plain insert; a write that names
+/// a stored message (a repair, a recovered call) replaces it in place, and
+/// the other sessions of its batch are written all the same.
+#[actix_web::test]
+async fn a_stored_message_written_again_is_replaced_in_place_and_new_ones_append() {
+    let db = TestDb::create().await;
+    let store = PgStore::new(&db.url, 4).unwrap();
+    store.migrate().await.unwrap();
+    let message = |id: &str, content: &str| {
+        let mut message = Message::empty(MessageId::new(id), None, Role::User, 0);
+        message.content = content.into();
+        Arc::new(message)
+    };
+    let record = SessionRecord::new(SessionId::new("replaced"), 1);
+    let first = vec![message("a", "a"), message("b", "b"), message("c", "c")];
+    let Written::Committed(version) = store.save_messages(0, &record, &first).await.unwrap() else {
+        panic!("a new session is created");
+    };
+    // Sent together, so they may share a batch: one replaces, one appends.
+    let other = SessionRecord::new(SessionId::new("appended"), 1);
+    let changed = vec![message("b", "b again"), message("d", "d")];
+    let (replaced, appended) = futures_util::join!(
+        store.save_messages(version, &record, &changed),
+        store.save_messages(0, &other, &first),
+    );
+    assert!(matches!(replaced.unwrap(), Written::Committed(_)));
+    assert!(matches!(appended.unwrap(), Written::Committed(_)));
+    let loaded = store.load(&record.id).await.unwrap().unwrap();
+    let contents: Vec<&str> = loaded.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, ["a", "b again", "c", "d"]);
+    let loaded = store.load(&other.id).await.unwrap().unwrap();
+    assert_eq!(loaded.messages, first);
+    // A stale write naming a stored message changes nothing.
+    let stale = vec![message("a", "stale")];
+    assert_eq!(
+        store.save_messages(version, &record, &stale).await.unwrap(),
+        Written::Stale
+    );
+    let loaded = store.load(&record.id).await.unwrap().unwrap();
+    assert_eq!(loaded.messages[0].content, "a");
+}
+
+/// A batch that outlives the operation timeout (its session's row held by
+/// another client) is rolled back once it runs, never committed by a later
+/// batch on the same connection, and the store goes on.
+#[actix_web::test]
+async fn a_batch_that_times_out_is_rolled_back_and_the_store_goes_on() {
+    let db = TestDb::create().await;
+    let store = PgStore::new(&db.url, 2).unwrap();
+    store.migrate().await.unwrap();
+    let record = SessionRecord::new(SessionId::new("held"), 1);
+    let Written::Committed(version) = store.save_session(0, &record).await.unwrap() else {
+        panic!("a new session is created");
+    };
+    let holder = db.client().await;
+    holder
+        .batch_execute("BEGIN; SELECT 1 FROM sessions WHERE id = 'held' FOR UPDATE")
+        .await
+        .unwrap();
+    let mut late = record.clone();
+    late.turn_number = 1;
+    let timed_out = store.save_session(version, &late).await;
+    assert!(
+        matches!(timed_out, Err(StoreError::Unavailable(_))),
+        "{timed_out:?}"
+    );
+    holder.batch_execute("COMMIT").await.unwrap();
+    let mut next = record.clone();
+    next.turn_number = 2;
+    let written = store.save_session(version, &next).await.unwrap();
+    assert!(matches!(written, Written::Committed(_)), "{written:?}");
+    let loaded = store.load(&record.id).await.unwrap().unwrap();
+    assert_eq!(loaded.record.turn_number, 2);
 }
 
 /// A session of more than 64 KiB is decoded on the blocking pool when a

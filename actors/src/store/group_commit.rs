@@ -1,7 +1,6 @@
 //! Group commit for `PgStore`: the session writes of many actors, queued
-//! here, are committed together, one statement (one round trip, one commit
-//! flush) per batch instead of one transaction of several round trips per
-//! write. Every write keeps its own condition (the version its writer
+//! here, are committed together, one statement and one commit flush per
+//! batch instead of one transaction of several round trips per write. Every write keeps its own condition (the version its writer
 //! loaded), so a stale write in a batch changes nothing while the others
 //! commit. A writer is answered only after its batch committed: grouping
 //! never weakens durability, it shares the flush.
@@ -12,13 +11,16 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, Mutex};
+use futures_util::FutureExt;
+use tokio::sync::{mpsc, oneshot, Mutex, OwnedMutexGuard};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use super::postgres::{settle, MessageRow, SessionRow, Shared, OPERATION_TIMEOUT};
 use super::{StoreError, StoreResult, Version, Written};
 
 /// The most writes one transaction carries; more wait for the next batch.
-/// Also the most advisory locks a batch holds (`WRITE_BATCH`).
+/// Also the most advisory locks a batch holds (`batch_head!`).
 const MAX_BATCH: usize = 256;
 /// How many batches a process has in flight at most (`PgStore::in_schema`).
 pub(super) const WRITERS: usize = 2;
@@ -39,7 +41,15 @@ struct Queued {
     answer: oneshot::Sender<StoreResult<Written>>,
 }
 
-type Queue = Arc<Mutex<mpsc::UnboundedReceiver<Queued>>>;
+/// What waits for a batch: the queue, and the writes a batch left for the
+/// next one (`write_batches`). Shared by the writers; holding it is the
+/// turn to run a batch.
+struct Waiting {
+    receiver: mpsc::UnboundedReceiver<Queued>,
+    carried: Vec<Queued>,
+}
+
+type Queue = Arc<Mutex<Waiting>>;
 
 /// The queue writes go in; dropping it stops the writer thread.
 pub(super) struct GroupCommit {
@@ -51,7 +61,10 @@ impl GroupCommit {
     /// writers let one batch fill while another commits.
     pub fn start(shared: Arc<Shared>, n_writers: usize) -> Result<GroupCommit, String> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let queue: Queue = Arc::new(Mutex::new(receiver));
+        let queue: Queue = Arc::new(Mutex::new(Waiting {
+            receiver,
+            carried: Vec::new(),
+        }));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -84,60 +97,61 @@ impl GroupCommit {
     }
 }
 
-/// One writer: takes what is queued (at least one write, at most
-/// `MAX_BATCH`, one write per session), commits it, answers, repeats.
+/// One writer: waits for its turn (the queue), takes what is queued (at
+/// least one write, at most `MAX_BATCH`, one write per session), runs the
+/// batch's statement, hands the turn on, commits, answers, repeats.
 async fn write_batches(queue: Queue, shared: Arc<Shared>) {
-    // Writes of a session already in the batch wait for the next one, so a
-    // batch never holds two conditions on one row.
-    let mut carried: Vec<Queued> = Vec::new();
     loop {
+        // The turn: held from taking a batch until its statement has run,
+        // so batches never run side by side (they contended for the same
+        // pages and cut each other small) and the next one fills meanwhile.
+        let mut turn = queue.clone().lock_owned().await;
+        let waiting = &mut *turn;
         let mut batch: Vec<Queued> = Vec::new();
         let mut sessions: HashSet<String> = HashSet::new();
-        let mut next_carried = Vec::new();
-        for queued in carried.drain(..) {
+        // A write of a session already in the batch waits for the next one
+        // (whichever writer takes it), so a batch never holds two conditions
+        // on one row. Carried writes are shared, never kept by a writer:
+        // one waiting for new writes (below) would otherwise hold the turn
+        // while another writer's carried writes wait for it.
+        for queued in std::mem::take(&mut waiting.carried) {
             if sessions.insert(queued.write.row.id.clone()) {
                 batch.push(queued);
             } else {
-                next_carried.push(queued);
+                waiting.carried.push(queued);
             }
         }
-        // With writes carried over, take what else is queued only if no other
-        // writer holds the queue: that writer may be waiting for new writes,
-        // and the carried ones must not wait with it.
-        let receiver = if batch.is_empty() {
-            let mut receiver = queue.lock().await;
-            match receiver.recv().await {
+        if batch.is_empty() {
+            match waiting.receiver.recv().await {
                 Some(queued) => {
                     sessions.insert(queued.write.row.id.clone());
                     batch.push(queued);
                 }
                 None => return,
             }
-            Some(receiver)
-        } else {
-            queue.try_lock().ok()
-        };
-        if let Some(mut receiver) = receiver {
-            while batch.len() < MAX_BATCH {
-                let Ok(queued) = receiver.try_recv() else {
-                    break;
-                };
-                if sessions.insert(queued.write.row.id.clone()) {
-                    batch.push(queued);
-                } else {
-                    next_carried.push(queued);
-                }
+        }
+        while batch.len() < MAX_BATCH {
+            let Ok(queued) = waiting.receiver.try_recv() else {
+                break;
+            };
+            if sessions.insert(queued.write.row.id.clone()) {
+                batch.push(queued);
+            } else {
+                waiting.carried.push(queued);
             }
         }
-        carried = next_carried;
         let writes: Vec<&SessionWrite> = batch.iter().map(|queued| &queued.write).collect();
-        let outcome =
-            match tokio::time::timeout(OPERATION_TIMEOUT, run_batch(&shared, &writes)).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(StoreError::Unavailable(
-                    format!("no answer from the database within {OPERATION_TIMEOUT:?}").into(),
-                )),
-            };
+        let outcome = match tokio::time::timeout(
+            OPERATION_TIMEOUT,
+            run_batch(&shared, &writes, turn),
+        )
+        .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => Err(StoreError::Unavailable(
+                format!("no answer from the database within {OPERATION_TIMEOUT:?}").into(),
+            )),
+        };
         match outcome {
             Ok(written) => {
                 for (queued, written) in batch.into_iter().zip(written) {
@@ -153,13 +167,42 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
     }
 }
 
-/// Commits one batch, running it again when Postgres aborted it to break a
-/// deadlock with another process's batch (nothing of it was applied).
-async fn run_batch(shared: &Shared, writes: &[&SessionWrite]) -> StoreResult<Vec<Written>> {
+/// The turn to run a batch: the queue, held from taking a batch until its
+/// statement has run (`write_batches`).
+type Turn = OwnedMutexGuard<Waiting>;
+
+/// How a batch stores its messages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Messages {
+    /// A plain `INSERT`: every message is new, as a turn's are. Cheaper
+    /// than an upsert (no probe of the key before the insert, no
+    /// speculative insertion and its confirm record in the WAL).
+    Append,
+    /// `INSERT ... ON CONFLICT DO UPDATE`: some message may be stored
+    /// already and is replaced (a repair, a recovered interrupted call).
+    Replace,
+}
+
+/// Commits one batch. A batch whose plain insert met a message stored
+/// already runs again replacing; one Postgres aborted to break a deadlock
+/// with another process's batch runs again as it was. Either way nothing
+/// of the failed attempt was applied. Attempts after the first run without
+/// the turn: rare, and a batch of them alongside another costs only time.
+async fn run_batch(
+    shared: &Shared,
+    writes: &[&SessionWrite],
+    turn: Turn,
+) -> StoreResult<Vec<Written>> {
+    let mut turn = Some(turn);
+    let mut messages = Messages::Append;
     let mut attempt = 1;
     loop {
-        let mut client = shared.client().await?;
-        let committed = commit_batch(&mut client, writes).await;
+        let client = shared.client().await?;
+        let committed = commit_batch(&client, writes, messages, turn.take()).await;
+        if messages == Messages::Append && matches!(&committed, Err(error) if is_duplicate(error)) {
+            messages = Messages::Replace;
+            continue;
+        }
         let retry = matches!(&committed, Err(error) if is_lost_race(error));
         if retry && attempt < MAX_BATCH_ATTEMPTS {
             attempt += 1;
@@ -170,7 +213,6 @@ async fn run_batch(shared: &Shared, writes: &[&SessionWrite]) -> StoreResult<Vec
 }
 
 fn is_lost_race(error: &tokio_postgres::Error) -> bool {
-    use tokio_postgres::error::SqlState;
     matches!(
         error.code(),
         Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED
@@ -178,8 +220,16 @@ fn is_lost_race(error: &tokio_postgres::Error) -> bool {
     )
 }
 
-/// A whole batch in one statement, so it costs one round trip and one
-/// commit (autocommit) however many sessions it carries:
+/// A message's key was taken: in `Messages::Append`, a message stored
+/// already (only `stored` can violate a unique index: `created` skips
+/// conflicts).
+fn is_duplicate(error: &tokio_postgres::Error) -> bool {
+    error.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+/// The batch statement up to its message insert: its parameters, the
+/// locks, the session rows. A whole batch is one statement, so it costs one
+/// round trip however many sessions it carries:
 /// - `locked` takes a transaction-scoped advisory lock per session, in the
 ///   order of their keys, before any row lock: two processes' batches that
 ///   share sessions are serialized there and cannot deadlock on the rows
@@ -192,14 +242,14 @@ fn is_lost_race(error: &tokio_postgres::Error) -> bool {
 ///   (indexed, for the TTL purge) only when that is over a minute old, so
 ///   most updates change no indexed column and are HOT: no index entries;
 /// - `created` inserts a new session once: a second creator finds the row;
-/// - `stored` appends (in array order, which keeps `seq` in tree order) or
-///   replaces the messages of the sessions that were written, and only those.
-///
-/// - `taken` marks the inbox items a write drains into its turn, only for
-///   sessions that were written (sql/0005_inbox.sql).
-///
-/// Returns the id and new version of every session written.
-const WRITE_BATCH: &str = "
+/// - `stored` (`stored!`) appends (in array order, which keeps `seq` in tree
+///   order) or replaces the messages of the sessions that were written, and
+///   only those. Appending needs no check that a message is new: only the
+///   writer that changed its session's version stores messages for it,
+///   holding that session's lock to the commit.
+macro_rules! batch_head {
+    () => {
+        "
     WITH v AS MATERIALIZED (
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int4[],
                              $6::text[], $7::text[], $8::text[], $9::int8[])
@@ -235,7 +285,15 @@ const WRITE_BATCH: &str = "
     ),
     written AS (
         SELECT id, version FROM updated UNION ALL SELECT id, version FROM created
-    ),
+    ),"
+    };
+}
+
+/// `stored`, with what follows the insert (`Messages`).
+macro_rules! stored {
+    ($($on_conflict:tt)*) => {
+        concat!(
+            "
     stored AS (
         INSERT INTO messages (session_id, id, parent_id, role, body, created_at)
         SELECT m.session_id, m.id, m.parent_id, m.role, m.body::json, m.created_at
@@ -243,11 +301,28 @@ const WRITE_BATCH: &str = "
                     $15::int8[])
              WITH ORDINALITY AS m(session_id, id, parent_id, role, body, created_at, n)
         WHERE m.session_id IN (SELECT id FROM written)
-        ORDER BY m.n
-        ON CONFLICT (session_id, id) DO UPDATE SET
-            parent_id = excluded.parent_id, role = excluded.role, body = excluded.body
+        ORDER BY m.n",
+            $($on_conflict)*,
+            "
         RETURNING 1
-    ),
+    )"
+        )
+    };
+}
+
+/// The statement's end when no write takes inbox items (most batches).
+macro_rules! no_inbox {
+    () => {
+        "
+    SELECT id, version, (SELECT count(*) FROM stored) FROM written"
+    };
+}
+
+/// The statement's end when some write takes inbox items: `taken` marks
+/// them, only for sessions that were written (sql/0005_inbox.sql).
+macro_rules! taking_inbox {
+    () => {
+        ",
     taken AS (
         UPDATE inbox SET surfaced = true, taken_by = t.session_id
         FROM unnest($16::text[], $17::text[]) AS t(session_id, id)
@@ -256,17 +331,42 @@ const WRITE_BATCH: &str = "
         RETURNING 1
     )
     SELECT id, version, (SELECT count(*) FROM stored), (SELECT count(*) FROM taken)
-    FROM written";
+    FROM written"
+    };
+}
 
+/// What `Messages::Replace` adds to the insert.
+macro_rules! replacing {
+    () => {
+        "
+        ON CONFLICT (session_id, id) DO UPDATE SET
+            parent_id = excluded.parent_id, role = excluded.role, body = excluded.body"
+    };
+}
+
+/// The batch statements, by how they store messages and whether they take
+/// inbox items. Each returns the id and new version of every session
+/// written. A statement is planned per connection once and kept
+/// (`prepare_cached`), so the four cost nothing each batch.
+const APPEND: &str = concat!(batch_head!(), stored!(""), no_inbox!());
+const APPEND_TAKING: &str = concat!(batch_head!(), stored!(""), taking_inbox!());
+const REPLACE: &str = concat!(batch_head!(), stored!(replacing!()), no_inbox!());
+const REPLACE_TAKING: &str = concat!(batch_head!(), stored!(replacing!()), taking_inbox!());
+
+/// Runs the batch's statement in a transaction of its own, hands the turn
+/// on once it has run, then commits: the next batch runs while this one's
+/// commit flushes.
 async fn commit_batch(
-    client: &mut deadpool_postgres::Object,
+    client: &deadpool_postgres::Object,
     writes: &[&SessionWrite],
+    messages: Messages,
+    turn: Option<Turn>,
 ) -> Result<Vec<Written>, tokio_postgres::Error> {
     let mut sorted: Vec<&SessionWrite> = writes.to_vec();
     sorted.sort_by(|a, b| a.row.id.cmp(&b.row.id));
     let sessions = SessionColumns::of(&sorted);
     let expected: Vec<i64> = sorted.iter().map(|write| write.expected as i64).collect();
-    let messages = MessageColumns::of(sorted.iter().copied());
+    let message_columns = MessageColumns::of(sorted.iter().copied());
     let (taken_sessions, taken_ids): (Vec<&str>, Vec<&str>) = sorted
         .iter()
         .flat_map(|write| {
@@ -274,31 +374,52 @@ async fn commit_batch(
             write.taken.iter().map(move |id| (session, id.as_str()))
         })
         .unzip();
-    let statement = client.prepare_cached(WRITE_BATCH).await?;
-    let rows = client
-        .query(
-            &statement,
-            &[
-                &sessions.ids,
-                &sessions.owner_ids,
-                &sessions.titles,
-                &sessions.created_ats,
-                &sessions.turn_numbers,
-                &sessions.active_leaves,
-                &sessions.host_contexts,
-                &sessions.pending_actions,
-                &expected,
-                &messages.session_ids,
-                &messages.ids,
-                &messages.parent_ids,
-                &messages.roles,
-                &messages.bodies,
-                &messages.created_ats,
-                &taken_sessions,
-                &taken_ids,
-            ],
-        )
-        .await?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &sessions.ids,
+        &sessions.owner_ids,
+        &sessions.titles,
+        &sessions.created_ats,
+        &sessions.turn_numbers,
+        &sessions.active_leaves,
+        &sessions.host_contexts,
+        &sessions.pending_actions,
+        &expected,
+        &message_columns.session_ids,
+        &message_columns.ids,
+        &message_columns.parent_ids,
+        &message_columns.roles,
+        &message_columns.bodies,
+        &message_columns.created_ats,
+    ];
+    let taking = !taken_ids.is_empty();
+    if taking {
+        params.push(&taken_sessions);
+        params.push(&taken_ids);
+    }
+    let sql = match (messages, taking) {
+        (Messages::Append, false) => APPEND,
+        (Messages::Append, true) => APPEND_TAKING,
+        (Messages::Replace, false) => REPLACE,
+        (Messages::Replace, true) => REPLACE_TAKING,
+    };
+    let statement = client.prepare_cached(sql).await?;
+    // `BEGIN` goes in the statement's round trip: under load each round
+    // trip waits for two wake-ups, and this one holds the turn.
+    let mut transaction = OpenTransaction { client, open: true };
+    let (begun, ran) = futures_util::join!(
+        client.batch_execute("BEGIN"),
+        client.query(&statement, &params)
+    );
+    drop(turn);
+    let done = match (begun, ran) {
+        (Ok(()), Ok(rows)) => client.batch_execute("COMMIT").await.map(|()| rows),
+        (Ok(()), Err(error)) => client.batch_execute("ROLLBACK").await.and(Err(error)),
+        (Err(error), _) => Err(error),
+    };
+    // After an error it may still be open (a failed `ROLLBACK`): one more,
+    // queued on drop, costs nothing where it is not.
+    transaction.open = done.is_err();
+    let rows = done?;
     let versions: HashMap<String, Version> = rows
         .iter()
         .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as Version))
@@ -310,6 +431,23 @@ async fn commit_batch(
             None => Written::Stale,
         })
         .collect())
+}
+
+/// A batch's transaction while it may be open: dropped half done (the
+/// operation timeout), it queues a `ROLLBACK` on the connection (sent on
+/// the future's first poll, as `tokio_postgres::Transaction` does), so the
+/// connection's next user does not run inside it.
+struct OpenTransaction<'a> {
+    client: &'a deadpool_postgres::Object,
+    open: bool,
+}
+
+impl Drop for OpenTransaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.client.batch_execute("ROLLBACK").now_or_never();
+        }
+    }
 }
 
 /// Session rows as one array per column (the parameters of `unnest`).

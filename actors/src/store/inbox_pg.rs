@@ -1,6 +1,6 @@
 //! The inbox's SQL (`inbox`, sql/0005_inbox.sql), for `PgStore`. Taking
 //! items into a turn is not here: it is part of the group commit's write
-//! (`group_commit::WRITE_BATCH`), so it commits with the turn's message.
+//! (`group_commit`, `taking_inbox!`), so it commits with the turn's message.
 
 use deadpool_postgres::Object;
 use tokio_postgres::Row;

@@ -155,12 +155,12 @@ impl PgStore {
             schema_ready: AtomicBool::new(false),
             migrating: tokio::sync::Mutex::new(()),
         });
-        // Two writers: one batch fills (and runs) while the other waits for
-        // its commit flush, which PostgreSQL shares between them. More
-        // writers only cut the batches smaller: at 200 busy sessions, 8
-        // writers committed 16 writes a batch and 2 commit 57, and the
-        // statement's fixed cost made PostgreSQL's CPU a turn 1.8 times as
-        // large (BENCHMARKS.md, "PostgreSQL"). Each holds one pooled
+        // Two writers: one runs its batch while the other's commit flushes
+        // (`group_commit`: they take turns, never running side by side).
+        // More only cut the batches smaller: at 200 busy sessions, 8
+        // writers committed 16 writes a batch and 2 commit 57 or more, and
+        // the statement's fixed cost made PostgreSQL's CPU a turn 1.8 times
+        // as large (BENCHMARKS.md, "PostgreSQL"). Each holds one pooled
         // connection while it commits, half the pool at most.
         let n_writers = (pool_size / 2).clamp(1, WRITERS);
         let writes = Arc::new(GroupCommit::start(shared.clone(), n_writers)?);
