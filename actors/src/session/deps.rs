@@ -38,7 +38,7 @@ pub struct SessionConfig {
     /// costs money, so a caller may not pick one the operator did not list.
     pub request_models: Vec<ModelId>,
     /// Attachment bytes of running turns, per session and per process.
-    pub attachment_budget: super::AttachmentBudget,
+    pub attachment_budget: crate::budget::AttachmentBudget,
     /// Per-turn traces: stored (`TRACES__*`), exported (OpenTelemetry), or neither.
     pub traces: crate::trace::TraceConfig,
 }

@@ -120,6 +120,12 @@ impl From<ValidationError> for SessionError {
     }
 }
 
+impl From<crate::budget::OverBudget> for SessionError {
+    fn from(error: crate::budget::OverBudget) -> Self {
+        SessionError::TooLarge(error.0)
+    }
+}
+
 impl From<StoreError> for SessionError {
     fn from(error: StoreError) -> Self {
         SessionError::Store(error)

@@ -3,7 +3,6 @@
 //! handle the transports call; the rooms of sockets that follow a session.
 
 mod actor;
-mod budget;
 mod caller;
 mod deps;
 mod error;
@@ -15,7 +14,6 @@ mod rooms;
 mod runtime;
 
 pub use actor::SessionActor;
-pub use budget::{attachment_bytes, AttachmentBudget, AttachmentLease};
 pub use caller::Caller;
 pub use deps::{SessionConfig, SessionDeps};
 pub use error::{SessionError, DATABASE_UNREACHABLE};

@@ -217,7 +217,7 @@ impl State {
         changed.push(Arc::new(user));
         let mut write = self.write(record, Some(changed));
         write.taken = self.reserve_inbox(request);
-        plan.write(write, waiting);
+        plan.write(write, InFlight::Chat(waiting));
     }
 
     pub(super) fn message_stored(&mut self, waiting: Waiting, write: Write, plan: &mut Plan) {

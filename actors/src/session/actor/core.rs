@@ -12,7 +12,7 @@ use crate::conversation::StoredContext;
 use crate::conversation::{Message as StoredMessage, MessageTree, PendingAction, SessionRecord};
 use crate::events::{EventSink, StatusEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, SessionId};
-use crate::session::recovery::recover;
+use crate::session::recovery::{recover, Recovered};
 use crate::session::{Caller, SessionDeps, SessionError, SessionInfo, TurnAccepted};
 use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
 use crate::turn::{CancelHandle, SteeringSender};
@@ -28,7 +28,7 @@ pub(super) type Reply = ReplyTo<TurnAccepted>;
 /// The actor's copy of the session and what it is doing.
 pub(super) struct State {
     pub(super) id: SessionId,
-    /// Settings, models and tools; its store is never used here.
+    /// Its store is never used here.
     pub(super) deps: Arc<SessionDeps>,
     pub(super) loaded: Loaded,
     pub(super) record: SessionRecord,
@@ -41,23 +41,21 @@ pub(super) struct State {
     /// Whether the copy is known current: just loaded or written, no outside
     /// request handled since. A 409 on a copy that is not reloads first (`refuse`).
     pub(super) current: bool,
-    /// The newest screenshot (data URI, maybe megabytes): never stored.
+    /// The newest screenshot (a data URI): never stored.
     pub(super) screenshot: Option<Arc<str>>,
     pub(super) next_turn_id: u64,
     /// `Plan::out`'s buffer, given back by the shell once carried out.
     pub(super) spare_out: Vec<Out>,
 }
 
-/// What the copy is of.
+/// What the copy is of. Every write names the stored version, so a copy
+/// another process has since changed never overwrites anything.
 pub(super) enum Loaded {
-    /// The first load has not finished; nothing is handled before it does.
     Loading,
     /// The first load failed: requests already queued get its error.
     Failed(StoreError),
-    /// Not in the store (never written, or deleted): a message or join creates it.
+    /// Never written, or deleted: a message or join creates it.
     Absent,
-    /// In the store at this version. Every write names it, so a copy another
-    /// process has since changed never overwrites anything.
     Stored(Version),
 }
 
@@ -69,6 +67,12 @@ pub(super) enum Phase {
     AwaitingHost(Arc<PendingAction>),
 }
 
+impl Phase {
+    pub(super) fn awaiting(pending: Option<Arc<PendingAction>>) -> Phase {
+        pending.map_or(Phase::Idle, Phase::AwaitingHost)
+    }
+}
+
 pub(super) struct LiveTurn {
     pub(super) id: u64,
     pub(super) cancel: CancelHandle,
@@ -76,7 +80,7 @@ pub(super) struct LiveTurn {
     pub(super) cancelling: bool,
     pub(super) steering: SteeringSender,
     pub(super) sink: EventSink,
-    /// Who started the turn: steering promoted to a turn of its own is theirs.
+    /// Steering promoted to a turn of its own is theirs.
     pub(super) caller: Caller,
     pub(super) output_mode: OutputMode,
     pub(super) model: Arc<str>,
@@ -125,7 +129,6 @@ pub(super) enum Input {
     Owner(super::owner::OwnerChange),
     Read(Caller, Read),
     TurnEnded(super::turns::TurnEnded),
-    /// Go on answering requests that waited for the live turn.
     RunWaiting,
     Written(StoreResult<Written>, Box<Writing>),
     Loaded(StoreResult<Option<SessionSnapshot>>, Box<InFlight>),
@@ -137,11 +140,10 @@ pub(super) enum Input {
 /// reloaded copy (`redo`), on a failure it is told (`fail`).
 #[allow(clippy::large_enum_variant)]
 pub(super) enum InFlight {
-    /// Nothing: the first load, or its recovery.
+    /// The first load, or its recovery.
     Nothing,
-    /// A chat request; written: its user message, whose turn starts.
+    /// Written: its user message, whose turn starts.
     Chat(Waiting),
-    /// A host result recorded on its call.
     Result(Waiting, super::accepting::AppliedResult),
     /// Boxed: a context is a third of a kilobyte, and joins are rare.
     Join(Box<Joining>),
@@ -164,8 +166,7 @@ pub(super) struct Write {
 /// One or two messages (a reply with its summary) need no allocation.
 pub(super) type Messages = smallvec::SmallVec<[Arc<StoredMessage>; 2]>;
 
-/// A write and what waits on it: boxed once, from the plan to the outcome,
-/// so that neither the plan nor the input is large to move.
+/// Boxed once, from the plan to the outcome, so that neither is large to move.
 pub(super) struct Writing {
     pub(super) write: Write,
     pub(super) in_flight: InFlight,
@@ -186,7 +187,7 @@ pub(super) struct Plan {
     pub(super) trace: Option<super::turns::TraceEnd>,
     /// Cancel the live turn.
     pub(super) cancel: bool,
-    /// Boxed, as the plan is moved about and this is most of it.
+    /// Boxed: most of the plan, which is moved about.
     pub(super) start: Option<Box<super::turns::Start>>,
     pub(super) io: Option<Io>,
     /// Feed `RunWaiting` again (through the mailbox if a write holds it).
@@ -199,14 +200,12 @@ pub(super) enum Out {
     Event(EventSink, TurnEvent),
 }
 
-/// The actor's own lifetime (the shell's business).
+/// The actor's own lifetime (the shell's business, `SessionActor::live`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Life {
     /// A turn or result ended: hibernate if configured.
     Settled,
-    /// Read of an absent session: stop after a moment if still absent.
     StopIfAbsent,
-    /// The first load failed: leave the registry, stop after a moment.
     LoadFailed,
     Stop,
 }
@@ -268,8 +267,7 @@ impl Plan {
         }
     }
 
-    pub(super) fn write(&mut self, write: Write, in_flight: impl Into<InFlight>) {
-        let in_flight = in_flight.into();
+    pub(super) fn write(&mut self, write: Write, in_flight: InFlight) {
         self.io(Io::Write(Box::new(Writing { write, in_flight })));
     }
 
@@ -277,12 +275,6 @@ impl Plan {
     pub(super) fn io(&mut self, io: Io) {
         debug_assert!(self.io.is_none(), "two store operations in one plan");
         self.io = Some(io);
-    }
-}
-
-impl From<Waiting> for InFlight {
-    fn from(waiting: Waiting) -> InFlight {
-        InFlight::Chat(waiting)
     }
 }
 
@@ -295,27 +287,20 @@ pub(super) fn decide(state: &mut State, input: Input) -> Plan {
         ..Plan::default()
     };
     let plan_ref = &mut plan;
+    if let Input::Chat(_) | Input::Join(_) | Input::Repair(_) | Input::Owner(_) = &input {
+        state.reloads = 0;
+    }
     match input {
         Input::Chat(waiting) => {
             // Time has passed: another process may have written meanwhile.
             state.current = false;
-            state.reloads = 0;
             state.accept(waiting, plan_ref);
         }
-        Input::Join(joining) => {
-            state.reloads = 0;
-            state.join(joining, plan_ref);
-        }
-        Input::Repair(repairing) => {
-            state.reloads = 0;
-            state.repair(repairing, plan_ref);
-        }
+        Input::Join(joining) => state.join(joining, plan_ref),
+        Input::Repair(repairing) => state.repair(repairing, plan_ref),
         Input::Cancel(caller, reply) => state.cancel(&caller, reply, plan_ref),
         Input::Delete(caller, reply) => state.delete(&caller, reply, plan_ref),
-        Input::Owner(change) => {
-            state.reloads = 0;
-            state.set_owner(change, plan_ref);
-        }
+        Input::Owner(change) => state.set_owner(change, plan_ref),
         Input::Read(caller, read) => state.read(&caller, read, plan_ref),
         Input::TurnEnded(ended) => state.finish_turn(ended, plan_ref),
         Input::RunWaiting => state.run_waiting(plan_ref),
@@ -428,35 +413,22 @@ impl State {
             }
             return None;
         };
-        let version = snapshot.version;
-        self.loaded = Loaded::Stored(version);
-        let mut record = snapshot.record.clone();
-        let recovered = recover(snapshot);
-        let mut stored = record.clone();
-        stored.pending_action = recovered.pending.clone();
-        record.pending_action = None;
-        if running {
-            // Another process's pending call stays in the record until this
-            // actor's turn ends (`finish_turn`), so no write meanwhile drops it.
-            record.pending_action = recovered.pending;
-        } else {
-            self.phase = match recovered.pending {
-                Some(pending) => Phase::AwaitingHost(pending),
-                None => Phase::Idle,
-            };
+        self.loaded = Loaded::Stored(snapshot.version);
+        let Recovered {
+            mut record,
+            messages,
+            changed,
+        } = recover(snapshot);
+        let changed: Messages = changed.iter().map(|&i| messages[i].clone()).collect();
+        let write = (!changed.is_empty()).then(|| self.write(record.clone(), Some(changed)));
+        // While a turn runs, another process's pending call stays in the
+        // record until it ends (`finish_turn`), so no write meanwhile drops it.
+        if !running {
+            self.phase = Phase::awaiting(record.pending_action.take());
         }
         self.record = record;
-        let changed: Messages = (recovered.changed.iter())
-            .map(|&index| recovered.messages[index].clone())
-            .collect();
-        self.tree = MessageTree::from_messages(recovered.messages);
-        let messages = (!changed.is_empty()).then_some(changed)?;
-        Some(Write {
-            version,
-            record: stored,
-            messages: Some(messages),
-            taken: Vec::new(),
-        })
+        self.tree = MessageTree::from_messages(messages);
+        write
     }
 
     /// A write found the session changed by another writer: load it again
@@ -529,7 +501,7 @@ impl State {
         if self.current || !matches!(error, SessionError::Conflict(_)) {
             return plan.answer(waiting.reply, Err(error));
         }
-        self.reload(waiting.into(), plan);
+        self.reload(InFlight::Chat(waiting), plan);
     }
 }
 
@@ -590,59 +562,43 @@ impl State {
         true
     }
 
-    fn ready(&self) -> Result<(), SessionError> {
-        match &self.loaded {
-            Loaded::Absent | Loaded::Stored(_) => Ok(()),
-            Loaded::Loading => Err(SessionError::ActorUnavailable(
-                "session still loading".into(),
-            )),
-            Loaded::Failed(error) => Err(error.clone().into()),
-        }
-    }
-
     /// Whether `caller` may read or change this session. One not stored is
     /// `NotFound` to an admin and `Forbidden` to anyone else, so a refusal
     /// never tells whether someone else's session exists.
     pub(super) fn authorize_read(&self, caller: &Caller) -> Result<(), SessionError> {
-        self.ready()?;
-        if !self.is_stored() {
-            return Err(match caller.admin {
-                true => SessionError::NotFound(self.id.to_string()),
-                false => SessionError::forbidden(&self.id),
-            });
+        match &self.loaded {
+            Loaded::Loading => Err(SessionError::ActorUnavailable(
+                "session still loading".into(),
+            )),
+            Loaded::Failed(error) => Err(error.clone().into()),
+            Loaded::Absent if caller.admin => Err(SessionError::NotFound(self.id.to_string())),
+            Loaded::Stored(_) if caller.may_touch(self.record.owner_id.as_deref()) => Ok(()),
+            _ => Err(SessionError::forbidden(&self.id)),
         }
-        self.check_owner(caller)
     }
 
     /// Whether `caller` may write (a message or a join). A session not stored
     /// yet is created by this write, so it becomes the caller's.
     pub(super) fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
-        self.ready()?;
-        if !self.is_stored() {
-            self.record.owner_id = Some(caller.principal.clone());
-            return Ok(());
+        if !matches!(self.loaded, Loaded::Absent) {
+            return self.authorize_read(caller);
         }
-        self.check_owner(caller)
+        self.record.owner_id = Some(caller.principal.clone());
+        Ok(())
     }
 
-    fn check_owner(&self, caller: &Caller) -> Result<(), SessionError> {
-        match caller.may_touch(self.record.owner_id.as_deref()) {
-            true => Ok(()),
-            false => Err(SessionError::forbidden(&self.id)),
-        }
-    }
-
-    /// This request's context: its own, or the session's last. Borrowed: a
-    /// context may carry megabytes of attachments.
+    /// This request's context: its own, or the session's last (borrowed: it
+    /// may carry megabytes of attachments).
     pub(super) fn current_context<'a>(
         &'a self,
         request: &'a ChatRequest,
     ) -> Option<&'a HostContext> {
-        (request.host_context.as_ref()).or(self
+        let kept = self
             .record
             .host_context
             .as_deref()
-            .map(StoredContext::context))
+            .map(StoredContext::context);
+        request.host_context.as_ref().or(kept)
     }
 }
 

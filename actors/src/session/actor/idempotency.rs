@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::accepting::accepted;
-use super::core::{Phase, Plan, State, Waiting};
+use super::core::{InFlight, Phase, Plan, State, Waiting};
 use super::turns::{TurnEnding, TurnFailure};
 use crate::contract::OutputMode;
 use crate::conversation::{now_millis, IdempotencyMark, Message as StoredMessage, Role};
@@ -121,7 +121,7 @@ impl State {
     /// known current (another process may have stored its reply since).
     pub(super) fn answer_unanswered(&mut self, waiting: Waiting, user: MessageId, plan: &mut Plan) {
         if !self.current {
-            return self.reload(waiting.into(), plan);
+            return self.reload(InFlight::Chat(waiting), plan);
         }
         if matches!(self.phase, Phase::AwaitingHost(_)) {
             let error = SessionError::Conflict(format!(

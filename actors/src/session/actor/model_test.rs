@@ -27,6 +27,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use crate::budget::AttachmentBudget;
 use crate::contract::ChatRequest;
 use crate::events::{EventSink, EventStream, TurnEvent, TurnStatus};
 use crate::history::HistoryConfig;
@@ -37,9 +38,7 @@ use crate::model::{
 };
 use crate::prompt::profile::Profile;
 use crate::prompt::system::system_prompt;
-use crate::session::{
-    AcceptedAs, AttachmentBudget, Caller, Runtime, SessionConfig, SessionDeps, SessionError,
-};
+use crate::session::{AcceptedAs, Caller, Runtime, SessionConfig, SessionDeps, SessionError};
 use crate::store::memory::MemoryStore;
 use crate::store::{Store, Written};
 use crate::tools::ToolRegistry;

@@ -1,7 +1,5 @@
 //! Owner transfer (`PATCH /api/sessions/{id}/owner`): an admin hands a stored
 //! session to another principal, or to none (then only admins may touch it).
-//! One input (`Input::Owner`), one versioned session write through the write
-//! loop; stale, it is decided again on the reloaded copy (`InFlight::Owner`).
 //! A live turn goes on; the new owner is checked from the next request on.
 
 use std::sync::Arc;
@@ -14,12 +12,6 @@ pub(super) struct OwnerChange {
     pub(super) caller: Caller,
     pub(super) owner_id: Option<Arc<str>>,
     pub(super) reply: ReplyTo<()>,
-}
-
-impl From<OwnerChange> for InFlight {
-    fn from(change: OwnerChange) -> InFlight {
-        InFlight::Owner(change)
-    }
 }
 
 impl State {
@@ -38,7 +30,7 @@ impl State {
         }
         let mut record = self.stored_record();
         record.owner_id = change.owner_id.clone();
-        plan.write(self.write(record, None), change);
+        plan.write(self.write(record, None), InFlight::Owner(change));
     }
 
     /// The write committed: the copy takes the new owner.

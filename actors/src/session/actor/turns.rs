@@ -34,7 +34,6 @@ pub(super) struct Start {
     pub(super) steering: SteeringReceiver,
 }
 
-/// A turn's end, as its task reports it.
 pub(super) struct TurnEnded {
     pub(super) turn_id: u64,
     pub(super) output: TurnOutput,
@@ -42,7 +41,6 @@ pub(super) struct TurnEnded {
     pub(super) summary: Option<Arc<StoredMessage>>,
 }
 
-/// A finished turn's trace, for the shell to export or store.
 pub(super) struct TraceEnd {
     pub(super) trace: Box<TurnTrace>,
     pub(super) outcome: &'static str,
@@ -52,7 +50,6 @@ pub(super) struct TraceEnd {
 /// A turn that ended, on its way to the store.
 pub(super) struct FinishedTurn {
     live: LiveTurn,
-    /// Shared with the store once written.
     assistant: Arc<StoredMessage>,
     next: Option<Arc<PendingAction>>,
     decision: Option<Decision>,
@@ -69,11 +66,9 @@ pub(super) struct TurnEnding<'a> {
     pub(super) model: Arc<str>,
     /// The call now pending, if the turn (or a result) left one.
     pub(super) pending: Option<&'a PendingAction>,
-    /// A silent decision's verdict.
     pub(super) decision: Option<Decision>,
-    /// `host_tools` sends no content.
     pub(super) output_mode: OutputMode,
-    /// Why it did not complete: sent as the terminal `error` event too.
+    /// Sent as the terminal `error` event too.
     pub(super) failure: Option<TurnFailure>,
 }
 
@@ -138,9 +133,7 @@ impl State {
         };
         // A call another process left pending while the turn ran (found on
         // a reload) is the session's pending call now.
-        if let Some(pending) = self.record.pending_action.take() {
-            self.phase = Phase::AwaitingHost(pending);
-        }
+        self.phase = Phase::awaiting(self.record.pending_action.take());
         let output = ended.output;
         let (mut assistant, end) = (output.assistant, output.end);
         self.late_steering(output.steering, &end, &live);
@@ -238,10 +231,7 @@ impl State {
         if turn.on_path {
             record.pending_action = None;
             self.record = record;
-            self.phase = match &turn.next {
-                Some(pending) => Phase::AwaitingHost(pending.clone()),
-                None => Phase::Idle,
-            };
+            self.phase = Phase::awaiting(turn.next.clone());
         }
         let (live, assistant) = (turn.live, turn.assistant);
         let ending = TurnEnding {
