@@ -1,17 +1,7 @@
 //! The session registry: finds the live `SessionActor` for a `SessionId`,
-//! starting one (which loads itself from the store) on first use. It hands out
-//! addresses, or queues a message on one, and nothing else: no turn work
-//! passes through it. Sharded maps instead of an actor, so lookups never
-//! queue behind one mailbox.
-//!
-//! A new actor runs on the thread that asked for it: the HTTP worker that
-//! serves the session's connection. Its messages, its turn and the turn's
-//! events then never cross a thread; a hand-off to another thread costs a
-//! wake-up and a context switch each way, about a tenth of a short turn's
-//! CPU. What grows with its input (bodies, tool
-//! arguments and stored sessions past 64 KiB, and any argument check past a
-//! small step budget) runs on the blocking pool (`offload`), so a session's
-//! work does not hold the worker's other connections.
+//! starting one on the thread that asked (ARCHITECTURE.md says why) on first
+//! use. No turn work passes through it. Sharded maps instead of an actor, so
+//! lookups never queue behind one mailbox.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +21,6 @@ const N_SHARDS: usize = 64;
 /// entry has one; holding it keeps the name from being reused).
 pub struct SentTo(Arc<IdleCheck>);
 
-/// A live actor and when it may next be asked whether it is idle.
 struct Entry {
     addr: Addr<SessionActor>,
     idle_check: Arc<IdleCheck>,
@@ -41,10 +30,9 @@ type Shard = HashMap<SessionId, Entry>;
 
 pub struct SessionRegistry {
     shards: Vec<Mutex<Shard>>,
-    /// Slots for sessions of one exchange to stay a moment (`grace`).
     pub(super) graces: Arc<GracePool>,
     /// Threads for actors asked for from outside any actix arbiter (a
-    /// plain tokio thread); started on first such use, inside the actix system.
+    /// plain tokio thread); started on first such use.
     arbiters: OnceLock<Vec<ArbiterHandle>>,
 }
 
@@ -60,12 +48,7 @@ impl Default for SessionRegistry {
 
 impl SessionRegistry {
     fn shard(&self, id: &SessionId) -> MutexGuard<'_, Shard> {
-        // The map under the lock hashes the id with its keyed hasher.
-        let index = (id.shard_hash() as usize) % N_SHARDS;
-        // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
-        self.shards[index]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.shards[(id.shard_hash() as usize) % N_SHARDS])
     }
 
     /// Sends `message` to the live actor, started on this thread when there
@@ -84,8 +67,7 @@ impl SessionRegistry {
         M::Result: Send,
         SessionActor: actix::Handler<M>,
     {
-        // Sending only queues the message (and wakes the actor's task), so
-        // the shard's lock is held no longer than for a lookup.
+        // Sending only queues the message: the lock is held as for a lookup.
         self.with_actor(id, deps, |entry| {
             (entry.addr.send(message), SentTo(entry.idle_check.clone()))
         })
@@ -160,27 +142,25 @@ impl SessionRegistry {
     /// every worker for milliseconds (a load's worst per-round p99 went from
     /// 22–33 ms to 6 ms when they were no longer woken).
     pub fn due_for_idle_check(&self, now: Instant) -> Vec<Addr<SessionActor>> {
+        let due = |entry: &Entry| entry.idle_check.is_due(now).then(|| entry.addr.clone());
         let mut actors = Vec::new();
         for shard in &self.shards {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            actors.extend(
-                shard
-                    .values()
-                    .filter(|entry| entry.idle_check.is_due(now))
-                    .map(|entry| entry.addr.clone()),
-            );
+            actors.extend(lock(shard).values().filter_map(due));
         }
         actors
     }
 
     pub fn n_live(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| shard.lock().map(|map| map.len()).unwrap_or(0))
-            .sum()
+        self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
+}
+
+/// Only plain map operations run under a shard's lock: a poisoned one still
+/// holds a usable map.
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// When an actor may next be asked whether it is idle: set by the actor

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::{Addr, Handler, MailboxError};
+use actix::MailboxError;
 use serde::Serialize;
 
-use super::actor::{ask, SessionActor};
+use super::actor::{ask, Ask};
 use super::caller::Caller;
 use super::deps::SessionDeps;
 use super::error::SessionError;
@@ -28,6 +28,8 @@ use crate::tools::ToolRegistry;
 /// an unhandled message had no effect.
 const MAX_SEND_ATTEMPTS: usize = 5;
 
+type Answer<T> = Result<T, SessionError>;
+
 /// How often idle actors are asked to stop, at most.
 const IDLE_SWEEP_PERIOD: Duration = Duration::from_secs(5);
 
@@ -36,11 +38,9 @@ pub struct RuntimeHealth {
     pub healthy: bool,
     pub store: &'static str,
     pub store_reachable: bool,
-    /// Why the store cannot be used, with the fix when one is known.
     pub store_problem: Option<String>,
     pub default_model: String,
     pub model_usable: bool,
-    /// Why the default model cannot be used, when it cannot.
     pub model_problem: Option<String>,
     pub live_sessions: usize,
 }
@@ -49,7 +49,6 @@ pub struct RuntimeHealth {
 pub struct Runtime {
     registry: Arc<SessionRegistry>,
     deps: Arc<SessionDeps>,
-    /// Who follows each session's turns besides the requester (`rooms`).
     rooms: Arc<Rooms>,
 }
 
@@ -66,12 +65,8 @@ impl Runtime {
     /// sessions, instead of a timer per actor). Call from inside the actix system.
     pub fn start_idle_sweeper(&self) {
         let registry = Arc::downgrade(&self.registry);
-        let period = IDLE_SWEEP_PERIOD.min(
-            self.deps
-                .config
-                .idle_timeout
-                .max(Duration::from_millis(200)),
-        );
+        let idle_timeout = self.deps.config.idle_timeout;
+        let period = IDLE_SWEEP_PERIOD.min(idle_timeout.max(Duration::from_millis(200)));
         actix::spawn(async move {
             let mut ticks = tokio::time::interval(period);
             loop {
@@ -101,23 +96,17 @@ impl Runtime {
         &self.deps
     }
 
-    /// The sessions' rooms (`rooms`): members join through `join_room`.
     pub fn rooms(&self) -> &Arc<Rooms> {
         &self.rooms
     }
 
     /// Sends to the session's actor, starting it if needed. An actor that
-    /// stopped between lookup and send (idle timeout) is replaced once.
-    async fn ask<M>(&self, id: &SessionId, make: impl Fn() -> M) -> Result<M::Result, SessionError>
-    where
-        M: actix::Message + Send + 'static,
-        M::Result: Send,
-        SessionActor: Handler<M>,
-    {
+    /// stopped between lookup and send (idle timeout) is replaced.
+    async fn ask<T: Send + 'static>(&self, id: &SessionId, make: impl Fn() -> Ask<T>) -> Answer<T> {
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let (request, sent_to) = self.registry.send(id, &self.deps, make());
             match request.await {
-                Ok(result) => return Ok(result),
+                Ok(answer) => return answer,
                 Err(MailboxError::Closed) | Err(MailboxError::Timeout) => {
                     self.registry.forget(id, &sent_to)
                 }
@@ -132,16 +121,14 @@ impl Runtime {
     /// decides between "absent" and 503. Absent is a 404 to an admin and a
     /// 403 to anyone else, as the actor answers it (the status never tells
     /// a non-admin whether an id exists).
-    async fn ask_existing<M>(
+    async fn ask_existing<T>(
         &self,
         caller: &Caller,
         id: &SessionId,
-        make: impl Fn() -> M,
-    ) -> Result<M::Result, SessionError>
+        make: impl Fn() -> Ask<T>,
+    ) -> Answer<T>
     where
-        M: actix::Message + Send + 'static,
-        M::Result: Send,
-        SessionActor: Handler<M>,
+        T: Send + 'static,
     {
         match self.ask(id, make).await {
             Err(SessionError::ActorUnavailable(cause)) => match self.deps.store.load(id).await {
@@ -161,10 +148,6 @@ impl Runtime {
             Err(error) => error.into(),
             Ok(()) => SessionError::ActorUnavailable(cause.into()),
         }
-    }
-
-    fn live(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
-        self.registry.get(id)
     }
 
     /// Hands a message body to its session; events of its turn go to `sink`
@@ -236,7 +219,7 @@ impl Runtime {
         host_context: Option<HostContext>,
     ) -> Result<(), SessionError> {
         self.ask(id, || ask::join(caller.clone(), host_context.clone()))
-            .await?
+            .await
     }
 
     /// `join`, then puts `member` in the session's room: it gets every turn
@@ -268,17 +251,17 @@ impl Runtime {
         let cancel = || ask::cancel(caller.clone());
         // A live turn always has a live actor: for an admin, no actor means
         // nothing to cancel. Anyone else is checked against the stored owner.
-        let Some(addr) = self.live(id) else {
+        let Some(addr) = self.registry.get(id) else {
             return match caller.admin {
                 true => Ok(false),
-                false => self.ask(id, cancel).await?,
+                false => self.ask(id, cancel).await,
             };
         };
         match addr.send(cancel()).await {
             Ok(answer) => answer,
             // The actor stopped before it read the request, so nobody checked
             // the caller: a fresh actor decides (and checks the owner).
-            Err(_) => self.ask(id, cancel).await?,
+            Err(_) => self.ask(id, cancel).await,
         }
     }
 
@@ -288,7 +271,7 @@ impl Runtime {
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
         self.ask_existing(caller, id, || ask::info(caller.clone()))
-            .await?
+            .await
     }
 
     pub async fn messages(
@@ -298,7 +281,7 @@ impl Runtime {
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
         self.ask_existing(caller, id, || ask::path(caller.clone(), leaf_id.clone()))
-            .await?
+            .await
     }
 
     pub async fn tree(
@@ -307,7 +290,7 @@ impl Runtime {
         id: &SessionId,
     ) -> Result<Vec<StoredMessage>, SessionError> {
         self.ask_existing(caller, id, || ask::tree(caller.clone()))
-            .await?
+            .await
     }
 
     /// A page of the session's turn traces, oldest first, to whoever may
@@ -329,7 +312,7 @@ impl Runtime {
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
         self.ask_existing(caller, id, || ask::repair(caller.clone()))
-            .await?
+            .await
     }
 
     /// Deletes through the actor; a session its actor cannot load (stored
@@ -348,20 +331,18 @@ impl Runtime {
     async fn delete_session(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
         let delete = || ask::delete(caller.clone());
         match self.ask_existing(caller, id, delete).await {
-            Ok(Err(
-                cause @ (SessionError::Internal(_) | SessionError::Store(StoreError::Failed(_))),
-            ))
-            | Err(cause @ SessionError::ActorUnavailable(_))
-                if caller.admin =>
-            {
+            Err(
+                cause @ (SessionError::Internal(_)
+                | SessionError::Store(StoreError::Failed(_))
+                | SessionError::ActorUnavailable(_)),
+            ) if caller.admin => {
                 log::warn!("session {id}: deleting in the store directly ({cause})");
-                if let Some(addr) = self.live(id) {
+                if let Some(addr) = self.registry.get(id) {
                     self.registry.remove(id, &addr);
                 }
                 Ok(self.deps.store.delete(id).await?)
             }
-            Ok(result) => result,
-            Err(error) => Err(error),
+            other => other,
         }
     }
 
@@ -381,7 +362,7 @@ impl Runtime {
         self.ask_existing(caller, id, || {
             ask::set_owner(caller.clone(), owner_id.clone())
         })
-        .await??;
+        .await?;
         self.rooms.evict(
             id,
             |member| member.may_touch(owner_id.as_deref()),
@@ -412,18 +393,15 @@ impl Runtime {
                 .unwrap_or_else(|| super::DATABASE_UNREACHABLE.to_string())
         });
         let store_reachable = store_problem.is_none();
-        let model_problem = self
-            .deps
-            .models
-            .client_for(&self.deps.config.default_model)
-            .err();
+        let (deps, default_model) = (&self.deps, &self.deps.config.default_model);
+        let model_problem = deps.models.client_for(default_model).err();
         let model_usable = model_problem.is_none();
         RuntimeHealth {
             healthy: store_reachable && model_usable,
-            store: self.deps.store.kind(),
+            store: deps.store.kind(),
             store_reachable,
             store_problem,
-            default_model: self.deps.config.default_model.to_string(),
+            default_model: default_model.to_string(),
             model_usable,
             model_problem,
             live_sessions: self.registry.n_live(),

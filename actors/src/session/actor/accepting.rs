@@ -44,23 +44,20 @@ impl State {
 
     /// Keeps the newest screenshot of a request for `look_at_screen`.
     fn take_screenshot(&mut self, request: &ChatRequest) {
-        let newest = request.attachments.iter().rev().find_map(|attachment| {
-            match (&attachment.purpose, &attachment.source) {
-                (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
-                    Some(uri.clone())
-                }
+        let newest = (request.attachments.iter().rev()).find_map(|attachment| {
+            let screenshot = attachment.purpose == AttachmentPurpose::Screenshot;
+            match &attachment.source {
+                AttachmentSource::DataUri(uri) if screenshot => Some(uri.clone()),
                 _ => None,
             }
         });
-        if newest.is_some() {
-            self.screenshot = newest;
-        }
+        self.screenshot = newest.or(self.screenshot.take());
     }
 
     /// The context kept after this request: the kept one if repeated (JSON and
     /// block already made), else the request's own without attachments.
-    fn kept_context(&self, request: &ChatRequest) -> Option<Arc<StoredContext>> {
-        let context = request.host_context.as_ref()?;
+    fn kept_context(&self, request: &mut ChatRequest) -> Option<Arc<StoredContext>> {
+        let context = request.host_context.as_mut()?;
         match &self.record.host_context {
             Some(kept) if context.repeats(kept.context()) => Some(Arc::clone(kept)),
             _ => Some(shared_context(context)),
@@ -81,31 +78,13 @@ impl State {
 }
 
 /// A context as the session keeps it: without its attachments, which belong
-/// to their message (screenshots are never stored). Field by field, so the
-/// attachments (up to megabytes) are never copied only to be dropped.
-fn shared_context(context: &HostContext) -> Arc<StoredContext> {
-    let HostContext {
-        version,
-        host,
-        view,
-        navigation,
-        actions,
-        attachments: _,
-        background,
-        captured_at,
-        extensions,
-    } = context;
-    Arc::new(StoredContext::new(HostContext {
-        version: *version,
-        host: host.clone(),
-        view: view.clone(),
-        navigation: navigation.clone(),
-        actions: actions.clone(),
-        attachments: Vec::new(),
-        background: background.clone(),
-        captured_at: captured_at.clone(),
-        extensions: extensions.clone(),
-    }))
+/// to their message (screenshots are never stored). They are set aside while
+/// it is copied, so megabytes are never copied only to be dropped.
+fn shared_context(context: &mut HostContext) -> Arc<StoredContext> {
+    let attachments = std::mem::take(&mut context.attachments);
+    let kept = StoredContext::new(context.clone());
+    context.attachments = attachments;
+    Arc::new(kept)
 }
 
 pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<Attachment> {
@@ -200,7 +179,7 @@ impl State {
     /// Stores the user message (superseding a pending call); its turn starts
     /// on commit (`message_stored`). Stale: decided again on the reloaded
     /// copy (parent, supersession and turn number come from there).
-    fn store_message(&mut self, waiting: Waiting, plan: &mut Plan) {
+    fn store_message(&mut self, mut waiting: Waiting, plan: &mut Plan) {
         let mut changed = super::core::Messages::new();
         if let Phase::AwaitingHost(pending) = &self.phase {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
@@ -209,9 +188,9 @@ impl State {
                 changed.push(Arc::new(assistant));
             }
         }
+        let kept = self.kept_context(&mut waiting.request);
         let request = &waiting.request;
         self.reset_screenshot(request);
-        let kept = self.kept_context(request);
         let user = self.user_message(request, kept.as_deref());
         let record = self.record_after(request, kept, &user.id);
         changed.push(Arc::new(user));
@@ -338,16 +317,10 @@ impl State {
             // A continuation never cancels: it waits for the live turn to end.
             return self.waiting.push_back(waiting);
         }
-        let call_id = waiting
-            .request
-            .continuation
-            .as_ref()
-            .map(|c| &c.tool_call_id);
-        let target = match call_id {
-            Some(call_id) => self.result_target(call_id),
-            None => Err(SessionError::Internal("not a continuation".into())),
-        };
-        match target {
+        let continuation = waiting.request.continuation.as_ref();
+        let target =
+            continuation.map(|continuation| self.result_target(&continuation.tool_call_id));
+        match target.unwrap_or_else(|| Err(SessionError::Internal("not a continuation".into()))) {
             Ok(pending) => self.apply_result(waiting, pending, plan),
             Err(error) => self.refuse(waiting, error, plan),
         }
@@ -372,7 +345,8 @@ pub(super) struct AppliedResult {
 impl State {
     /// Records a host's result for the pending call, conditional on this copy's
     /// version: of two processes accepting one result, one commits, one gets 409.
-    fn apply_result(&mut self, waiting: Waiting, pending: Arc<PendingAction>, plan: &mut Plan) {
+    fn apply_result(&mut self, mut waiting: Waiting, pending: Arc<PendingAction>, plan: &mut Plan) {
+        let kept = self.kept_context(&mut waiting.request);
         let request = &waiting.request;
         let (Some(assistant), Some(continuation)) = (
             self.tree.get(&pending.assistant_message_id),
@@ -392,24 +366,20 @@ impl State {
             pending_for(&assistant, next_id, queued.to_vec(), pending.output_mode)
         });
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
-        let kept = self.kept_context(request);
-        if let Some(text) = (resumes_model)
-            .then(|| self.host_block(request, kept.as_deref()))
-            .flatten()
-        {
+        let block = resumes_model.then(|| self.host_block(request, kept.as_deref()));
+        if let Some(text) = block.flatten() {
             let (origin, attachments) = (NoteOrigin::HostContext, reference_attachments(request));
-            assistant.segments.push(Segment::Note {
+            let text = text.to_string();
+            (assistant.segments).push(Segment::Note {
                 origin,
-                text: text.to_string(),
+                text,
                 attachments,
             });
         }
         let mut record = self.stored_record();
-        if request.host_context.is_some() {
-            record.host_context = kept;
-        }
+        record.host_context = kept.or(record.host_context.take());
         record.pending_action = next.clone();
-        let messages = Some(smallvec::smallvec![Arc::new(assistant)]);
+        let write = self.write(record, Some(smallvec::smallvec![Arc::new(assistant)]));
         let applied = AppliedResult {
             pending,
             next,
@@ -418,10 +388,7 @@ impl State {
             screenshot,
             resumes_model,
         };
-        plan.write(
-            self.write(record, messages),
-            InFlight::Result(waiting, applied),
-        );
+        plan.write(write, InFlight::Result(waiting, applied));
     }
 
     /// The result is stored: the model resumes, or the next call is reported.
@@ -527,10 +494,15 @@ mod tests {
         context["attachments"] = json!([{"kind": "text", "text": "notes"}]);
         let body = json!({"id": "m1", "session_id": "s1", "host_context": context});
         let request = crate::contract::ChatRequest::parse(&body).expect("a valid body");
-        let kept = super::shared_context(request.host_context.as_ref().expect("a context"));
-        let mut expected = request.host_context.clone().expect("a context");
-        expected.attachments.clear();
-        assert_eq!(*kept.context(), expected);
+        let mut context = request.host_context.clone().expect("a context");
+        let kept = super::shared_context(&mut context);
+        assert_eq!(
+            Some(&context),
+            request.host_context.as_ref(),
+            "given back whole"
+        );
+        context.attachments.clear();
+        assert_eq!(*kept.context(), context);
     }
 
     /// A live turn takes at most `MAX_QUEUED_STEERING` steering messages

@@ -12,19 +12,18 @@ use crate::session::grace::FIRST_EXCHANGE_GRACE;
 use crate::session::requests::CheckIdle;
 
 /// With an idle timeout of zero (the in-memory default), a session longer
-/// than this stays resident for `HOT_WINDOW`: its reload decodes every
-/// message, which a conversation in progress would pay on every turn.
+/// than this stays for `HOT_WINDOW`: its reload decodes every message, which
+/// a conversation in progress would pay on every turn.
 const HOT_MESSAGES: usize = 16;
 const HOT_WINDOW: Duration = Duration::from_secs(5);
-/// With a zero timeout, how long a session in conversation stays (one
-/// waiting for a host result, or past its first exchange): its next request
-/// usually comes within it; an abandoned one leaves within a second.
+/// With a zero timeout, a session in conversation stays this long: its next
+/// request usually comes within it; an abandoned one leaves within a second.
 const SHORT_WINDOW: Duration = Duration::from_millis(500);
-/// How long a session waiting for a host result keeps its (unstored) screenshot.
+/// How long a session waiting for a host result keeps its screenshot.
 const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
 /// How soon a busy actor is asked again, in case nothing tells the sweeper.
 const BUSY_RECHECK: Duration = Duration::from_secs(1);
-/// The messages of a session's first exchange (the user's and the reply).
+/// The user's message and the reply.
 const FIRST_EXCHANGE: usize = 2;
 
 impl Handler<CheckIdle> for SessionActor {
@@ -78,10 +77,8 @@ impl SessionActor {
 
     /// The configured timeout, or with zero: `HOT_WINDOW` for a long
     /// session, `SHORT_WINDOW` for one in conversation, and for one of a
-    /// single exchange `FIRST_EXCHANGE_GRACE` while it holds a grace slot,
-    /// none otherwise. That last kind is most idle sessions (a burst of new
-    /// ones would all stay resident, a peak the allocator keeps); it costs
-    /// one reload if it continues.
+    /// single exchange `FIRST_EXCHANGE_GRACE` with a grace slot (`grace.rs`),
+    /// none otherwise.
     fn idle_after(&self) -> Duration {
         match self.state.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
@@ -92,7 +89,6 @@ impl SessionActor {
         }
     }
 
-    /// At most one exchange, not waiting for a host result.
     fn is_first_exchange(&self) -> bool {
         let state = &self.state;
         state.tree.len() <= FIRST_EXCHANGE && !matches!(state.phase, Phase::AwaitingHost(_))
