@@ -3,13 +3,11 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::core::{InFlight, Phase, Plan, State, Waiting, Write, MAX_QUEUED_STEERING};
 use super::idempotency::{reply_id, Earlier};
 use super::rules::{pending_for, record_result};
 use super::screenshot::strip_screenshots;
-use super::turns::TurnEnding;
+use super::turns::Outcome;
 use crate::contract::{
     Attachment, AttachmentPurpose, AttachmentSource, ChatRequest, HostContext, MessageType,
     OutputMode,
@@ -18,7 +16,7 @@ use crate::conversation::{
     now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role, Segment,
     SessionRecord, StoredContext,
 };
-use crate::events::{Decision, ToolResultEvent, TurnEvent, TurnStatus};
+use crate::events::{Decision, ToolResultEvent, TurnEvent};
 use crate::ids::MessageId;
 use crate::prompt::host_block::render_host_context;
 use crate::session::requests::{AcceptedAs, TurnAccepted};
@@ -329,17 +327,13 @@ impl State {
 
 // ---- applying a host's result ---------------------------------------------
 
-/// A result recorded on its call (the reply and the row are in its write).
+/// A result recorded on its call (the reply and the row, with the next
+/// pending call, are in its write).
 pub(super) struct AppliedResult {
     pending: Arc<PendingAction>,
-    /// The queued call that becomes pending, if any.
-    next: Option<Arc<PendingAction>>,
-    tool_name: String,
-    /// The result as recorded (screenshots stripped).
-    output: Value,
+    /// Its `tool_result` event (screenshots stripped), sent once stored.
+    event: TurnEvent,
     screenshot: Option<String>,
-    /// The last call of a text turn: the model goes on with the results.
-    resumes_model: bool,
 }
 
 impl State {
@@ -378,20 +372,27 @@ impl State {
         }
         let mut record = self.stored_record();
         record.host_context = kept.or(record.host_context.take());
-        record.pending_action = next.clone();
+        record.pending_action = next;
         let write = self.write(record, Some(smallvec::smallvec![Arc::new(assistant)]));
-        let applied = AppliedResult {
-            pending,
-            next,
+        let event = TurnEvent::ToolResult(ToolResultEvent {
+            message_id: pending.assistant_message_id.clone(),
             tool_name,
             output,
+            call_id: pending.tool_call_id.to_string(),
+            duration_ms: 0,
+            invalidates: (self.deps.tools.invalidations.get(&pending.tool_name)).cloned(),
+        });
+        let applied = AppliedResult {
+            pending,
+            event,
             screenshot,
-            resumes_model,
         };
         plan.write(write, InFlight::Result(waiting, applied));
     }
 
-    /// The result is stored: the model resumes, or the next call is reported.
+    /// The result is stored: the model resumes, or the result's receipt is
+    /// a turn of its own, ended at once (another call pending, or a silent
+    /// decision ended).
     pub(super) fn result_applied(
         &mut self,
         mut waiting: Waiting,
@@ -404,78 +405,32 @@ impl State {
         }
         self.take_screenshot(&waiting.request);
         self.record = write.record;
-        self.record.pending_action = None;
+        let next = self.record.pending_action.take();
         let Some(assistant) = write.messages.and_then(|mut messages| messages.pop()) else {
             return;
         };
         self.tree.upsert(assistant.clone());
-        let pending = applied.pending;
-        let result_event = TurnEvent::ToolResult(ToolResultEvent {
-            message_id: assistant.id.clone(),
-            tool_name: applied.tool_name,
-            output: applied.output,
-            call_id: pending.tool_call_id.to_string(),
-            duration_ms: 0,
-            invalidates: self
-                .deps
-                .tools
-                .invalidations
-                .get(&pending.tool_name)
-                .cloned(),
-        });
-        if applied.resumes_model {
+        let (event, output_mode) = (applied.event, applied.pending.output_mode);
+        if next.is_none() && output_mode == OutputMode::Text {
             self.phase = Phase::Idle;
             // The call's own output mode governs the resumed run, whatever the
             // continuation says (host-contract.md: the pending action stores it).
-            waiting.request.output_mode = pending.output_mode;
+            waiting.request.output_mode = output_mode;
             let assistant = Arc::unwrap_or_clone(assistant);
-            return self.start_turn(waiting, assistant, Some(result_event), plan);
+            return self.start_turn(waiting, assistant, Some(event), plan);
         }
-        self.report_next_call(
-            waiting,
-            &pending,
-            &assistant,
-            applied.next,
-            result_event,
-            plan,
-        );
-        plan.run_waiting = true;
-        plan.life = Some(super::core::Life::Settled);
-    }
-
-    /// A result that leaves another call pending (or ends a silent
-    /// decision): its receipt is a turn of its own, ended at once.
-    fn report_next_call(
-        &mut self,
-        waiting: Waiting,
-        pending: &PendingAction,
-        assistant: &StoredMessage,
-        next: Option<Arc<PendingAction>>,
-        result_event: TurnEvent,
-        plan: &mut Plan,
-    ) {
-        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
-        let sink = &waiting.sink;
-        plan.status(sink, &self.id, TurnStatus::Started);
+        self.phase = Phase::awaiting(next.clone());
         // A receipt of a silent decision publishes no tool preview either.
-        if pending.output_mode == OutputMode::Text {
-            plan.event(sink, result_event);
-        }
-        let decision =
-            (pending.output_mode == OutputMode::HostTools).then_some(Decision::Completed);
-        self.phase = match &next {
-            Some(next) => Phase::AwaitingHost(next.clone()),
-            None => Phase::Idle,
-        };
-        let ending = TurnEnding {
-            assistant,
-            model: assistant.model.clone().unwrap_or_default(),
-            pending: next.as_deref(),
+        let opening = (output_mode == OutputMode::Text).then_some(event);
+        let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Completed);
+        let outcome = Outcome {
+            pending: next,
             decision,
-            output_mode: pending.output_mode,
             failure: None,
         };
-        self.end_turn(sink, ending, plan);
+        self.end_at_once(waiting, &assistant, output_mode, opening, outcome, plan);
+        plan.run_waiting = true;
+        plan.life = Some(super::core::Life::Settled);
     }
 }
 

@@ -3,15 +3,12 @@
 //! on the stored user message (`IdempotencyMark`), so it is scoped to the
 //! session, kept as long as the message, and survives a restart.
 
-use std::sync::Arc;
-
-use super::accepting::accepted;
 use super::core::{InFlight, Phase, Plan, State, Waiting};
-use super::turns::{TurnEnding, TurnFailure};
+use super::turns::{Outcome, TurnFailure};
 use crate::contract::OutputMode;
 use crate::conversation::{now_millis, IdempotencyMark, Message as StoredMessage, Role};
 use crate::error_type::ErrorType;
-use crate::events::{Decision, TurnStatus};
+use crate::events::Decision;
 use crate::ids::MessageId;
 use crate::session::SessionError;
 
@@ -22,7 +19,6 @@ pub(super) fn reply_id(user: &MessageId) -> MessageId {
 
 /// What a message sent with a key finds of an earlier one with that key.
 pub(super) enum Earlier {
-    /// No message of the session carries the key: the message is new.
     None,
     /// Another body under the key (422), or its turn still running (409).
     Refused(SessionError),
@@ -34,53 +30,30 @@ pub(super) enum Earlier {
 }
 
 impl State {
-    /// The earlier message sent with `mark`'s key, and what to answer.
+    /// The earlier message sent with `mark`'s key (waiting behind the live
+    /// turn, or stored), and what to answer.
     pub(super) fn earlier(&self, mark: &IdempotencyMark) -> Earlier {
-        let found = self.tree.all().rev().find(|message| {
-            message.role == Role::User
-                && message
-                    .idempotency
-                    .as_deref()
-                    .is_some_and(|stored| stored.key == mark.key)
-        });
-        let Some(user) = found else {
-            return self.waiting_with(mark);
+        let keyed = |earlier: Option<&IdempotencyMark>| earlier.is_some_and(|e| e.key == mark.key);
+        let waiting =
+            (self.waiting.iter()).find(|waiting| keyed(waiting.request.idempotency.as_deref()));
+        let stored = (self.tree.all().rev())
+            .find(|message| message.role == Role::User && keyed(message.idempotency.as_deref()));
+        let (id, earlier) = match (waiting, stored) {
+            (Some(waiting), _) => (&waiting.request.id, waiting.request.idempotency.as_deref()),
+            (None, Some(user)) => (&user.id, user.idempotency.as_deref()),
+            (None, None) => return Earlier::None,
         };
-        if user.idempotency.as_deref().map(|stored| &stored.body) != Some(&mark.body) {
+        if earlier.map(|earlier| &earlier.body) != Some(&mark.body) {
             return Earlier::Refused(different_body());
         }
-        let reply = reply_id(&user.id);
+        let reply = reply_id(id);
         let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
-        if running
-            || self
-                .waiting
-                .iter()
-                .any(|waiting| waiting.request.id == user.id)
-        {
-            return Earlier::Refused(in_progress(&user.id));
-        }
-        if self.tree.contains(&reply) {
+        if running || waiting.is_some() {
+            Earlier::Refused(in_progress(id))
+        } else if self.tree.contains(&reply) {
             Earlier::Answered(reply)
         } else {
-            Earlier::Unanswered(user.id.clone())
-        }
-    }
-
-    /// A message not stored yet may wait behind a live turn with the key.
-    fn waiting_with(&self, mark: &IdempotencyMark) -> Earlier {
-        let waiting = self.waiting.iter().find(|deferred| {
-            deferred
-                .request
-                .idempotency
-                .as_deref()
-                .is_some_and(|earlier| earlier.key == mark.key)
-        });
-        match waiting {
-            None => Earlier::None,
-            Some(deferred) if deferred.request.idempotency.as_deref() == Some(mark) => {
-                Earlier::Refused(in_progress(&deferred.request.id))
-            }
-            Some(_) => Earlier::Refused(different_body()),
+            Earlier::Unanswered(id.clone())
         }
     }
 
@@ -91,10 +64,8 @@ impl State {
             let error = SessionError::Internal("a stored reply went missing".into());
             return plan.answer(waiting.reply, Err(error));
         };
-        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
         let pending =
             (self.pending()).filter(|pending| pending.assistant_message_id == assistant.id);
-        let failure = stored_failure(assistant);
         let output_mode = waiting.request.output_mode;
         let decision = match (output_mode == OutputMode::HostTools, &pending) {
             (false, _) => None,
@@ -104,17 +75,13 @@ impl State {
                 .any(|tool| tool.name == crate::tools::HOLD_TOOL)
                 .then_some(Decision::Hold),
         };
-        let sink = &waiting.sink;
-        plan.status(sink, &self.id, TurnStatus::Started);
-        let ending = TurnEnding {
-            assistant,
-            model: assistant.model.clone().unwrap_or_default(),
-            pending: pending.map(Arc::as_ref),
+        let (pending, failure) = (pending.cloned(), stored_failure(assistant));
+        let outcome = Outcome {
+            pending,
             decision,
-            output_mode,
             failure,
         };
-        self.end_turn(sink, ending, plan);
+        self.end_at_once(waiting, assistant, output_mode, None, outcome, plan);
     }
 
     /// Runs the turn of a stored message whose turn never ended, on a copy

@@ -148,32 +148,58 @@ pub(super) fn record_result(
     tool_name
 }
 
-/// How a turn's end is recorded: the call it leaves pending, a silent
-/// decision's verdict, and why it did not complete. Unresolved calls of a
-/// turn that stopped short are marked `cancelled` in `assistant`.
+/// How a turn (or a result) ended, as its final response reports it.
+#[derive(Default)]
+pub(super) struct Outcome {
+    /// The call it leaves pending.
+    pub(super) pending: Option<Arc<PendingAction>>,
+    /// A silent decision's verdict.
+    pub(super) decision: Option<Decision>,
+    /// Why it did not complete: sent as the terminal `error` event too.
+    pub(super) failure: Option<TurnFailure>,
+}
+
+impl Outcome {
+    pub(super) fn failed(failure: TurnFailure) -> Outcome {
+        let failure = Some(failure);
+        Outcome {
+            failure,
+            ..Outcome::default()
+        }
+    }
+}
+
+/// How a turn's end is recorded. Unresolved calls of a turn that stopped
+/// short are marked `cancelled` in `assistant`.
 pub(super) fn turn_outcome(
     assistant: &mut StoredMessage,
     end: &TurnEnd,
     output_mode: OutputMode,
-) -> (
-    Option<Arc<PendingAction>>,
-    Option<Decision>,
-    Option<TurnFailure>,
-) {
+) -> Outcome {
     let failure = match end {
-        TurnEnd::Completed => return (None, None, None),
+        TurnEnd::Completed => return Outcome::default(),
         TurnEnd::HostCalls(calls) => {
             let Some((first, queued)) = calls.split_first() else {
-                return (None, None, None);
+                return Outcome::default();
             };
-            let next = pending_for(assistant, first, queued.to_vec(), output_mode);
+            let pending = pending_for(assistant, first, queued.to_vec(), output_mode);
             let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Pending);
-            return (next, decision, None);
+            return Outcome {
+                pending,
+                decision,
+                failure: None,
+            };
         }
-        TurnEnd::Hold => return (None, Some(Decision::Hold), None),
+        TurnEnd::Hold => {
+            let decision = Some(Decision::Hold);
+            return Outcome {
+                decision,
+                ..Outcome::default()
+            };
+        }
         TurnEnd::InvalidDecision(reason) => {
             let failure = TurnFailure::new(ErrorType::InvalidDecision, reason.clone(), false);
-            return (None, None, Some(failure));
+            return Outcome::failed(failure);
         }
         TurnEnd::Cancelled => {
             TurnFailure::new(ErrorType::Cancelled, "The turn was cancelled.", true)
@@ -193,7 +219,7 @@ pub(super) fn turn_outcome(
         ),
     };
     assistant.interrupt_unresolved(CallStatus::Cancelled);
-    (None, None, Some(failure))
+    Outcome::failed(failure)
 }
 
 /// Why a turn did not complete: its final response's error fields and its

@@ -8,13 +8,13 @@ use tokio::sync::oneshot;
 
 use super::accepting::accepted;
 use super::core::{Chat, InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUEUED_STEERING};
-pub(super) use super::rules::TurnFailure;
 use super::rules::{turn_outcome, Placement};
+pub(super) use super::rules::{Outcome, TurnFailure};
 use crate::contract::{ChatRequest, MessageType, OutputMode};
 use crate::conversation::{CallStatus, Message as StoredMessage, NoteOrigin, PendingAction};
 use crate::conversation::{Segment, SessionRecord};
 use crate::error_type::ErrorType;
-use crate::events::{Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall};
+use crate::events::{EventSink, FinalResponse, NoteEvent, PendingToolCall};
 use crate::events::{TurnEvent, TurnStatus};
 use crate::model::{ModelId, SharedModelClient};
 use crate::trace::TurnTrace;
@@ -51,25 +51,11 @@ pub(super) struct TraceEnd {
 pub(super) struct FinishedTurn {
     live: LiveTurn,
     assistant: Arc<StoredMessage>,
-    next: Option<Arc<PendingAction>>,
-    decision: Option<Decision>,
-    failure: Option<TurnFailure>,
+    outcome: Outcome,
     /// Whether the reply becomes the active leaf (not once another
     /// process's newer message superseded the turn).
     on_path: bool,
     summary: Option<Arc<StoredMessage>>,
-}
-
-/// What a turn's final response reports: the reply, and how the turn ended.
-pub(super) struct TurnEnding<'a> {
-    pub(super) assistant: &'a StoredMessage,
-    pub(super) model: Arc<str>,
-    /// The call now pending, if the turn (or a result) left one.
-    pub(super) pending: Option<&'a PendingAction>,
-    pub(super) decision: Option<Decision>,
-    pub(super) output_mode: OutputMode,
-    /// Sent as the terminal `error` event too.
-    pub(super) failure: Option<TurnFailure>,
 }
 
 impl State {
@@ -137,8 +123,8 @@ impl State {
         let output = ended.output;
         let (mut assistant, end) = (output.assistant, output.end);
         self.late_steering(output.steering, &end, &live);
-        let (next, decision, failure) = turn_outcome(&mut assistant, &end, live.output_mode);
-        let error_type = failure.as_ref().map(|failure| failure.error_type);
+        let outcome = turn_outcome(&mut assistant, &end, live.output_mode);
+        let error_type = outcome.failure.as_ref().map(|failure| failure.error_type);
         assistant.error_type = error_type.map(|error_type| error_type.as_str().to_string());
         plan.trace = output.trace.map(|trace| TraceEnd {
             trace,
@@ -148,9 +134,7 @@ impl State {
         let turn = FinishedTurn {
             live,
             assistant: Arc::new(assistant),
-            next,
-            decision,
-            failure,
+            outcome,
             on_path: true,
             summary: ended.summary,
         };
@@ -195,9 +179,7 @@ impl State {
                 let assistant = Arc::make_mut(&mut turn.assistant);
                 assistant.interrupt_unresolved(CallStatus::Superseded);
                 assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
-                turn.next = None;
-                turn.decision = None;
-                turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+                turn.outcome = Outcome::failed(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
             }
         }
         self.store_turn(turn, plan);
@@ -209,7 +191,7 @@ impl State {
         let mut record = self.stored_record();
         if turn.on_path {
             record.active_leaf = Some(turn.assistant.id.clone());
-            record.pending_action = turn.next.clone();
+            record.pending_action = turn.outcome.pending.clone();
         }
         let messages = match &turn.summary {
             None => smallvec::smallvec![turn.assistant.clone()],
@@ -231,18 +213,17 @@ impl State {
         if turn.on_path {
             record.pending_action = None;
             self.record = record;
-            self.phase = Phase::awaiting(turn.next.clone());
+            self.phase = Phase::awaiting(turn.outcome.pending.clone());
         }
         let (live, assistant) = (turn.live, turn.assistant);
-        let ending = TurnEnding {
-            assistant: &assistant,
-            model: live.model,
-            pending: turn.next.as_deref(),
-            decision: turn.decision,
-            output_mode: live.output_mode,
-            failure: turn.failure,
-        };
-        self.end_turn(&live.sink, ending, plan);
+        self.end_turn(
+            &live.sink,
+            live.model,
+            live.output_mode,
+            &assistant,
+            turn.outcome,
+            plan,
+        );
         self.tree.upsert(assistant);
         plan.run_waiting = true;
         plan.life = Some(super::core::Life::Settled);
@@ -270,32 +251,54 @@ impl State {
         failure: TurnFailure,
         plan: &mut Plan,
     ) {
-        let ending = TurnEnding {
-            assistant,
-            model: live.model,
-            pending: None,
-            decision: None,
-            output_mode: live.output_mode,
-            failure: Some(failure),
-        };
-        self.end_turn(&live.sink, ending, plan);
+        let (model, output_mode, outcome) =
+            (live.model, live.output_mode, Outcome::failed(failure));
+        self.end_turn(&live.sink, model, output_mode, assistant, outcome, plan);
     }
 
-    /// Ends a turn's stream: its `final_response`, a terminal `error` if it
-    /// failed, and `status: completed`.
-    pub(super) fn end_turn(&self, sink: &EventSink, ending: TurnEnding<'_>, plan: &mut Plan) {
-        let (assistant, failure) = (ending.assistant, ending.failure);
-        let silent = ending.output_mode == OutputMode::HostTools;
+    /// A turn of its own for `waiting`, ended at once: a result's receipt, or
+    /// a resent message's stored outcome.
+    pub(super) fn end_at_once(
+        &self,
+        waiting: Waiting,
+        assistant: &StoredMessage,
+        output_mode: OutputMode,
+        opening: Option<TurnEvent>,
+        outcome: Outcome,
+        plan: &mut Plan,
+    ) {
+        let sink = &waiting.sink;
+        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
+        plan.status(sink, &self.id, TurnStatus::Started);
+        if let Some(event) = opening {
+            plan.event(sink, event);
+        }
+        let model = assistant.model.clone().unwrap_or_default();
+        self.end_turn(sink, model, output_mode, assistant, outcome, plan);
+    }
+
+    /// Ends a turn's stream: its `final_response` (no content for
+    /// `host_tools`), a terminal `error` if it failed, `status: completed`.
+    pub(super) fn end_turn(
+        &self,
+        sink: &EventSink,
+        model: Arc<str>,
+        output_mode: OutputMode,
+        assistant: &StoredMessage,
+        outcome: Outcome,
+        plan: &mut Plan,
+    ) {
+        let failure = outcome.failure;
         let final_response = FinalResponse {
-            content: if silent { None } else { Some(assistant.text()) },
-            model: ending.model,
+            content: (output_mode == OutputMode::Text).then(|| assistant.text()),
+            model,
             streamed: sink.streamed,
             session_id: self.id.clone(),
             turn_number: self.record.turn_number,
             message_id: assistant.id.clone(),
             usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
-            pending_tool_call: ending.pending.map(pending_event),
-            decision: ending.decision,
+            pending_tool_call: outcome.pending.as_deref().map(pending_event),
+            decision: outcome.decision,
             error: failure.as_ref().map(|_| true),
             error_type: (failure.as_ref()).map(|failure| failure.error_type.as_str().to_string()),
             error_message: failure.as_ref().map(|failure| failure.message.clone()),
