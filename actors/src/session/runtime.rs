@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use actix::MailboxError;
 use serde::Serialize;
 
-use super::actor::{ask, Ask};
+use super::actor::{Ask, ReplyTo, Request};
 use super::caller::Caller;
 use super::deps::SessionDeps;
 use super::error::SessionError;
@@ -29,6 +29,9 @@ use crate::tools::ToolRegistry;
 const MAX_SEND_ATTEMPTS: usize = 5;
 
 type Answer<T> = Result<T, SessionError>;
+/// Makes a request around its reply end, once per attempt.
+trait Make<T>: FnOnce(ReplyTo<T>) -> Request + Clone + Send + 'static {}
+impl<T, F: FnOnce(ReplyTo<T>) -> Request + Clone + Send + 'static> Make<T> for F {}
 
 /// How often idle actors are asked to stop, at most.
 const IDLE_SWEEP_PERIOD: Duration = Duration::from_secs(5);
@@ -102,9 +105,15 @@ impl Runtime {
 
     /// Sends to the session's actor, starting it if needed. An actor that
     /// stopped between lookup and send (idle timeout) is replaced.
-    async fn ask<T: Send + 'static>(&self, id: &SessionId, make: impl Fn() -> Ask<T>) -> Answer<T> {
+    async fn ask<T: Send + 'static>(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+        make: impl Make<T>,
+    ) -> Answer<T> {
         for _attempt in 0..MAX_SEND_ATTEMPTS {
-            let (request, sent_to) = self.registry.send(id, &self.deps, make());
+            let ask = Ask::new(caller, make.clone());
+            let (request, sent_to) = self.registry.send(id, &self.deps, ask);
             match request.await {
                 Ok(answer) => return answer,
                 Err(MailboxError::Closed) | Err(MailboxError::Timeout) => {
@@ -125,12 +134,12 @@ impl Runtime {
         &self,
         caller: &Caller,
         id: &SessionId,
-        make: impl Fn() -> Ask<T>,
+        make: impl Make<T>,
     ) -> Answer<T>
     where
         T: Send + 'static,
     {
-        match self.ask(id, make).await {
+        match self.ask(caller, id, make).await {
             Err(SessionError::ActorUnavailable(cause)) => match self.deps.store.load(id).await {
                 Ok(None) if caller.admin => Err(SessionError::NotFound(id.to_string())),
                 Ok(None) => Err(SessionError::forbidden(id)),
@@ -218,8 +227,8 @@ impl Runtime {
         id: &SessionId,
         host_context: Option<HostContext>,
     ) -> Result<(), SessionError> {
-        self.ask(id, || ask::join(caller.clone(), host_context.clone()))
-            .await
+        let join = move |reply| Request::Join(host_context.map(Box::new), reply);
+        self.ask(caller, id, join).await
     }
 
     /// `join`, then puts `member` in the session's room: it gets every turn
@@ -248,20 +257,19 @@ impl Runtime {
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let cancel = || ask::cancel(caller.clone());
         // A live turn always has a live actor: for an admin, no actor means
         // nothing to cancel. Anyone else is checked against the stored owner.
         let Some(addr) = self.registry.get(id) else {
             return match caller.admin {
                 true => Ok(false),
-                false => self.ask(id, cancel).await,
+                false => self.ask(caller, id, Request::Cancel).await,
             };
         };
-        match addr.send(cancel()).await {
+        match addr.send(Ask::new(caller, Request::Cancel)).await {
             Ok(answer) => answer,
             // The actor stopped before it read the request, so nobody checked
             // the caller: a fresh actor decides (and checks the owner).
-            Err(_) => self.ask(id, cancel).await,
+            Err(_) => self.ask(caller, id, Request::Cancel).await,
         }
     }
 
@@ -270,8 +278,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || ask::info(caller.clone()))
-            .await
+        self.ask_existing(caller, id, Request::Info).await
     }
 
     pub async fn messages(
@@ -280,8 +287,8 @@ impl Runtime {
         id: &SessionId,
         leaf_id: Option<MessageId>,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || ask::path(caller.clone(), leaf_id.clone()))
-            .await
+        let path = move |reply| Request::Path(leaf_id, reply);
+        self.ask_existing(caller, id, path).await
     }
 
     pub async fn tree(
@@ -289,8 +296,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || ask::tree(caller.clone()))
-            .await
+        self.ask_existing(caller, id, Request::Tree).await
     }
 
     /// A page of the session's turn traces, oldest first, to whoever may
@@ -311,8 +317,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
     ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || ask::repair(caller.clone()))
-            .await
+        self.ask_existing(caller, id, Request::Repair).await
     }
 
     /// Deletes through the actor; a session its actor cannot load (stored
@@ -329,8 +334,7 @@ impl Runtime {
     }
 
     async fn delete_session(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let delete = || ask::delete(caller.clone());
-        match self.ask_existing(caller, id, delete).await {
+        match self.ask_existing(caller, id, Request::Delete).await {
             Err(
                 cause @ (SessionError::Internal(_)
                 | SessionError::Store(StoreError::Failed(_))
@@ -359,10 +363,9 @@ impl Runtime {
         if !caller.admin {
             return Err(SessionError::forbidden(id));
         }
-        self.ask_existing(caller, id, || {
-            ask::set_owner(caller.clone(), owner_id.clone())
-        })
-        .await?;
+        let owner = owner_id.clone();
+        let set_owner = move |reply| Request::Owner(owner, reply);
+        self.ask_existing(caller, id, set_owner).await?;
         self.rooms.evict(
             id,
             |member| member.may_touch(owner_id.as_deref()),

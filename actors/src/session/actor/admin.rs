@@ -1,10 +1,11 @@
-//! The admin requests (core): join, repair, delete, cancel, and the reads.
+//! The requests other than chat messages (core): join, owner transfer,
+//! repair, cancel, delete, and the reads.
 
 use std::sync::Arc;
 
-use super::core::State;
-use super::core::{InFlight, Joining, Life, Loaded, Phase, Plan, Read, Repairing, ReplyTo};
+use super::core::{InFlight, Life, Loaded, Phase, Plan, ReplyTo, Request, State, Write};
 use super::turns::TurnFailure;
+use crate::contract::HostContext;
 use crate::conversation::{CallStatus, Message as StoredMessage, Role, StoredContext};
 use crate::error_type::ErrorType;
 use crate::ids::MessageId;
@@ -13,6 +14,53 @@ use crate::session::{Caller, SessionError};
 use crate::store::StoreResult;
 
 impl State {
+    /// Decides a request: now, or again on a reloaded copy (a write).
+    pub(super) fn handle(&mut self, caller: Caller, request: Request, plan: &mut Plan) {
+        let allowed = self.authorize_read(&caller);
+        match request {
+            Request::Join(context, reply) => return self.join(caller, context, reply, plan),
+            Request::Owner(owner, reply) => return self.set_owner(caller, owner, reply, plan),
+            Request::Repair(reply) => return self.repair(caller, allowed, reply, plan),
+            Request::Cancel(reply) => return self.cancel(allowed, reply, plan),
+            Request::Delete(reply) => return self.delete(allowed, reply, plan),
+            Request::Info(reply) => plan.answer(reply, allowed.map(|()| self.info())),
+            Request::Path(leaf, reply) => {
+                plan.answer(reply, allowed.and_then(|()| self.path(leaf)))
+            }
+            Request::Tree(reply) => {
+                plan.answer(reply, allowed.map(|()| self.tree.all().cloned().collect()))
+            }
+        }
+        self.stop_if_absent(plan);
+    }
+
+    /// A join, owner change or repair is stored: the copy takes it.
+    pub(super) fn request_written(&mut self, request: Request, write: Write, plan: &mut Plan) {
+        match request {
+            Request::Join(context, reply) => {
+                if context.is_some() {
+                    self.record.host_context = write.record.host_context;
+                }
+                plan.answer(reply, Ok(()));
+            }
+            Request::Owner(owner_id, reply) => {
+                self.record.owner_id = owner_id;
+                plan.answer(reply, Ok(()));
+            }
+            Request::Repair(reply) => {
+                for message in write.messages.unwrap_or_default() {
+                    self.tree.upsert(message);
+                }
+                self.phase = Phase::Idle;
+                plan.answer(reply, Ok(self.info()));
+            }
+            read => read.refuse(
+                SessionError::Internal("nothing was to be written".into()),
+                plan,
+            ),
+        }
+    }
+
     pub(super) fn info(&self) -> SessionInfo {
         let record = &self.record;
         SessionInfo {
@@ -29,63 +77,85 @@ impl State {
         }
     }
 
-    pub(super) fn read(&mut self, caller: &Caller, read: Read, plan: &mut Plan) {
-        let allowed = self.authorize_read(caller);
-        match read {
-            Read::Info(reply) => plan.answer(reply, allowed.map(|()| self.info())),
-            Read::Path(leaf, reply) => plan.answer(reply, allowed.and_then(|()| self.path(leaf))),
-            Read::Tree(reply) => {
-                plan.answer(reply, allowed.map(|()| self.tree.all().cloned().collect()))
-            }
-        }
-        self.stop_if_absent(plan);
-    }
-
     /// The root-to-leaf path, to the active leaf by default.
     fn path(&self, leaf: Option<MessageId>) -> Result<Vec<StoredMessage>, SessionError> {
-        let leaf = leaf.or_else(|| self.record.active_leaf.clone());
-        if let Some(leaf) = leaf.as_ref().filter(|leaf| !self.tree.contains(leaf)) {
-            return Err(SessionError::Conflict(format!(
-                "leaf_id {:?} is not a message of this session",
-                leaf.to_string()
-            )));
+        let leaf = leaf.as_ref().or(self.record.active_leaf.as_ref());
+        if let Some(leaf) = leaf.filter(|leaf| !self.tree.contains(leaf)) {
+            let leaf = leaf.as_str();
+            let message = format!("leaf_id {leaf:?} is not a message of this session");
+            return Err(SessionError::Conflict(message));
         }
-        Ok(self
-            .tree
-            .path_to(leaf.as_ref())
-            .into_iter()
-            .cloned()
-            .collect())
+        Ok(self.tree.path_to(leaf).into_iter().cloned().collect())
     }
 
     /// Creates the session if needed and keeps the joining page's context.
     /// Stale: joined again on the reloaded copy, so the old pending call
     /// (or leaf) is never written back.
-    pub(super) fn join(&mut self, joining: Box<Joining>, plan: &mut Plan) {
-        if let Err(error) = self.authorize_write(&joining.caller) {
-            return plan.answer(joining.reply, Err(error));
+    fn join(
+        &mut self,
+        caller: Caller,
+        context: Option<Box<HostContext>>,
+        reply: ReplyTo<()>,
+        plan: &mut Plan,
+    ) {
+        if let Err(error) = self.authorize_write(&caller) {
+            return plan.answer(reply, Err(error));
         }
-        if joining.host_context.is_none() && self.is_stored() {
-            return plan.answer(joining.reply, Ok(()));
+        if context.is_none() && self.is_stored() {
+            return plan.answer(reply, Ok(()));
         }
         let mut record = self.stored_record();
-        if let Some(context) = &joining.host_context {
-            record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
+        if let Some(context) = &context {
+            record.host_context = Some(Arc::new(StoredContext::new((**context).clone())));
         }
-        plan.write(self.write(record, None), InFlight::Join(joining));
+        let in_flight = InFlight::Request(caller, Request::Join(context, reply));
+        plan.write(self.write(record, None), in_flight);
+    }
+
+    /// Owner transfer (`PATCH /api/sessions/{id}/owner`): admins only, on a
+    /// stored session (404 otherwise). A live turn goes on; the new owner is
+    /// checked from the next request on.
+    fn set_owner(
+        &mut self,
+        caller: Caller,
+        owner_id: Option<Arc<str>>,
+        reply: ReplyTo<()>,
+        plan: &mut Plan,
+    ) {
+        let allowed = match caller.admin {
+            true => self.authorize_read(&caller),
+            false => Err(SessionError::forbidden(&self.id)),
+        };
+        if let Err(error) = allowed {
+            self.stop_if_absent(plan);
+            return plan.answer(reply, Err(error));
+        }
+        if self.record.owner_id == owner_id {
+            return plan.answer(reply, Ok(()));
+        }
+        let mut record = self.stored_record();
+        record.owner_id = owner_id.clone();
+        let in_flight = InFlight::Request(caller, Request::Owner(owner_id, reply));
+        plan.write(self.write(record, None), in_flight);
     }
 
     /// Resolves every unresolved call as `unknown` and drops the pending call.
-    pub(super) fn repair(&mut self, repairing: Repairing, plan: &mut Plan) {
-        if let Err(error) = self.authorize_read(&repairing.caller) {
+    fn repair(
+        &mut self,
+        caller: Caller,
+        allowed: Result<(), SessionError>,
+        reply: ReplyTo<SessionInfo>,
+        plan: &mut Plan,
+    ) {
+        if let Err(error) = allowed {
             self.stop_if_absent(plan);
-            return plan.answer(repairing.reply, Err(error));
+            return plan.answer(reply, Err(error));
         }
         if self.is_running() {
             let error = SessionError::Conflict(
                 "a turn is running; cancel it before repairing the session".into(),
             );
-            return plan.answer(repairing.reply, Err(error));
+            return plan.answer(reply, Err(error));
         }
         // Every message is written back, not only those it resolves: one an
         // older version stored too deep was read with its deep part replaced
@@ -99,14 +169,12 @@ impl State {
             .collect();
         let mut record = self.record.clone();
         record.pending_action = None;
-        plan.write(
-            self.write(record, Some(changed)),
-            InFlight::Repair(repairing),
-        );
+        let in_flight = InFlight::Request(caller, Request::Repair(reply));
+        plan.write(self.write(record, Some(changed)), in_flight);
     }
 
-    pub(super) fn cancel(&mut self, caller: &Caller, reply: ReplyTo<bool>, plan: &mut Plan) {
-        let answer = match self.authorize_read(caller) {
+    fn cancel(&mut self, allowed: Result<(), SessionError>, reply: ReplyTo<bool>, plan: &mut Plan) {
+        let answer = match allowed {
             Ok(()) => Ok(self.cancel_live(plan)),
             // An admin cancelling nothing is told so, as before ownership.
             Err(SessionError::NotFound(_)) => Ok(false),
@@ -121,8 +189,8 @@ impl State {
     /// Cancels any live turn and deletes the stored session. An admin
     /// deleting a session this copy does not have still asks the store
     /// (another process may have written it).
-    pub(super) fn delete(&mut self, caller: &Caller, reply: ReplyTo<bool>, plan: &mut Plan) {
-        match self.authorize_read(caller) {
+    fn delete(&mut self, allowed: Result<(), SessionError>, reply: ReplyTo<bool>, plan: &mut Plan) {
+        match allowed {
             Ok(()) | Err(SessionError::NotFound(_)) => {}
             Err(error) => {
                 self.stop_if_absent(plan);
@@ -234,6 +302,71 @@ mod tests {
             assert!(turn.iter().any(
                 |event| matches!(event, TurnEvent::Error(error) if error.error_type == "cancelled")
             ));
+        });
+    }
+}
+
+#[cfg(test)]
+mod owner_tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::super::test_support::{
+        caller, run, runtime_on, send, text, until_completed, Reply, ScriptedModel,
+    };
+    use crate::ids::SessionId;
+    use crate::session::{Caller, SessionError};
+    use crate::store::memory::MemoryStore;
+
+    /// Two runtimes on one store are two processes on one database: the
+    /// second one's copy is stale when it writes, so its write reloads and
+    /// is decided again (`InFlight::Request`), and it still lands.
+    #[test]
+    fn a_stale_copy_reloads_and_hands_the_session_over_all_the_same() {
+        run(async {
+            let store = Arc::new(MemoryStore::new());
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hi")])]);
+            let first = runtime_on(store.clone(), model.clone(), 4);
+            let second = runtime_on(store.clone(), model.clone(), 4);
+            let id = SessionId::new("owned");
+            let body = json!({"id": "m1", "session_id": "owned", "content": "hi"});
+            let (accepted, mut events) = send(&first, body).await;
+            accepted.expect("a turn");
+            until_completed(&mut events).await;
+            let admin = Caller::new("root", true);
+            second
+                .session(&admin, &id)
+                .await
+                .expect("the second one loads it");
+            first
+                .set_owner(&admin, &id, Some("bob".into()))
+                .await
+                .expect("the first one writes");
+            second
+                .set_owner(&admin, &id, None)
+                .await
+                .expect("the second one, after a reload");
+            let fresh = runtime_on(store, model, 4);
+            let stored = fresh.session(&admin, &id).await.expect("stored");
+            assert_eq!(stored.owner_id, None);
+            let refused = fresh.session(&caller(), &id).await;
+            assert!(
+                matches!(refused, Err(SessionError::Forbidden(_))),
+                "{refused:?}"
+            );
+            let not_admin = first.set_owner(&caller(), &id, None).await;
+            assert!(
+                matches!(not_admin, Err(SessionError::Forbidden(_))),
+                "{not_admin:?}"
+            );
+            let absent = first
+                .set_owner(&admin, &SessionId::new("nobody"), None)
+                .await;
+            assert!(
+                matches!(absent, Err(SessionError::NotFound(_))),
+                "{absent:?}"
+            );
         });
     }
 }

@@ -22,7 +22,7 @@ pub(super) const MAX_QUEUED_STEERING: usize = 32;
 /// Reloads in a row for one request before it is answered 503.
 const MAX_RELOADS: u32 = 8;
 
-pub(super) type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
+pub(in crate::session) type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
 pub(super) type Reply = ReplyTo<TurnAccepted>;
 
 /// The actor's copy of the session and what it is doing.
@@ -101,33 +101,42 @@ pub(super) struct Chat {
     pub(super) reply: Reply,
 }
 
-pub(super) struct Joining {
-    pub(super) caller: Caller,
-    pub(super) host_context: Option<HostContext>,
-    pub(super) reply: ReplyTo<()>,
-}
-
-pub(super) struct Repairing {
-    pub(super) caller: Caller,
-    pub(super) reply: ReplyTo<SessionInfo>,
-}
-
-/// The reads: nothing changes.
-pub(super) enum Read {
+/// A request other than a chat message, with its reply (`admin.rs`).
+pub(in crate::session) enum Request {
+    /// Boxed: a context is a third of a kilobyte, and joins are rare.
+    Join(Option<Box<HostContext>>, ReplyTo<()>),
+    Owner(Option<Arc<str>>, ReplyTo<()>),
+    Repair(ReplyTo<SessionInfo>),
+    Cancel(ReplyTo<bool>),
+    Delete(ReplyTo<bool>),
     Info(ReplyTo<SessionInfo>),
     Path(Option<MessageId>, ReplyTo<Vec<StoredMessage>>),
     Tree(ReplyTo<Vec<StoredMessage>>),
 }
 
+impl Request {
+    /// Whether it counts as activity for the idle clock (reads and a delete do not).
+    pub(super) fn is_activity(&self) -> bool {
+        matches!(
+            self,
+            Request::Join(..) | Request::Owner(..) | Request::Repair(_) | Request::Cancel(_)
+        )
+    }
+
+    pub(super) fn refuse(self, error: SessionError, plan: &mut Plan) {
+        match self {
+            Request::Join(_, reply) | Request::Owner(_, reply) => plan.answer(reply, Err(error)),
+            Request::Repair(reply) | Request::Info(reply) => plan.answer(reply, Err(error)),
+            Request::Cancel(reply) | Request::Delete(reply) => plan.answer(reply, Err(error)),
+            Request::Path(_, reply) | Request::Tree(reply) => plan.answer(reply, Err(error)),
+        }
+    }
+}
+
 /// A request, or the outcome of something the core planned.
 pub(super) enum Input {
     Chat(Waiting),
-    Join(Box<Joining>),
-    Repair(Repairing),
-    Cancel(Caller, ReplyTo<bool>),
-    Delete(Caller, ReplyTo<bool>),
-    Owner(super::owner::OwnerChange),
-    Read(Caller, Read),
+    Request(Caller, Request),
     TurnEnded(super::turns::TurnEnded),
     RunWaiting,
     Written(StoreResult<Written>, Box<Writing>),
@@ -145,11 +154,9 @@ pub(super) enum InFlight {
     /// Written: its user message, whose turn starts.
     Chat(Waiting),
     Result(Waiting, super::accepting::AppliedResult),
-    /// Boxed: a context is a third of a kilobyte, and joins are rare.
-    Join(Box<Joining>),
-    Repair(Repairing),
+    /// A join, an owner change or a repair.
+    Request(Caller, Request),
     Turn(super::turns::FinishedTurn),
-    Owner(super::owner::OwnerChange),
     /// A reload's recovery write, then what the reload was for.
     Recovered(Box<InFlight>),
 }
@@ -287,7 +294,7 @@ pub(super) fn decide(state: &mut State, input: Input) -> Plan {
         ..Plan::default()
     };
     let plan_ref = &mut plan;
-    if let Input::Chat(_) | Input::Join(_) | Input::Repair(_) | Input::Owner(_) = &input {
+    if let Input::Chat(_) | Input::Request(..) = &input {
         state.reloads = 0;
     }
     match input {
@@ -296,12 +303,7 @@ pub(super) fn decide(state: &mut State, input: Input) -> Plan {
             state.current = false;
             state.accept(waiting, plan_ref);
         }
-        Input::Join(joining) => state.join(joining, plan_ref),
-        Input::Repair(repairing) => state.repair(repairing, plan_ref),
-        Input::Cancel(caller, reply) => state.cancel(&caller, reply, plan_ref),
-        Input::Delete(caller, reply) => state.delete(&caller, reply, plan_ref),
-        Input::Owner(change) => state.set_owner(change, plan_ref),
-        Input::Read(caller, read) => state.read(&caller, read, plan_ref),
+        Input::Request(caller, request) => state.handle(caller, request, plan_ref),
         Input::TurnEnded(ended) => state.finish_turn(ended, plan_ref),
         Input::RunWaiting => state.run_waiting(plan_ref),
         Input::Written(written, writing) => state.written(written, *writing, plan_ref),
@@ -355,21 +357,8 @@ impl State {
             InFlight::Result(waiting, applied) => {
                 self.result_applied(waiting, applied, write, plan)
             }
-            InFlight::Join(joining) => {
-                if joining.host_context.is_some() {
-                    self.record.host_context = write.record.host_context;
-                }
-                plan.answer(joining.reply, Ok(()));
-            }
-            InFlight::Repair(repairing) => {
-                for message in write.messages.unwrap_or_default() {
-                    self.tree.upsert(message);
-                }
-                self.phase = Phase::Idle;
-                plan.answer(repairing.reply, Ok(self.info()));
-            }
+            InFlight::Request(_, request) => self.request_written(request, write, plan),
             InFlight::Turn(turn) => self.turn_stored(turn, write.record, plan),
-            InFlight::Owner(change) => self.owner_set(change, plan),
         }
     }
 
@@ -451,10 +440,8 @@ impl State {
         match in_flight {
             InFlight::Nothing => {}
             InFlight::Chat(waiting) | InFlight::Result(waiting, _) => self.accept(waiting, plan),
-            InFlight::Join(joining) => self.join(joining, plan),
-            InFlight::Repair(repairing) => self.repair(repairing, plan),
+            InFlight::Request(caller, request) => self.handle(caller, request, plan),
             InFlight::Turn(turn) => self.place_turn(turn, plan),
-            InFlight::Owner(change) => self.set_owner(change, plan),
             InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
         }
     }
@@ -466,9 +453,7 @@ impl State {
             InFlight::Chat(waiting) | InFlight::Result(waiting, _) => {
                 plan.answer(waiting.reply, Err(error))
             }
-            InFlight::Join(joining) => plan.answer(joining.reply, Err(error)),
-            InFlight::Repair(repairing) => plan.answer(repairing.reply, Err(error)),
-            InFlight::Owner(change) => plan.answer(change.reply, Err(error)),
+            InFlight::Request(_, request) => request.refuse(error, plan),
             InFlight::Turn(turn) => {
                 log::warn!("session {}: no reload to store a turn: {error}", self.id);
                 let message = error.to_string();

@@ -11,7 +11,6 @@ mod idle;
 mod inbox;
 #[cfg(test)]
 mod model_test;
-mod owner;
 mod rules;
 mod screenshot;
 #[cfg(test)]
@@ -27,13 +26,14 @@ use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
 use self::core::{decide, Chat, Input, Io, Life, Out, Plan, State};
-use self::owner::OwnerChange;
+pub(super) use self::core::{ReplyTo, Request};
 use self::turns::{Start, TurnEnded};
 use super::deps::SessionDeps;
 use super::error::SessionError;
 use super::grace::Grace;
 use super::registry::{IdleCheck, SessionRegistry};
 use super::requests::*;
+use super::Caller;
 use crate::ids::SessionId;
 use crate::store::StoreResult;
 use crate::turn::{TurnInput, TurnLimits, TurnPlan};
@@ -88,11 +88,21 @@ impl Actor for SessionActor {
 
 // ---- requests: each one input ----------------------------------------------
 
-/// A request other than a message, sent by the `Runtime` (made in `ask`):
-/// it makes its `Input` around the reply end; `touch`: idle-clock activity.
+/// A request other than a message, sent by the `Runtime`: who asks, and
+/// the request made around the reply end.
 pub struct Ask<T> {
-    input: Box<dyn FnOnce(core::ReplyTo<T>) -> Input + Send>,
-    touch: bool,
+    caller: Caller,
+    request: Box<dyn FnOnce(ReplyTo<T>) -> Request + Send>,
+}
+
+impl<T> Ask<T> {
+    pub(in crate::session) fn new(
+        caller: &Caller,
+        request: impl FnOnce(ReplyTo<T>) -> Request + Send + 'static,
+    ) -> Ask<T> {
+        let (caller, request) = (caller.clone(), Box::new(request));
+        Ask { caller, request }
+    }
 }
 
 impl<T: Send + 'static> actix::Message for Ask<T> {
@@ -103,70 +113,13 @@ impl<T: Send + 'static> Handler<Ask<T>> for SessionActor {
     type Result = ResponseFuture<Result<T, SessionError>>;
 
     fn handle(&mut self, ask: Ask<T>, ctx: &mut Context<Self>) -> Self::Result {
-        if ask.touch {
+        let (reply, answered) = reply_channel();
+        let request = (ask.request)(reply);
+        if request.is_activity() {
             self.last_activity = Instant::now();
         }
-        let (reply, answered) = reply_channel();
-        self.run((ask.input)(reply), ctx);
+        self.run(Input::Request(ask.caller, request), ctx);
         answered
-    }
-}
-
-/// The requests, one function each (documented at their `Runtime` methods).
-pub(super) mod ask {
-    use super::core::{Input, Joining, Read, Repairing, ReplyTo};
-    use super::{Ask, OwnerChange, SessionInfo};
-    use crate::session::Caller;
-    use crate::{contract::HostContext, conversation::Message, ids::MessageId};
-
-    fn ask<T>(touch: bool, input: impl FnOnce(ReplyTo<T>) -> Input + Send + 'static) -> Ask<T> {
-        let input = Box::new(input);
-        Ask { input, touch }
-    }
-
-    pub fn join(caller: Caller, host_context: Option<HostContext>) -> Ask<()> {
-        ask(true, |reply| {
-            let joining = Joining {
-                caller,
-                host_context,
-                reply,
-            };
-            Input::Join(Box::new(joining))
-        })
-    }
-
-    pub fn set_owner(caller: Caller, owner_id: Option<std::sync::Arc<str>>) -> Ask<()> {
-        ask(true, |reply| {
-            Input::Owner(OwnerChange {
-                caller,
-                owner_id,
-                reply,
-            })
-        })
-    }
-
-    pub fn cancel(caller: Caller) -> Ask<bool> {
-        ask(true, |reply| Input::Cancel(caller, reply))
-    }
-
-    pub fn delete(caller: Caller) -> Ask<bool> {
-        ask(false, |reply| Input::Delete(caller, reply))
-    }
-
-    pub fn info(caller: Caller) -> Ask<SessionInfo> {
-        ask(false, |reply| Input::Read(caller, Read::Info(reply)))
-    }
-
-    pub fn repair(caller: Caller) -> Ask<SessionInfo> {
-        ask(true, |reply| Input::Repair(Repairing { caller, reply }))
-    }
-
-    pub fn path(caller: Caller, leaf: Option<MessageId>) -> Ask<Vec<Message>> {
-        ask(false, |reply| Input::Read(caller, Read::Path(leaf, reply)))
-    }
-
-    pub fn tree(caller: Caller) -> Ask<Vec<Message>> {
-        ask(false, |reply| Input::Read(caller, Read::Tree(reply)))
     }
 }
 
@@ -433,8 +386,7 @@ impl SessionActor {
 /// The reply end a request's decision answers and the future its handler
 /// returns. A reply dropped unanswered means the actor stopped first:
 /// nothing was decided, so the caller may send again.
-fn reply_channel<T: Send + 'static>() -> (core::ReplyTo<T>, ResponseFuture<Result<T, SessionError>>)
-{
+fn reply_channel<T: Send + 'static>() -> (ReplyTo<T>, ResponseFuture<Result<T, SessionError>>) {
     let (reply, receiver) = oneshot::channel();
     let answered = Box::pin(async move {
         receiver

@@ -9,9 +9,7 @@ use serde_json::Value;
 
 use super::core::State;
 use crate::contract::{OutputMode, ToolOutcome};
-use crate::conversation::{
-    CallOutcome, CallStatus, Message as StoredMessage, PendingAction, ToolRecord,
-};
+use crate::conversation::{CallOutcome, CallStatus, Message as StoredMessage, PendingAction};
 use crate::error_type::ErrorType;
 use crate::events::{Decision, TurnErrorEvent};
 use crate::ids::ToolCallId;
@@ -36,57 +34,35 @@ impl State {
         &self,
         call_id: &ToolCallId,
     ) -> Result<Arc<PendingAction>, SessionError> {
-        if !self.is_stored() {
-            return Err(SessionError::Conflict(format!(
-                "session {:?} does not exist, so call {:?} is not pending",
-                self.id.as_str(),
-                call_id.as_str()
-            )));
-        }
-        match self.pending() {
-            Some(pending) if &pending.tool_call_id == call_id => Ok(pending.clone()),
+        let call = call_id.as_str();
+        let message = match self.pending() {
+            _ if !self.is_stored() => {
+                let id = self.id.as_str();
+                format!("session {id:?} does not exist, so call {call:?} is not pending")
+            }
+            Some(pending) if &pending.tool_call_id == call_id => return Ok(pending.clone()),
             Some(pending) if pending.queued.contains(call_id) => {
-                Err(SessionError::Conflict(format!(
-                    "call {:?} is queued behind call {:?}; answer {:?} first",
-                    call_id.as_str(),
-                    pending.tool_call_id.as_str(),
-                    pending.tool_call_id.as_str()
-                )))
+                let first = pending.tool_call_id.as_str();
+                format!("call {call:?} is queued behind call {first:?}; answer {first:?} first")
             }
-            _ => Err(self.not_pending(call_id)),
-        }
-    }
-
-    /// Why a result for `call_id` cannot be taken now.
-    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
-        let pending_now = match self.pending() {
-            Some(pending) => format!("; call {:?} is pending", pending.tool_call_id.as_str()),
-            None => "; nothing is pending".to_string(),
+            pending => match self.tree.all().rev().find_map(|m| m.find_tool(call_id)) {
+                Some(record) if record.status == Some(CallStatus::Superseded) => format!(
+                    "call {call:?} was superseded by a newer message; its result is not applied"
+                ),
+                Some(record) if record.has_result() => format!(
+                    "the result of call {call:?} was already recorded (status: {}); a duplicate is never applied twice",
+                    record.status_word()
+                ),
+                _ => match pending {
+                    Some(pending) => {
+                        let pending = pending.tool_call_id.as_str();
+                        format!("call {call:?} is not pending; call {pending:?} is pending")
+                    }
+                    None => format!("call {call:?} is not pending; nothing is pending"),
+                },
+            },
         };
-        let message = match self.find_call(call_id) {
-            Some(record) if record.status == Some(CallStatus::Superseded) => {
-                format!(
-                    "call {:?} was superseded by a newer message; its result is not applied",
-                    call_id.as_str()
-                )
-            }
-            Some(record) if record.has_result() => {
-                let status = record.status_word();
-                format!(
-                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
-                    call_id.as_str()
-                )
-            }
-            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
-        };
-        SessionError::Conflict(message)
-    }
-
-    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
-        self.tree
-            .all()
-            .rev()
-            .find_map(|message| message.find_tool(call_id))
+        Err(SessionError::Conflict(message))
     }
 
     /// Where the reply of a turn that just ended goes: on the path if the
@@ -263,7 +239,7 @@ mod tests {
     use super::super::core::{Loaded, Phase};
     use super::super::test_support::{deps_on, ScriptedModel};
     use super::*;
-    use crate::conversation::{MessageTree, Role, Segment, ToolCategory};
+    use crate::conversation::{MessageTree, Role, Segment, ToolCategory, ToolRecord};
     use crate::ids::{MessageId, SessionId};
     use crate::store::memory::MemoryStore;
 
