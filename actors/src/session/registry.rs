@@ -68,9 +68,22 @@ impl SessionRegistry {
         SessionActor: actix::Handler<M>,
     {
         // Sending only queues the message: the lock is held as for a lookup.
-        self.with_actor(id, deps, |entry| {
-            (entry.addr.send(message), SentTo(entry.idle_check.clone()))
-        })
+        let send = |entry: &Entry| (entry.addr.send(message), SentTo(entry.idle_check.clone()));
+        let mut shard = self.shard(id);
+        if let Some(entry) = shard.get(id).filter(|entry| entry.addr.connected()) {
+            return send(entry);
+        }
+        let idle_check = Arc::new(IdleCheck::default());
+        let actor = SessionActor::new(id.clone(), deps.clone(), self.clone(), idle_check.clone());
+        let addr = if Arbiter::try_current().is_some() {
+            actor.start()
+        } else {
+            SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor)
+        };
+        let entry = Entry { addr, idle_check };
+        let sent = send(&entry);
+        shard.insert(id.clone(), entry);
+        sent
     }
 
     /// Forgets the actor a message was sent to if it is still the entry for
@@ -85,32 +98,6 @@ impl SessionRegistry {
         if shard.get(id).is_some_and(is_it) {
             shard.remove(id);
         }
-    }
-
-    /// `f` of the live actor's entry, starting one when there is none.
-    fn with_actor<R>(
-        self: &Arc<Self>,
-        id: &SessionId,
-        deps: &Arc<SessionDeps>,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> R {
-        let mut shard = self.shard(id);
-        if let Some(entry) = shard.get(id) {
-            if entry.addr.connected() {
-                return f(entry);
-            }
-        }
-        let idle_check = Arc::new(IdleCheck::default());
-        let actor = SessionActor::new(id.clone(), deps.clone(), self.clone(), idle_check.clone());
-        let addr = if Arbiter::try_current().is_some() {
-            actor.start()
-        } else {
-            SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor)
-        };
-        let entry = Entry { addr, idle_check };
-        let result = f(&entry);
-        shard.insert(id.clone(), entry);
-        result
     }
 
     /// The arbiter for an actor asked for off any arbiter: one per core, chosen by the id.

@@ -239,9 +239,7 @@ impl State {
         let mut record = self.record.clone();
         record.active_leaf = Some(user.clone());
         record.turn_number += 1;
-        if request.host_context.is_some() {
-            record.host_context = kept;
-        }
+        record.host_context = kept.or(record.host_context.take());
         if record.title.is_none() && !request.content.is_empty() {
             let title: String = request.content.chars().take(MAX_TITLE_CHARS).collect();
             record.title = Some(title.into());

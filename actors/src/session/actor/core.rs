@@ -23,7 +23,6 @@ pub(super) const MAX_QUEUED_STEERING: usize = 32;
 const MAX_RELOADS: u32 = 8;
 
 pub(in crate::session) type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
-pub(super) type Reply = ReplyTo<TurnAccepted>;
 
 /// The actor's copy of the session and what it is doing.
 pub(super) struct State {
@@ -98,7 +97,7 @@ pub(super) struct Chat {
     pub(super) sink: EventSink,
     /// Checked again whenever the request is decided again.
     pub(super) caller: Caller,
-    pub(super) reply: Reply,
+    pub(super) reply: ReplyTo<TurnAccepted>,
 }
 
 /// A request other than a chat message, with its reply (`admin.rs`).

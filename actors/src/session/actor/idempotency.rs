@@ -49,7 +49,10 @@ impl State {
         let reply = reply_id(id);
         let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
         if running || waiting.is_some() {
-            Earlier::Refused(in_progress(id))
+            let id = id.as_str();
+            Earlier::Refused(SessionError::Conflict(format!(
+                "message {id:?} sent with this Idempotency-Key is in progress; send it again once its turn has ended to get its final response"
+            )))
         } else if self.tree.contains(&reply) {
             Earlier::Answered(reply)
         } else {
@@ -119,13 +122,6 @@ fn different_body() -> SessionError {
         "Idempotency-Key",
         "this key was already used with another request body in this session; a resend must repeat the body byte for byte, or use a new key",
     )
-}
-
-fn in_progress(id: &MessageId) -> SessionError {
-    SessionError::Conflict(format!(
-        "message {:?} sent with this Idempotency-Key is in progress; send it again once its turn has ended to get its final response",
-        id.as_str()
-    ))
 }
 
 #[cfg(test)]

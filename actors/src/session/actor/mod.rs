@@ -38,10 +38,9 @@ use crate::ids::SessionId;
 use crate::store::StoreResult;
 use crate::turn::{TurnInput, TurnLimits, TurnPlan};
 
-/// How long an actor whose load failed keeps answering its queued requests.
-const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
-/// How long the actor of a session that does not exist outlives a read of it.
-const ABSENT_LINGER: Duration = Duration::from_millis(100);
+/// How long an actor about to stop lingers: one whose load failed answers
+/// its queued requests; one of an absent session outlives a read of it.
+const LINGER: Duration = Duration::from_millis(100);
 
 pub struct SessionActor {
     state: State,
@@ -128,11 +127,7 @@ impl Handler<SendMessage> for SessionActor {
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        let taken = message
-            .slot
-            .lock()
-            .map(|mut slot| slot.take())
-            .unwrap_or(None);
+        let taken = message.slot.lock().ok().and_then(|mut slot| slot.take());
         let Some((request, sink)) = taken else {
             let twice = SessionError::Internal("a message was delivered twice".into());
             return Box::pin(async { Err(twice) });
@@ -154,11 +149,9 @@ impl Handler<SendMessage> for SessionActor {
 
 /// An input the actor sends itself, to be decided after the store write
 /// that holds the mailbox and what that write goes on with.
+#[derive(Message)]
+#[rtype(result = "()")]
 struct Later(Input);
-
-impl actix::Message for Later {
-    type Result = ();
-}
 
 impl Handler<Later> for SessionActor {
     type Result = ();
@@ -228,7 +221,7 @@ impl SessionActor {
             Life::StopIfAbsent => {
                 // Not at once: a first message may be queued behind the read,
                 // and a burst of reads would start and stop actors under it.
-                ctx.run_later(ABSENT_LINGER, |actor, ctx| {
+                ctx.run_later(LINGER, |actor, ctx| {
                     if actor.state.is_absent() && !ctx.waiting() {
                         ctx.stop();
                     }
@@ -238,7 +231,7 @@ impl SessionActor {
                 // Leave the registry now, so the next request starts an actor
                 // that tries the store again; answer what is queued, then stop.
                 self.registry.remove(&self.state.id, &ctx.address());
-                ctx.run_later(FAILED_LOAD_LINGER, |_actor, ctx| ctx.stop());
+                ctx.run_later(LINGER, |_actor, ctx| ctx.stop());
             }
         }
     }

@@ -11,7 +11,7 @@ use super::core::{Chat, InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUE
 use super::rules::{turn_outcome, Placement};
 pub(super) use super::rules::{Outcome, TurnFailure};
 use crate::contract::{ChatRequest, MessageType, OutputMode};
-use crate::conversation::{CallStatus, Message as StoredMessage, NoteOrigin, PendingAction};
+use crate::conversation::{CallStatus, Message as StoredMessage, NoteOrigin};
 use crate::conversation::{Segment, SessionRecord};
 use crate::error_type::ErrorType;
 use crate::events::{EventSink, FinalResponse, NoteEvent, PendingToolCall};
@@ -297,7 +297,12 @@ impl State {
             turn_number: self.record.turn_number,
             message_id: assistant.id.clone(),
             usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
-            pending_tool_call: outcome.pending.as_deref().map(pending_event),
+            pending_tool_call: outcome.pending.as_deref().map(|pending| PendingToolCall {
+                tool_name: pending.tool_name.clone(),
+                call_id: pending.tool_call_id.to_string(),
+                arguments: pending.arguments.clone(),
+                queued: pending.queued.iter().map(|id| id.to_string()).collect(),
+            }),
             decision: outcome.decision,
             error: failure.as_ref().map(|_| true),
             error_type: (failure.as_ref()).map(|failure| failure.error_type.as_str().to_string()),
@@ -354,15 +359,6 @@ fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> 
         caller: live.caller.clone(),
         reply,
     })
-}
-
-fn pending_event(pending: &PendingAction) -> PendingToolCall {
-    PendingToolCall {
-        tool_name: pending.tool_name.clone(),
-        call_id: pending.tool_call_id.to_string(),
-        arguments: pending.arguments.clone(),
-        queued: pending.queued.iter().map(|id| id.to_string()).collect(),
-    }
 }
 
 /// Announces the host-context note a continuation put after the tool
