@@ -23,9 +23,8 @@ use crate::store::{SessionSummary, StoreError, StoredTrace};
 use crate::tools::ToolRegistry;
 
 /// Fresh actors a message may be handed to when each one stopped before
-/// handling it (reads of a not-yet-existing session stop their actor, and a
-/// burst of them can race a first message more than once). Safe to repeat:
-/// an unhandled message had no effect.
+/// handling it (a burst of reads of a not-yet-existing session can race a
+/// first message more than once). Safe: an unhandled message had no effect.
 const MAX_SEND_ATTEMPTS: usize = 5;
 
 type Answer<T> = Result<T, SessionError>;
@@ -126,10 +125,8 @@ impl Runtime {
 
     /// `ask` for a request about a session that must already exist: if its
     /// actor kept stopping (a read of an unknown id stops the actor it
-    /// started, and a burst of such reads can race each other), the store
-    /// decides between "absent" and 503. Absent is a 404 to an admin and a
-    /// 403 to anyone else, as the actor answers it (the status never tells
-    /// a non-admin whether an id exists).
+    /// started), the store decides between "absent" (404 to an admin, 403 to
+    /// anyone else, as the actor answers it) and 503.
     async fn ask_existing<T>(
         &self,
         caller: &Caller,
@@ -149,9 +146,8 @@ impl Runtime {
         }
     }
 
-    /// Why a session's actor could not take a request: most often it stopped
-    /// because loading from an unreachable store failed, which the host should
-    /// see as the database error it is.
+    /// Why a session's actor could not take a request: most often its load
+    /// from an unreachable store failed, which the host should see as such.
     async fn why_unavailable(&self, cause: &str) -> SessionError {
         match self.deps.store.ping().await {
             Err(error) => error.into(),
@@ -245,13 +241,9 @@ impl Runtime {
     ) -> Result<(), SessionError> {
         self.join(caller, id, host_context).await?;
         if !self.rooms.join(id, member_id, caller.clone(), member) {
-            return Err(SessionError::validation(
-                "session_id",
-                format!(
-                    "the session's room is full ({} members)",
-                    super::rooms::MAX_MEMBERS_PER_ROOM
-                ),
-            ));
+            let max = super::rooms::MAX_MEMBERS_PER_ROOM;
+            let full = format!("the session's room is full ({max} members)");
+            return Err(SessionError::validation("session_id", full));
         }
         Ok(())
     }

@@ -23,7 +23,6 @@ use crate::session::requests::{AcceptedAs, TurnAccepted};
 use crate::session::SessionError;
 use crate::turn::{NotQueued, SteeringNote};
 
-/// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
 
 pub(super) fn accepted(message_id: &MessageId) -> TurnAccepted {

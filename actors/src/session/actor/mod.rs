@@ -349,9 +349,7 @@ impl SessionActor {
         let context = state.current_context(request);
         let tools = (state.deps.tools).tool_set(context, state.screenshot.is_some(), output_mode);
         let asked = &request.config;
-        let max_requests = asked
-            .max_turns
-            .map_or(config.max_turns, |n| n.min(config.max_turns));
+        let max_requests = config.max_turns.min(asked.max_turns.unwrap_or(u32::MAX));
         let thinking_budget =
             crate::turn::thinking_budget(asked.thinking_budget, config.thinking_budget);
         TurnPlan {

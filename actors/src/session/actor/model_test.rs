@@ -636,7 +636,11 @@ impl World {
         if !open.is_empty() {
             return Err(format!("calls without a result and not pending: {open:?}"));
         }
-        let path = tree.path_to(snapshot.record.active_leaf.as_ref());
+        self.check_path(&tree.path_to(snapshot.record.active_leaf.as_ref()))
+    }
+
+    /// Every acknowledged message and accepted result is on the stored path.
+    fn check_path(&self, path: &[&crate::conversation::Message]) -> Checked {
         for acked in &self.state.acked {
             if !path.iter().any(|message| message.id.as_str() == acked) {
                 return Err(format!(

@@ -16,14 +16,13 @@ use crate::ids::ToolCallId;
 use crate::session::SessionError;
 use crate::turn::TurnEnd;
 
-/// Where a finished turn's reply goes.
+/// Where a finished turn's reply goes: `Superseded` is off the path (a newer
+/// message or result was taken meanwhile); `Gone`, nowhere (the session or
+/// the turn's own message was deleted).
 #[derive(Debug, PartialEq)]
 pub(super) enum Placement {
-    /// On the active path, as the session's next message.
     OnPath,
-    /// Off the path: a newer message or result was taken meanwhile.
     Superseded,
-    /// Nowhere: the session (or the turn's own message) was deleted.
     Gone,
 }
 
@@ -127,9 +126,7 @@ pub(super) fn record_result(
 /// How a turn (or a result) ended, as its final response reports it.
 #[derive(Default)]
 pub(super) struct Outcome {
-    /// The call it leaves pending.
     pub(super) pending: Option<Arc<PendingAction>>,
-    /// A silent decision's verdict.
     pub(super) decision: Option<Decision>,
     /// Why it did not complete: sent as the terminal `error` event too.
     pub(super) failure: Option<TurnFailure>,
@@ -201,7 +198,6 @@ pub(super) fn turn_outcome(
 /// Why a turn did not complete: its final response's error fields and its
 /// terminal `error` event.
 pub(super) struct TurnFailure {
-    /// How it ended (`cancelled`, `usage_limit`, a model error's kind…).
     pub(super) error_type: ErrorType,
     /// The sentence the client shows.
     pub(super) message: String,
@@ -222,7 +218,6 @@ impl TurnFailure {
         }
     }
 
-    /// The terminal `error` event that follows the final response.
     pub(super) fn into_event(self) -> TurnErrorEvent {
         TurnErrorEvent {
             kind: "error",

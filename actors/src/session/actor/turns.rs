@@ -37,7 +37,7 @@ pub(super) struct Start {
 pub(super) struct TurnEnded {
     pub(super) turn_id: u64,
     pub(super) output: TurnOutput,
-    /// A summary node made for this turn (history compaction), stored with it.
+    /// Made for this turn (history compaction), stored with it.
     pub(super) summary: Option<Arc<StoredMessage>>,
 }
 
@@ -107,7 +107,6 @@ impl State {
         }));
     }
 
-    /// Records how a turn ended, then places its reply.
     pub(super) fn finish_turn(&mut self, ended: TurnEnded, plan: &mut Plan) {
         let live = match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Running(live) if live.id == ended.turn_id => live,
