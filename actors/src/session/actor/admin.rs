@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::core::{InFlight, Life, Loaded, Phase, Plan, ReplyTo, Request, State, Write};
+use super::core::{InFlight, Io, Life, Loaded, Phase, Plan, ReplyTo, Request, State, Write};
 use super::turns::TurnFailure;
 use crate::contract::HostContext;
 use crate::conversation::{CallStatus, Message as StoredMessage, Role, StoredContext};
@@ -16,22 +16,39 @@ use crate::store::StoreResult;
 impl State {
     /// Decides a request: now, or again on a reloaded copy (a write).
     pub(super) fn handle(&mut self, caller: Caller, request: Request, plan: &mut Plan) {
-        let allowed = self.authorize_read(&caller);
-        match request {
-            Request::Join(context, reply) => return self.join(caller, context, reply, plan),
-            Request::Owner(owner, reply) => return self.set_owner(caller, owner, reply, plan),
-            Request::Repair(reply) => return self.repair(caller, allowed, reply, plan),
-            Request::Cancel(reply) => return self.cancel(allowed, reply, plan),
-            Request::Delete(reply) => return self.delete(allowed, reply, plan),
-            Request::Info(reply) => plan.answer(reply, allowed.map(|()| self.info())),
-            Request::Path(leaf, reply) => {
-                plan.answer(reply, allowed.and_then(|()| self.path(leaf)))
+        let allowed = match &request {
+            Request::Join(..) => self.authorize_write(&caller),
+            Request::Owner(..) if !caller.admin => Err(SessionError::forbidden(&self.id)),
+            _ => self.authorize_read(&caller),
+        };
+        match (request, allowed) {
+            // An admin cancelling nothing is told so, as before ownership;
+            // deleting a session this copy does not have still asks the store
+            // (another process may have written it).
+            (Request::Cancel(reply), Err(SessionError::NotFound(_))) => {
+                plan.answer(reply, Ok(false))
             }
-            Request::Tree(reply) => {
-                plan.answer(reply, allowed.map(|()| self.tree.all().cloned().collect()))
+            (Request::Delete(reply), Ok(()) | Err(SessionError::NotFound(_))) => {
+                plan.cancel = self.is_running();
+                plan.io(Io::Delete(reply, self.is_stored()));
+            }
+            (request, Err(error)) => request.refuse(error, plan),
+            (Request::Join(context, reply), Ok(())) => self.join(caller, context, reply, plan),
+            (Request::Owner(owner, reply), Ok(())) => self.set_owner(caller, owner, reply, plan),
+            (Request::Repair(reply), Ok(())) => self.repair(caller, reply, plan),
+            (Request::Cancel(reply), Ok(())) => {
+                let cancelled = self.cancel_live(plan);
+                plan.answer(reply, Ok(cancelled));
+            }
+            (Request::Info(reply), Ok(())) => plan.answer(reply, Ok(self.info())),
+            (Request::Path(leaf, reply), Ok(())) => plan.answer(reply, self.path(leaf)),
+            (Request::Tree(reply), Ok(())) => {
+                plan.answer(reply, Ok(self.tree.all().cloned().collect()))
             }
         }
-        self.stop_if_absent(plan);
+        if plan.io.is_none() {
+            self.stop_if_absent(plan);
+        }
     }
 
     /// A join, owner change or repair is stored: the copy takes it.
@@ -98,9 +115,6 @@ impl State {
         reply: ReplyTo<()>,
         plan: &mut Plan,
     ) {
-        if let Err(error) = self.authorize_write(&caller) {
-            return plan.answer(reply, Err(error));
-        }
         if context.is_none() && self.is_stored() {
             return plan.answer(reply, Ok(()));
         }
@@ -112,9 +126,8 @@ impl State {
         plan.write(self.write(record, None), in_flight);
     }
 
-    /// Owner transfer (`PATCH /api/sessions/{id}/owner`): admins only, on a
-    /// stored session (404 otherwise). A live turn goes on; the new owner is
-    /// checked from the next request on.
+    /// Owner transfer (`PATCH /api/sessions/{id}/owner`; admins only): a live
+    /// turn goes on; the new owner is checked from the next request on.
     fn set_owner(
         &mut self,
         caller: Caller,
@@ -122,14 +135,6 @@ impl State {
         reply: ReplyTo<()>,
         plan: &mut Plan,
     ) {
-        let allowed = match caller.admin {
-            true => self.authorize_read(&caller),
-            false => Err(SessionError::forbidden(&self.id)),
-        };
-        if let Err(error) = allowed {
-            self.stop_if_absent(plan);
-            return plan.answer(reply, Err(error));
-        }
         if self.record.owner_id == owner_id {
             return plan.answer(reply, Ok(()));
         }
@@ -140,17 +145,7 @@ impl State {
     }
 
     /// Resolves every unresolved call as `unknown` and drops the pending call.
-    fn repair(
-        &mut self,
-        caller: Caller,
-        allowed: Result<(), SessionError>,
-        reply: ReplyTo<SessionInfo>,
-        plan: &mut Plan,
-    ) {
-        if let Err(error) = allowed {
-            self.stop_if_absent(plan);
-            return plan.answer(reply, Err(error));
-        }
+    fn repair(&mut self, caller: Caller, reply: ReplyTo<SessionInfo>, plan: &mut Plan) {
         if self.is_running() {
             let error = SessionError::Conflict(
                 "a turn is running; cancel it before repairing the session".into(),
@@ -171,34 +166,6 @@ impl State {
         record.pending_action = None;
         let in_flight = InFlight::Request(caller, Request::Repair(reply));
         plan.write(self.write(record, Some(changed)), in_flight);
-    }
-
-    fn cancel(&mut self, allowed: Result<(), SessionError>, reply: ReplyTo<bool>, plan: &mut Plan) {
-        let answer = match allowed {
-            Ok(()) => Ok(self.cancel_live(plan)),
-            // An admin cancelling nothing is told so, as before ownership.
-            Err(SessionError::NotFound(_)) => Ok(false),
-            Err(error) => Err(error),
-        };
-        if !matches!(answer, Ok(true)) {
-            self.stop_if_absent(plan);
-        }
-        plan.answer(reply, answer);
-    }
-
-    /// Cancels any live turn and deletes the stored session. An admin
-    /// deleting a session this copy does not have still asks the store
-    /// (another process may have written it).
-    fn delete(&mut self, allowed: Result<(), SessionError>, reply: ReplyTo<bool>, plan: &mut Plan) {
-        match allowed {
-            Ok(()) | Err(SessionError::NotFound(_)) => {}
-            Err(error) => {
-                self.stop_if_absent(plan);
-                return plan.answer(reply, Err(error));
-            }
-        }
-        plan.cancel = self.is_running();
-        plan.io(super::core::Io::Delete(reply, self.is_stored()));
     }
 
     pub(super) fn deleted(
