@@ -342,7 +342,20 @@ impl State {
                 self.commit(write, in_flight, plan);
             }
             Ok(Written::Stale) => self.reload(in_flight, plan),
-            Err(error) => self.write_failed(in_flight, error, plan),
+            // A failure in the store itself: recovery is left to the next
+            // load, a turn's reply is reported unsaved, anything else is told.
+            Err(error) => {
+                log::warn!("session {}: a write failed: {error}", self.id);
+                match in_flight {
+                    InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
+                    InFlight::Turn(turn) => {
+                        // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
+                        let message = "Database not reachable; the turn's result was not saved";
+                        self.turn_not_saved(turn, error.error_type(), message, plan);
+                    }
+                    in_flight => self.fail(in_flight, error.into(), plan),
+                }
+            }
         }
     }
 
@@ -459,22 +472,6 @@ impl State {
                 self.turn_not_saved(turn, error.error_type(), &message, plan);
             }
             InFlight::Recovered(in_flight) => self.fail(*in_flight, error, plan),
-        }
-    }
-
-    /// A write failed in the store itself: recovery is left to the next
-    /// load, a turn's reply is reported unsaved, anything else is told.
-    fn write_failed(&mut self, in_flight: InFlight, error: StoreError, plan: &mut Plan) {
-        log::warn!("session {}: a write failed: {error}", self.id);
-        match in_flight {
-            InFlight::Nothing => {}
-            InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
-            InFlight::Turn(turn) => {
-                // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
-                let message = "Database not reachable; the turn's result was not saved";
-                self.turn_not_saved(turn, error.error_type(), message, plan);
-            }
-            in_flight => self.fail(in_flight, error.into(), plan),
         }
     }
 
