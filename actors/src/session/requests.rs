@@ -1,5 +1,5 @@
-//! A message for a session actor and the replies; the other requests are
-//! `actor::ask`. Sent by the `Runtime` only; transports never hold an actor address.
+//! A message for a session actor and the replies; every other request is an
+//! `actor::Ask`. Sent by the `Runtime` only; transports never hold an actor address.
 
 use actix::Message;
 use serde::Serialize;
