@@ -143,20 +143,16 @@ impl State {
     /// Steering that arrived as the turn ended: the next turn after a
     /// completed turn, dropped (and logged) otherwise.
     fn late_steering(&mut self, mut late: SteeringReceiver, end: &TurnEnd, live: &LiveTurn) {
-        let mut notes = Vec::new();
+        let mut n = 0;
         while let Some(note) = late.try_recv() {
-            notes.push(note);
+            // Ahead of anything else waiting, with its events on the same stream.
+            if *end == TurnEnd::Completed {
+                self.waiting.insert(n, promoted(note, live, &self.id));
+            }
+            n += 1;
         }
-        if notes.is_empty() {
-            return;
-        }
-        if *end != TurnEnd::Completed {
-            let n = notes.len();
-            return log::info!("session {}: {n} steering message(s) arrived as the turn ended ({end:?}); not delivered", self.id);
-        }
-        // Ahead of anything else waiting, with its events on the same stream.
-        for note in notes.into_iter().rev() {
-            self.waiting.push_front(promoted(note, live, &self.id));
+        if n > 0 && *end != TurnEnd::Completed {
+            log::info!("session {}: {n} steering message(s) arrived as the turn ended ({end:?}); not delivered", self.id);
         }
     }
 
