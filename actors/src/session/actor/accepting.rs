@@ -13,7 +13,7 @@ use crate::contract::{
     OutputMode,
 };
 use crate::conversation::{
-    now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role, Segment,
+    now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role,
     SessionRecord, StoredContext,
 };
 use crate::events::{Decision, ToolResultEvent, TurnEvent};
@@ -21,7 +21,7 @@ use crate::ids::MessageId;
 use crate::prompt::host_block::render_host_context;
 use crate::session::requests::{AcceptedAs, TurnAccepted};
 use crate::session::SessionError;
-use crate::turn::{NotQueued, SteeringNote};
+use crate::turn::{push_note, NotQueued, SteeringNote};
 
 const MAX_TITLE_CHARS: usize = 80;
 
@@ -328,8 +328,10 @@ impl State {
 /// pending call, are in its write).
 pub(super) struct AppliedResult {
     pending: Arc<PendingAction>,
-    /// Its `tool_result` event (screenshots stripped), sent once stored.
+    /// Its `tool_result` event (screenshots stripped), sent once stored, and
+    /// the host context's note after it when the model resumes.
     event: TurnEvent,
+    note: Option<TurnEvent>,
     screenshot: Option<String>,
 }
 
@@ -358,15 +360,10 @@ impl State {
         });
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
         let block = resumes_model.then(|| self.host_block(request, kept.as_deref()));
-        if let Some(text) = block.flatten() {
+        let note = block.flatten().map(|text| {
             let (origin, attachments) = (NoteOrigin::HostContext, reference_attachments(request));
-            let text = text.to_string();
-            (assistant.segments).push(Segment::Note {
-                origin,
-                text,
-                attachments,
-            });
-        }
+            push_note(&mut assistant, origin, None, text.to_string(), attachments)
+        });
         let mut record = self.stored_record();
         record.host_context = kept.or(record.host_context.take());
         record.pending_action = next;
@@ -382,6 +379,7 @@ impl State {
         let applied = AppliedResult {
             pending,
             event,
+            note,
             screenshot,
         };
         plan.write(write, InFlight::Result(waiting, applied));
@@ -414,7 +412,8 @@ impl State {
             // continuation says (host-contract.md: the pending action stores it).
             waiting.request.output_mode = output_mode;
             let assistant = Arc::unwrap_or_clone(assistant);
-            return self.start_turn(waiting, assistant, Some(event), plan);
+            let opening = [event].into_iter().chain(applied.note);
+            return self.start_turn(waiting, assistant, opening, plan);
         }
         self.phase = Phase::awaiting(next.clone());
         // A receipt of a silent decision publishes no tool preview either.

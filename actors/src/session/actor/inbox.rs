@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::core::{Out, Plan, State};
 use crate::contract::{ChatRequest, OutputMode};
-use crate::conversation::{NoteOrigin, Segment};
-use crate::events::{NoteEvent, TurnEvent};
+use crate::conversation::NoteOrigin;
 use crate::store::InboxItem;
+use crate::turn::push_note;
 
 impl State {
     /// The inbox items a new message's write takes: none for a silent
@@ -43,22 +43,15 @@ impl State {
             return;
         };
         for item in items {
-            let (index, text) = (start.assistant.segments.len(), item.envelope());
-            let note = TurnEvent::Note(NoteEvent {
-                origin: NoteOrigin::Steering,
-                message_id: Some(format!("inbox-{}", item.id)),
-                content: Some(text.clone()),
-                segment_id: format!("{}:{index}", start.assistant.id),
-                segment_index: index,
-                segment_kind: "steering",
-            });
-            plan.out.push(Out::Event(start.sink.clone(), note));
-            let (origin, attachments) = (NoteOrigin::Steering, Vec::new());
-            (start.assistant.segments).push(Segment::Note {
-                origin,
+            let (id, text) = (Some(format!("inbox-{}", item.id)), item.envelope());
+            let note = push_note(
+                &mut start.assistant,
+                NoteOrigin::Steering,
+                id,
                 text,
-                attachments,
-            });
+                Vec::new(),
+            );
+            plan.out.push(Out::Event(start.sink.clone(), note));
         }
     }
 }

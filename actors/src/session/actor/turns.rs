@@ -11,10 +11,10 @@ use super::core::{Chat, InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUE
 use super::rules::{turn_outcome, Placement};
 pub(super) use super::rules::{Outcome, TurnFailure};
 use crate::contract::{ChatRequest, MessageType, OutputMode};
-use crate::conversation::{CallStatus, Message as StoredMessage, NoteOrigin};
-use crate::conversation::{Segment, SessionRecord};
+use crate::conversation::SessionRecord;
+use crate::conversation::{CallStatus, Message as StoredMessage};
 use crate::error_type::ErrorType;
-use crate::events::{EventSink, FinalResponse, NoteEvent, PendingToolCall};
+use crate::events::{EventSink, FinalResponse, PendingToolCall};
 use crate::events::{TurnEvent, TurnStatus};
 use crate::model::{ModelId, SharedModelClient};
 use crate::trace::TurnTrace;
@@ -60,13 +60,13 @@ pub(super) struct FinishedTurn {
 
 impl State {
     /// Starts the model loop for `assistant` (new, or resumed after host
-    /// results). `opening` (a continuation's `tool_result`) follows
-    /// `status: started`, which stays the turn's first event.
+    /// results). `opening` (a continuation's `tool_result` and host-context
+    /// note) follows `status: started`, which stays the turn's first event.
     pub(super) fn start_turn(
         &mut self,
         waiting: Waiting,
         mut assistant: StoredMessage,
-        opening: Option<TurnEvent>,
+        opening: impl IntoIterator<Item = TurnEvent>,
         plan: &mut Plan,
     ) {
         let (request, sink) = (waiting.request, waiting.sink);
@@ -91,9 +91,8 @@ impl State {
         });
         plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
         plan.status(&sink, &self.id, TurnStatus::Started);
-        if let Some(event) = opening {
+        for event in opening {
             plan.event(&sink, event);
-            announce_context_note(&sink, &assistant, plan);
         }
         plan.start = Some(Box::new(Start {
             turn_id: self.next_turn_id,
@@ -354,29 +353,6 @@ fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> 
         caller: live.caller.clone(),
         reply,
     })
-}
-
-/// Announces the host-context note a continuation put after the tool
-/// results (its segment takes an index the client would otherwise never see).
-fn announce_context_note(sink: &EventSink, assistant: &StoredMessage, plan: &mut Plan) {
-    let index = assistant.segments.len().saturating_sub(1);
-    if let Some(Segment::Note {
-        origin: NoteOrigin::HostContext,
-        ..
-    }) = assistant.segments.last()
-    {
-        plan.event(
-            sink,
-            TurnEvent::Note(NoteEvent {
-                origin: NoteOrigin::HostContext,
-                message_id: None,
-                content: None,
-                segment_id: format!("{}:{index}", assistant.id),
-                segment_index: index,
-                segment_kind: "host_context",
-            }),
-        );
-    }
 }
 
 #[cfg(test)]
