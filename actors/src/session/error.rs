@@ -11,6 +11,8 @@ use crate::store::StoreError;
 /// request and for a turn whose result could not be saved alike.
 pub const DATABASE_UNREACHABLE: &str = "Database not reachable";
 
+pub type SessionResult<T> = Result<T, SessionError>;
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum SessionError {
     /// 422: the request itself is malformed.

@@ -16,7 +16,7 @@ mod runtime;
 pub use actor::SessionActor;
 pub use caller::Caller;
 pub use deps::{SessionConfig, SessionDeps};
-pub use error::{SessionError, DATABASE_UNREACHABLE};
+pub use error::{SessionError, SessionResult, DATABASE_UNREACHABLE};
 pub use registry::SessionRegistry;
 pub use requests::{AcceptedAs, SessionInfo, TurnAccepted};
 pub use rooms::{MemberId, Removal, RoomMember, Rooms, MAX_MEMBERS_PER_ROOM};

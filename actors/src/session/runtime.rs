@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::actor::{Ask, ReplyTo, Request};
 use super::caller::Caller;
 use super::deps::SessionDeps;
-use super::error::SessionError;
+use super::error::{SessionError, SessionResult};
 use super::registry::SessionRegistry;
 use super::requests::*;
 use super::rooms::{MemberId, Removal, RoomMember, Rooms};
@@ -27,7 +27,6 @@ use crate::tools::ToolRegistry;
 /// first message more than once). Safe: an unhandled message had no effect.
 const MAX_SEND_ATTEMPTS: usize = 5;
 
-type Answer<T> = Result<T, SessionError>;
 /// Makes a request around its reply end, once per attempt.
 trait Make<T>: FnOnce(ReplyTo<T>) -> Request + Clone + Send + 'static {}
 impl<T, F: FnOnce(ReplyTo<T>) -> Request + Clone + Send + 'static> Make<T> for F {}
@@ -109,7 +108,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
         make: impl Make<T>,
-    ) -> Answer<T> {
+    ) -> SessionResult<T> {
         for _attempt in 0..MAX_SEND_ATTEMPTS {
             let ask = Ask::new(caller, make.clone());
             let (request, sent_to) = self.registry.send(id, &self.deps, ask);
@@ -132,7 +131,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
         make: impl Make<T>,
-    ) -> Answer<T>
+    ) -> SessionResult<T>
     where
         T: Send + 'static,
     {
@@ -222,7 +221,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
         host_context: Option<HostContext>,
-    ) -> Result<(), SessionError> {
+    ) -> SessionResult<()> {
         let join = move |reply| Request::Join(host_context.map(Box::new), reply);
         self.ask(caller, id, join).await
     }
@@ -238,7 +237,7 @@ impl Runtime {
         host_context: Option<HostContext>,
         member_id: MemberId,
         member: Arc<dyn RoomMember>,
-    ) -> Result<(), SessionError> {
+    ) -> SessionResult<()> {
         self.join(caller, id, host_context).await?;
         if !self.rooms.join(id, member_id, caller.clone(), member) {
             let max = super::rooms::MAX_MEMBERS_PER_ROOM;
@@ -248,7 +247,7 @@ impl Runtime {
         Ok(())
     }
 
-    pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
+    pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
         // A live turn always has a live actor: for an admin, no actor means
         // nothing to cancel. Anyone else is checked against the stored owner.
         let Some(addr) = self.registry.get(id) else {
@@ -265,11 +264,7 @@ impl Runtime {
         }
     }
 
-    pub async fn session(
-        &self,
-        caller: &Caller,
-        id: &SessionId,
-    ) -> Result<SessionInfo, SessionError> {
+    pub async fn session(&self, caller: &Caller, id: &SessionId) -> SessionResult<SessionInfo> {
         self.ask_existing(caller, id, Request::Info).await
     }
 
@@ -278,16 +273,12 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
         leaf_id: Option<MessageId>,
-    ) -> Result<Vec<StoredMessage>, SessionError> {
+    ) -> SessionResult<Vec<StoredMessage>> {
         let path = move |reply| Request::Path(leaf_id, reply);
         self.ask_existing(caller, id, path).await
     }
 
-    pub async fn tree(
-        &self,
-        caller: &Caller,
-        id: &SessionId,
-    ) -> Result<Vec<StoredMessage>, SessionError> {
+    pub async fn tree(&self, caller: &Caller, id: &SessionId) -> SessionResult<Vec<StoredMessage>> {
         self.ask_existing(caller, id, Request::Tree).await
     }
 
@@ -304,11 +295,7 @@ impl Runtime {
         Ok(self.deps.store.traces(id, limit, offset).await?)
     }
 
-    pub async fn repair(
-        &self,
-        caller: &Caller,
-        id: &SessionId,
-    ) -> Result<SessionInfo, SessionError> {
+    pub async fn repair(&self, caller: &Caller, id: &SessionId) -> SessionResult<SessionInfo> {
         self.ask_existing(caller, id, Request::Repair).await
     }
 
@@ -317,7 +304,7 @@ impl Runtime {
     /// written before the depth limit existed) is deleted in the store
     /// directly by an admin, so no stored session is ever beyond removal.
     /// (Its owner cannot be read, so nobody else may.)
-    pub async fn delete(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
+    pub async fn delete(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
         let deleted = self.delete_session(caller, id).await;
         if let Ok(true) = deleted {
             self.rooms.evict(id, |_| false, Removal::Deleted);
@@ -325,7 +312,7 @@ impl Runtime {
         deleted
     }
 
-    async fn delete_session(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
+    async fn delete_session(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
         match self.ask_existing(caller, id, Request::Delete).await {
             Err(
                 cause @ (SessionError::Internal(_)
@@ -351,7 +338,7 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
         owner_id: Option<Arc<str>>,
-    ) -> Result<(), SessionError> {
+    ) -> SessionResult<()> {
         if !caller.admin {
             return Err(SessionError::forbidden(id));
         }
@@ -372,7 +359,7 @@ impl Runtime {
         caller: &Caller,
         limit: u32,
         offset: u32,
-    ) -> Result<Vec<SessionSummary>, SessionError> {
+    ) -> SessionResult<Vec<SessionSummary>> {
         Ok(self
             .deps
             .store

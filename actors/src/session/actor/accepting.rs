@@ -20,7 +20,7 @@ use crate::events::{Decision, ToolResultEvent, TurnEvent};
 use crate::ids::MessageId;
 use crate::prompt::host_block::render_host_context;
 use crate::session::requests::{AcceptedAs, TurnAccepted};
-use crate::session::SessionError;
+use crate::session::{SessionError, SessionResult};
 use crate::turn::{push_note, NotQueued, SteeringNote};
 
 const MAX_TITLE_CHARS: usize = 80;
@@ -104,7 +104,7 @@ impl State {
         }
     }
 
-    fn check_new_message(&self, request: &ChatRequest) -> Result<(), SessionError> {
+    fn check_new_message(&self, request: &ChatRequest) -> SessionResult<()> {
         if self.tree.contains(&request.id) {
             return Err(SessionError::Conflict(format!(
                 "message id {:?} already exists in session {:?}",
@@ -129,7 +129,7 @@ impl State {
         Ok(())
     }
 
-    fn check_parent(&self, parent: &MessageId) -> Result<(), SessionError> {
+    fn check_parent(&self, parent: &MessageId) -> SessionResult<()> {
         match self.tree.get(parent) {
             Some(message) if message.role == Role::Summary => Err(SessionError::Conflict(format!(
                 "parent_id {:?} is a summary node; continue from a message of the conversation",

@@ -10,7 +10,7 @@ use crate::conversation::{CallStatus, Message as StoredMessage, Role, StoredCont
 use crate::error_type::ErrorType;
 use crate::ids::MessageId;
 use crate::session::requests::SessionInfo;
-use crate::session::{Caller, SessionError};
+use crate::session::{Caller, SessionError, SessionResult};
 use crate::store::StoreResult;
 
 impl State {
@@ -95,7 +95,7 @@ impl State {
     }
 
     /// The root-to-leaf path, to the active leaf by default.
-    fn path(&self, leaf: Option<MessageId>) -> Result<Vec<StoredMessage>, SessionError> {
+    fn path(&self, leaf: Option<MessageId>) -> SessionResult<Vec<StoredMessage>> {
         let leaf = leaf.as_ref().or(self.record.active_leaf.as_ref());
         if let Some(leaf) = leaf.filter(|leaf| !self.tree.contains(leaf)) {
             let leaf = leaf.as_str();

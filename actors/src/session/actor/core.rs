@@ -13,7 +13,7 @@ use crate::conversation::{Message as StoredMessage, MessageTree, PendingAction, 
 use crate::events::{EventSink, StatusEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, SessionId};
 use crate::session::recovery::{recover, Recovered};
-use crate::session::{Caller, SessionDeps, SessionError, SessionInfo, TurnAccepted};
+use crate::session::{Caller, SessionDeps, SessionError, SessionInfo, SessionResult, TurnAccepted};
 use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
 use crate::turn::{CancelHandle, SteeringSender};
 
@@ -22,7 +22,7 @@ pub(super) const MAX_QUEUED_STEERING: usize = 32;
 /// Reloads in a row for one request before it is answered 503.
 const MAX_RELOADS: u32 = 8;
 
-pub(in crate::session) type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
+pub(in crate::session) type ReplyTo<T> = oneshot::Sender<SessionResult<T>>;
 
 /// The actor's copy of the session and what it is doing.
 pub(super) struct State {
@@ -221,8 +221,8 @@ macro_rules! answers {
         /// A reply and its answer; `send` is the one place replies go out.
         /// (A session's info is boxed: it is most of the enum's size.)
         pub(super) enum Answer {
-            $($variant(ReplyTo<$t>, Result<$t, SessionError>),)*
-            Info(ReplyTo<SessionInfo>, Box<Result<SessionInfo, SessionError>>),
+            $($variant(ReplyTo<$t>, SessionResult<$t>),)*
+            Info(ReplyTo<SessionInfo>, Box<SessionResult<SessionInfo>>),
         }
         impl Answer {
             /// An asker that is gone (its connection closed) is no error.
@@ -233,8 +233,8 @@ macro_rules! answers {
                 };
             }
         }
-        $(impl From<(ReplyTo<$t>, Result<$t, SessionError>)> for Answer {
-            fn from((reply, result): (ReplyTo<$t>, Result<$t, SessionError>)) -> Answer {
+        $(impl From<(ReplyTo<$t>, SessionResult<$t>)> for Answer {
+            fn from((reply, result): (ReplyTo<$t>, SessionResult<$t>)) -> Answer {
                 Answer::$variant(reply, result)
             }
         })*
@@ -247,16 +247,16 @@ answers!(
     Messages(Vec<StoredMessage>)
 );
 
-impl From<(ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)> for Answer {
-    fn from((reply, result): (ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)) -> Answer {
+impl From<(ReplyTo<SessionInfo>, SessionResult<SessionInfo>)> for Answer {
+    fn from((reply, result): (ReplyTo<SessionInfo>, SessionResult<SessionInfo>)) -> Answer {
         Answer::Info(reply, Box::new(result))
     }
 }
 
 impl Plan {
-    pub(super) fn answer<T>(&mut self, reply: ReplyTo<T>, result: Result<T, SessionError>)
+    pub(super) fn answer<T>(&mut self, reply: ReplyTo<T>, result: SessionResult<T>)
     where
-        Answer: From<(ReplyTo<T>, Result<T, SessionError>)>,
+        Answer: From<(ReplyTo<T>, SessionResult<T>)>,
     {
         self.out.push(Out::Answer((reply, result).into()));
     }
@@ -546,7 +546,7 @@ impl State {
     /// Whether `caller` may read or change this session. One not stored is
     /// `NotFound` to an admin and `Forbidden` to anyone else, so a refusal
     /// never tells whether someone else's session exists.
-    pub(super) fn authorize_read(&self, caller: &Caller) -> Result<(), SessionError> {
+    pub(super) fn authorize_read(&self, caller: &Caller) -> SessionResult<()> {
         match &self.loaded {
             Loaded::Loading => Err(SessionError::ActorUnavailable(
                 "session still loading".into(),
@@ -560,7 +560,7 @@ impl State {
 
     /// Whether `caller` may write (a message or a join). A session not stored
     /// yet is created by this write, so it becomes the caller's.
-    pub(super) fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
+    pub(super) fn authorize_write(&mut self, caller: &Caller) -> SessionResult<()> {
         if !matches!(self.loaded, Loaded::Absent) {
             return self.authorize_read(caller);
         }

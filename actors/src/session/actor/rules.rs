@@ -13,7 +13,7 @@ use crate::conversation::{CallOutcome, CallStatus, Message as StoredMessage, Pen
 use crate::error_type::ErrorType;
 use crate::events::{Decision, TurnErrorEvent};
 use crate::ids::ToolCallId;
-use crate::session::SessionError;
+use crate::session::{SessionError, SessionResult};
 use crate::turn::TurnEnd;
 
 /// Where a finished turn's reply goes: `Superseded` is off the path (a newer
@@ -29,10 +29,7 @@ pub(super) enum Placement {
 impl State {
     /// The pending call a host result for `call_id` answers, or the 409
     /// saying why it answers none.
-    pub(super) fn result_target(
-        &self,
-        call_id: &ToolCallId,
-    ) -> Result<Arc<PendingAction>, SessionError> {
+    pub(super) fn result_target(&self, call_id: &ToolCallId) -> SessionResult<Arc<PendingAction>> {
         let call = call_id.as_str();
         let message = match self.pending() {
             _ if !self.is_stored() => {
