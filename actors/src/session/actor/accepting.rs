@@ -419,11 +419,7 @@ impl State {
         // A receipt of a silent decision publishes no tool preview either.
         let opening = (output_mode == OutputMode::Text).then_some(event);
         let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Completed);
-        let outcome = Outcome {
-            pending: next,
-            decision,
-            failure: None,
-        };
+        let outcome = Outcome::decided(next, decision);
         self.end_at_once(waiting, &assistant, output_mode, opening, outcome, plan);
         plan.run_waiting = true;
         plan.life = Some(super::core::Life::Settled);

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use super::core::{InFlight, Io, Life, Loaded, Phase, Plan, ReplyTo, Request, State, Write};
-use super::turns::TurnFailure;
-use crate::contract::HostContext;
+use super::turns::{Outcome, TurnFailure};
 use crate::conversation::{CallStatus, Message as StoredMessage, Role, StoredContext};
 use crate::error_type::ErrorType;
 use crate::ids::MessageId;
@@ -33,8 +32,14 @@ impl State {
                 plan.io(Io::Delete(reply, self.is_stored()));
             }
             (request, Err(error)) => request.refuse(error, plan),
-            (Request::Join(context, reply), Ok(())) => self.join(caller, context, reply, plan),
-            (Request::Owner(owner, reply), Ok(())) => self.set_owner(caller, owner, reply, plan),
+            // Nothing to write: joined already, or the owner already is.
+            (Request::Join(None, reply), Ok(())) if self.is_stored() => plan.answer(reply, Ok(())),
+            (Request::Owner(owner_id, reply), Ok(())) if owner_id == self.record.owner_id => {
+                plan.answer(reply, Ok(()))
+            }
+            (request @ (Request::Join(..) | Request::Owner(..)), Ok(())) => {
+                self.store_request(caller, request, plan)
+            }
             (Request::Repair(reply), Ok(())) => self.repair(caller, reply, plan),
             (Request::Cancel(reply), Ok(())) => {
                 let cancelled = self.cancel_live(plan);
@@ -54,14 +59,10 @@ impl State {
     /// A join, owner change or repair is stored: the copy takes it.
     pub(super) fn request_written(&mut self, request: Request, write: Write, plan: &mut Plan) {
         match request {
-            Request::Join(context, reply) => {
-                if context.is_some() {
-                    self.record.host_context = write.record.host_context;
-                }
-                plan.answer(reply, Ok(()));
-            }
-            Request::Owner(owner_id, reply) => {
-                self.record.owner_id = owner_id;
+            Request::Join(_, reply) | Request::Owner(_, reply) => {
+                let record = write.record;
+                (self.record.host_context, self.record.owner_id) =
+                    (record.host_context, record.owner_id);
                 plan.answer(reply, Ok(()));
             }
             Request::Repair(reply) => {
@@ -105,43 +106,20 @@ impl State {
         Ok(self.tree.path_to(leaf).into_iter().cloned().collect())
     }
 
-    /// Creates the session if needed and keeps the joining page's context.
-    /// Stale: joined again on the reloaded copy, so the old pending call
-    /// (or leaf) is never written back.
-    fn join(
-        &mut self,
-        caller: Caller,
-        context: Option<Box<HostContext>>,
-        reply: ReplyTo<()>,
-        plan: &mut Plan,
-    ) {
-        if context.is_none() && self.is_stored() {
-            return plan.answer(reply, Ok(()));
-        }
+    /// A join (creating the session if needed, keeping the page's context) or
+    /// an owner change (a live turn goes on; the new owner is checked from
+    /// the next request on). Stale: decided again on the reloaded copy, so
+    /// the old pending call (or leaf) is never written back.
+    fn store_request(&mut self, caller: Caller, request: Request, plan: &mut Plan) {
         let mut record = self.stored_record();
-        if let Some(context) = &context {
-            record.host_context = Some(Arc::new(StoredContext::new((**context).clone())));
+        match &request {
+            Request::Join(Some(context), _) => {
+                record.host_context = Some(Arc::new(StoredContext::new((**context).clone())))
+            }
+            Request::Owner(owner_id, _) => record.owner_id = owner_id.clone(),
+            _ => {}
         }
-        let in_flight = InFlight::Request(caller, Request::Join(context, reply));
-        plan.write(self.write(record, None), in_flight);
-    }
-
-    /// Owner transfer (`PATCH /api/sessions/{id}/owner`; admins only): a live
-    /// turn goes on; the new owner is checked from the next request on.
-    fn set_owner(
-        &mut self,
-        caller: Caller,
-        owner_id: Option<Arc<str>>,
-        reply: ReplyTo<()>,
-        plan: &mut Plan,
-    ) {
-        if self.record.owner_id == owner_id {
-            return plan.answer(reply, Ok(()));
-        }
-        let mut record = self.stored_record();
-        record.owner_id = owner_id.clone();
-        let in_flight = InFlight::Request(caller, Request::Owner(owner_id, reply));
-        plan.write(self.write(record, None), in_flight);
+        plan.write(self.write(record, None), InFlight::Request(caller, request));
     }
 
     /// Resolves every unresolved call as `unknown` and drops the pending call.
@@ -200,7 +178,7 @@ impl State {
         let message = "The session was deleted; its turn was cancelled.";
         let reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
         let failure = TurnFailure::new(ErrorType::Cancelled, message, false);
-        self.end_failed(live, &reply, failure, plan);
+        self.end_live(live, &reply, Outcome::failed(failure), plan);
     }
 
     pub(super) fn stop_if_absent(&self, plan: &mut Plan) {

@@ -244,11 +244,8 @@ impl SessionActor {
                 let write = &writing.write;
                 let future = match &write.messages {
                     None => store.save_session(write.version, &write.record),
-                    Some(messages) if write.taken.is_empty() => {
-                        store.save_messages(write.version, &write.record, messages)
-                    }
-                    // The inbox items the message's turn opens with leave
-                    // the inbox in this same write (`inbox.rs`).
+                    // The inbox items its turn opens with leave the inbox in
+                    // this same write (`inbox.rs`); none is `save_messages`.
                     Some(messages) => {
                         let taken: Vec<String> =
                             (write.taken.iter()).map(|item| item.id.clone()).collect();

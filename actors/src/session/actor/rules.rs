@@ -130,6 +130,14 @@ pub(super) struct Outcome {
 }
 
 impl Outcome {
+    pub(super) fn decided(pending: Option<Arc<PendingAction>>, decision: Option<Decision>) -> Self {
+        Outcome {
+            pending,
+            decision,
+            failure: None,
+        }
+    }
+
     pub(super) fn failed(failure: TurnFailure) -> Outcome {
         let failure = Some(failure);
         Outcome {
@@ -154,19 +162,9 @@ pub(super) fn turn_outcome(
             };
             let pending = pending_for(assistant, first, queued.to_vec(), output_mode);
             let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Pending);
-            return Outcome {
-                pending,
-                decision,
-                failure: None,
-            };
+            return Outcome::decided(pending, decision);
         }
-        TurnEnd::Hold => {
-            let decision = Some(Decision::Hold);
-            return Outcome {
-                decision,
-                ..Outcome::default()
-            };
-        }
+        TurnEnd::Hold => return Outcome::decided(None, Some(Decision::Hold)),
         TurnEnd::InvalidDecision(reason) => {
             let failure = TurnFailure::new(ErrorType::InvalidDecision, reason.clone(), false);
             return Outcome::failed(failure);

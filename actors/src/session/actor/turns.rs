@@ -209,16 +209,8 @@ impl State {
             self.record = record;
             self.phase = Phase::awaiting(turn.outcome.pending.clone());
         }
-        let (live, assistant) = (turn.live, turn.assistant);
-        self.end_turn(
-            &live.sink,
-            live.model,
-            live.output_mode,
-            &assistant,
-            turn.outcome,
-            plan,
-        );
-        self.tree.upsert(assistant);
+        self.end_live(turn.live, &turn.assistant, turn.outcome, plan);
+        self.tree.upsert(turn.assistant);
         plan.run_waiting = true;
         plan.life = Some(super::core::Life::Settled);
     }
@@ -232,22 +224,27 @@ impl State {
         message: &str,
         plan: &mut Plan,
     ) {
-        let failure = TurnFailure::new(error_type, message, true);
-        self.end_failed(turn.live, &turn.assistant, failure, plan);
+        let outcome = Outcome::failed(TurnFailure::new(error_type, message, true));
+        self.end_live(turn.live, &turn.assistant, outcome, plan);
         plan.run_waiting = true;
     }
 
-    /// Ends `live`'s stream with `failure`; `assistant` is its reply as it is.
-    pub(super) fn end_failed(
+    /// Ends `live`'s stream; `assistant` is its reply as it is.
+    pub(super) fn end_live(
         &self,
         live: LiveTurn,
         assistant: &StoredMessage,
-        failure: TurnFailure,
+        outcome: Outcome,
         plan: &mut Plan,
     ) {
-        let (model, output_mode, outcome) =
-            (live.model, live.output_mode, Outcome::failed(failure));
-        self.end_turn(&live.sink, model, output_mode, assistant, outcome, plan);
+        self.end_turn(
+            &live.sink,
+            live.model,
+            live.output_mode,
+            assistant,
+            outcome,
+            plan,
+        );
     }
 
     /// A turn of its own for `waiting`, ended at once: a result's receipt, or
