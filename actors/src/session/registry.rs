@@ -17,8 +17,8 @@ use crate::ids::SessionId;
 
 const N_SHARDS: usize = 64;
 
-/// The actor a message went to, named by its entry's own idle check (each
-/// entry has one; holding it keeps the name from being reused).
+/// The actor a message went to, named by its entry's idle check (held, so
+/// the name is never reused).
 pub struct SentTo(Arc<IdleCheck>);
 
 struct Entry {
@@ -31,8 +31,7 @@ type Shard = HashMap<SessionId, Entry>;
 pub struct SessionRegistry {
     shards: Vec<Mutex<Shard>>,
     pub(super) graces: Arc<GracePool>,
-    /// Threads for actors asked for from outside any actix arbiter (a
-    /// plain tokio thread); started on first such use.
+    /// For actors asked for off any actix arbiter; started on first use.
     arbiters: OnceLock<Vec<ArbiterHandle>>,
 }
 
@@ -52,10 +51,8 @@ impl SessionRegistry {
     }
 
     /// Sends `message` to the live actor, started on this thread when there
-    /// is none, and names the actor it went to (for [`Self::forget`] when
-    /// its mailbox fails). The address is not cloned: a clone of an actix
-    /// address allocates twice (its sender's parking state), and this is
-    /// every request's way in.
+    /// is none, and names it for [`Self::forget`]. The address is not cloned:
+    /// a clone allocates twice, and this is every request's way in.
     pub fn send<M>(
         self: &Arc<Self>,
         id: &SessionId,
@@ -86,13 +83,11 @@ impl SessionRegistry {
         sent
     }
 
-    /// Forgets the actor a message was sent to if it is still the entry for
-    /// `id` (a newer actor may have replaced it), as [`Self::remove`] does.
+    /// [`Self::remove`] for the actor a message was sent to.
     pub fn forget(&self, id: &SessionId, sent_to: &SentTo) {
         self.remove_if(id, |entry| Arc::ptr_eq(&entry.idle_check, &sent_to.0));
     }
 
-    /// Removes the entry for `id` when `is_it` says it is the one meant.
     fn remove_if(&self, id: &SessionId, is_it: impl FnOnce(&Entry) -> bool) {
         let mut shard = self.shard(id);
         if shard.get(id).is_some_and(is_it) {
@@ -100,7 +95,7 @@ impl SessionRegistry {
         }
     }
 
-    /// The arbiter for an actor asked for off any arbiter: one per core, chosen by the id.
+    /// One per core, chosen by the id.
     fn arbiter_for(&self, id: &SessionId) -> ArbiterHandle {
         let arbiters = self.arbiters.get_or_init(|| {
             let n = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -109,7 +104,7 @@ impl SessionRegistry {
         arbiters[(id.shard_hash() as usize) % arbiters.len()].clone()
     }
 
-    /// The live actor, if any, without starting one.
+    /// Without starting one.
     pub fn get(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
         self.shard(id)
             .get(id)
@@ -123,11 +118,8 @@ impl SessionRegistry {
         self.remove_if(id, |entry| entry.addr == *addr);
     }
 
-    /// The live actors due for an idle check at `now`, for the idle sweeper.
-    /// The others are not woken: with thousands of sessions resident for
-    /// their hot window, asking each of them five times a second stalled
-    /// every worker for milliseconds (a load's worst per-round p99 went from
-    /// 22–33 ms to 6 ms when they were no longer woken).
+    /// Only these are woken: asking thousands of resident sessions five
+    /// times a second stalls every worker (BENCHMARKS.md).
     pub fn due_for_idle_check(&self, now: Instant) -> Vec<Addr<SessionActor>> {
         let due = |entry: &Entry| entry.idle_check.is_due(now).then(|| entry.addr.clone());
         let mut actors = Vec::new();
@@ -150,11 +142,9 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// When an actor may next be asked whether it is idle: set by the actor
-/// (from the end of its last request and its idle window), read by the
-/// sweeper. Only a hint: an actor asked early answers by setting it again,
-/// and one that is not asked stays in memory, never loses anything. Until
-/// the actor first sets it, it is due.
+/// When an actor may next be asked whether it is idle: set by the actor,
+/// read by the sweeper. Only a hint: one asked early sets it again, one not
+/// asked stays in memory. Due until first set.
 #[derive(Default)]
 pub struct IdleCheck {
     /// Milliseconds since [`epoch`].
@@ -174,7 +164,6 @@ impl IdleCheck {
     }
 }
 
-/// The instant idle checks count from: the first time one is read or set.
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)

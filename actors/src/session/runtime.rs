@@ -1,6 +1,5 @@
 //! The `Runtime` handle: what every transport calls. One async method per
-//! request; it finds the session actor through the registry, sends it one
-//! message, and turns a dead mailbox into `SessionError::ActorUnavailable`.
+//! request, one message to the session's actor (found by the registry).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +22,7 @@ use crate::store::{SessionSummary, StoreError, StoredTrace};
 use crate::tools::ToolRegistry;
 
 /// Fresh actors a message may be handed to when each one stopped before
-/// handling it (a burst of reads of a not-yet-existing session can race a
-/// first message more than once). Safe: an unhandled message had no effect.
+/// handling it. Safe: an unhandled message had no effect.
 const MAX_SEND_ATTEMPTS: usize = 5;
 
 /// Makes a request around its reply end, once per attempt.
@@ -62,8 +60,8 @@ impl Runtime {
         }
     }
 
-    /// Starts the task that asks idle actors to stop (one task for all
-    /// sessions, instead of a timer per actor). Call from inside the actix system.
+    /// One task for all sessions, not a timer per actor. Call from inside
+    /// the actix system.
     pub fn start_idle_sweeper(&self) {
         let registry = Arc::downgrade(&self.registry);
         let idle_timeout = self.deps.config.idle_timeout;
@@ -82,8 +80,8 @@ impl Runtime {
         });
     }
 
-    /// Whether a session's actor is in memory now, for a store that must not
-    /// evict live sessions. Holds the registry weakly.
+    /// Whether a session's actor is in memory, for a store that must not
+    /// evict live sessions.
     pub fn liveness(&self) -> impl Fn(&SessionId) -> bool + Send + Sync + 'static {
         let registry = Arc::downgrade(&self.registry);
         move |id| {
@@ -101,8 +99,7 @@ impl Runtime {
         &self.rooms
     }
 
-    /// Sends to the session's actor, starting it if needed. An actor that
-    /// stopped between lookup and send (idle timeout) is replaced.
+    /// An actor that stopped between lookup and send is replaced.
     async fn ask<T: Send + 'static>(
         &self,
         caller: &Caller,
@@ -122,19 +119,15 @@ impl Runtime {
         Err(self.why_unavailable("session actor unavailable").await)
     }
 
-    /// `ask` for a request about a session that must already exist: if its
-    /// actor kept stopping (a read of an unknown id stops the actor it
-    /// started), the store decides between "absent" (404 to an admin, 403 to
-    /// anyone else, as the actor answers it) and 503.
-    async fn ask_existing<T>(
+    /// `ask` about a session that must exist: if its actor kept stopping (a
+    /// read of an unknown id stops it), the store decides between absent
+    /// (as the actor answers it) and 503.
+    async fn ask_existing<T: Send + 'static>(
         &self,
         caller: &Caller,
         id: &SessionId,
         make: impl Make<T>,
-    ) -> SessionResult<T>
-    where
-        T: Send + 'static,
-    {
+    ) -> SessionResult<T> {
         match self.ask(caller, id, make).await {
             Err(SessionError::ActorUnavailable(cause)) => match self.deps.store.load(id).await {
                 Ok(None) if caller.admin => Err(SessionError::NotFound(id.to_string())),
@@ -145,8 +138,7 @@ impl Runtime {
         }
     }
 
-    /// Why a session's actor could not take a request: most often its load
-    /// from an unreachable store failed, which the host should see as such.
+    /// Most often the actor's load from an unreachable store failed.
     async fn why_unavailable(&self, cause: &str) -> SessionError {
         match self.deps.store.ping().await {
             Err(error) => error.into(),
@@ -227,9 +219,7 @@ impl Runtime {
     }
 
     /// `join`, then puts `member` in the session's room: it gets every turn
-    /// of the session from the next event on (no replay of what it missed:
-    /// `messages` reads it). Refused like `join` (403 to a non-owner), or
-    /// when the room is full.
+    /// from the next event on (no replay: `messages` reads it).
     pub async fn join_room(
         &self,
         caller: &Caller,
@@ -248,8 +238,7 @@ impl Runtime {
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
-        // A live turn always has a live actor: for an admin, no actor means
-        // nothing to cancel. Anyone else is checked against the stored owner.
+        // No actor, no live turn; anyone but an admin is checked by one.
         let Some(addr) = self.registry.get(id) else {
             return match caller.admin {
                 true => Ok(false),
@@ -282,8 +271,7 @@ impl Runtime {
         self.ask_existing(caller, id, Request::Tree).await
     }
 
-    /// A page of the session's turn traces, oldest first, to whoever may
-    /// read the session (checked by its actor, as `session` is).
+    /// Oldest first, to whoever may read the session.
     pub async fn traces(
         &self,
         caller: &Caller,
@@ -299,11 +287,9 @@ impl Runtime {
         self.ask_existing(caller, id, Request::Repair).await
     }
 
-    /// Deletes through the actor; a session its actor cannot load (stored
-    /// data it cannot read back, e.g. nested deeper than serde_json decodes,
-    /// written before the depth limit existed) is deleted in the store
-    /// directly by an admin, so no stored session is ever beyond removal.
-    /// (Its owner cannot be read, so nobody else may.)
+    /// Through the actor; a session its actor cannot load (e.g. nested too
+    /// deep, from before the depth limit) is deleted in the store directly by
+    /// an admin (its owner cannot be read), so none is beyond removal.
     pub async fn delete(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
         let deleted = self.delete_session(caller, id).await;
         if let Ok(true) = deleted {
@@ -329,10 +315,8 @@ impl Runtime {
         }
     }
 
-    /// Hands the session to `owner_id` (none: admins only), through its
-    /// actor and the store; admins only (403 for anyone else, 404 for an
-    /// absent session). Room members the new owner's session is closed to
-    /// are put out and told.
+    /// Admins only; `None`: the admins'. Room members the session is now
+    /// closed to are put out and told.
     pub async fn set_owner(
         &self,
         caller: &Caller,
@@ -360,11 +344,8 @@ impl Runtime {
         limit: u32,
         offset: u32,
     ) -> SessionResult<Vec<SessionSummary>> {
-        Ok(self
-            .deps
-            .store
-            .list(caller.list_filter(), limit, offset)
-            .await?)
+        let (store, filter) = (&self.deps.store, caller.list_filter());
+        Ok(store.list(filter, limit, offset).await?)
     }
 
     pub async fn health(&self) -> RuntimeHealth {

@@ -39,7 +39,7 @@ impl State {
         self.take_screenshot(request);
     }
 
-    /// Keeps the newest screenshot of a request for `look_at_screen`.
+    /// For `look_at_screen`.
     fn take_screenshot(&mut self, request: &ChatRequest) {
         let newest = (request.attachments.iter().rev()).find_map(|attachment| {
             let screenshot = attachment.purpose == AttachmentPurpose::Screenshot;
@@ -61,9 +61,8 @@ impl State {
         }
     }
 
-    /// The `<host_context>` block of this request's turn: a kept context
-    /// renders once for all the turns that show it; only a request's
-    /// context with attachments (its block counts them) renders on its own.
+    /// The `<host_context>` block: a kept context renders once for all its
+    /// turns; a request's context with attachments (counted) on its own.
     fn host_block(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> Option<Arc<str>> {
         let kept = match (&request.host_context, kept) {
             (Some(context), Some(kept)) if context.attachments.is_empty() => kept,
@@ -74,9 +73,8 @@ impl State {
     }
 }
 
-/// A context as the session keeps it: without its attachments, which belong
-/// to their message (screenshots are never stored). They are set aside while
-/// it is copied, so megabytes are never copied only to be dropped.
+/// A context as kept: without its attachments (their message's), set aside
+/// while it is copied, so megabytes are never copied only to be dropped.
 fn shared_context(context: &mut HostContext) -> Arc<StoredContext> {
     let attachments = std::mem::take(&mut context.attachments);
     let kept = StoredContext::new(context.clone());
@@ -92,7 +90,6 @@ pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<Attachment> {
 }
 
 impl State {
-    /// Decides a chat request: now, or again after a reload or the live turn.
     pub(super) fn accept(&mut self, waiting: Waiting, plan: &mut Plan) {
         if let Err(error) = self.authorize_write(&waiting.caller) {
             return plan.answer(waiting.reply, Err(error));
@@ -147,7 +144,7 @@ impl State {
     /// An ordinary message: cancels a live turn (and waits for it), supersedes
     /// a pending call, stores the user message and starts a turn.
     fn accept_message(&mut self, waiting: Waiting, plan: &mut Plan) {
-        // A stored message whose turn never ended, waiting for a live turn.
+        // Its turn never ended; it waits for the live one.
         let mut unanswered = false;
         if let Some(mark) = waiting.request.idempotency.as_deref() {
             match self.earlier(mark) {
@@ -174,8 +171,7 @@ impl State {
     }
 
     /// Stores the user message (superseding a pending call); its turn starts
-    /// on commit (`message_stored`). Stale: decided again on the reloaded
-    /// copy (parent, supersession and turn number come from there).
+    /// on commit. Stale: decided again on the reloaded copy.
     fn store_message(&mut self, mut waiting: Waiting, plan: &mut Plan) {
         let mut changed = super::core::Messages::new();
         if let Phase::AwaitingHost(pending) = &self.phase {
@@ -210,7 +206,7 @@ impl State {
         self.deliver_drained(write.taken, plan);
     }
 
-    /// The user message a request stores, under the active leaf unless it names a parent.
+    /// Under the active leaf unless the request names a parent.
     fn user_message(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> StoredMessage {
         let parent_id = (request.parent_id.clone()).or_else(|| self.record.active_leaf.clone());
         let history = &self.deps.config.history;
@@ -227,8 +223,7 @@ impl State {
         user
     }
 
-    /// The row once `user` is stored: its leaf, the next turn number, the
-    /// kept context, and a title from a first message.
+    /// The row once `user` is stored (a first message gives the title).
     fn record_after(
         &self,
         request: &ChatRequest,
@@ -259,13 +254,11 @@ impl State {
             ));
             return self.refuse(waiting, error, plan);
         }
-        // Taken as an ordinary message, but still steering: decided again
-        // after a reload, it needs a conversation on the reloaded copy too.
+        // Still steering: decided again after a reload, it is checked again.
         self.accept_message(waiting, plan);
     }
 
-    /// Delivers steering into the live turn (answered), or gives it back
-    /// when no turn takes it (none live, or the live one ending).
+    /// Delivers steering into the live turn, or gives it back when none takes it.
     fn steer(&mut self, waiting: Waiting, plan: &mut Plan) -> Option<Waiting> {
         let refused = match &self.phase {
             _ if waiting.request.output_mode == OutputMode::HostTools => SessionError::validation(
@@ -284,7 +277,6 @@ impl State {
                     text: request.content.clone(),
                     attachments: reference_attachments(request),
                 };
-                // The queue is the live turn's, in memory: no I/O.
                 match live.steering.try_send(note) {
                     Ok(()) => {
                         self.take_screenshot(&waiting.request);
@@ -324,12 +316,10 @@ impl State {
 
 // ---- applying a host's result ---------------------------------------------
 
-/// A result recorded on its call (the reply and the row, with the next
-/// pending call, are in its write).
+/// A result recorded on its call (the reply and the row are in its write).
 pub(super) struct AppliedResult {
     pending: Arc<PendingAction>,
-    /// Its `tool_result` event (screenshots stripped), sent once stored, and
-    /// the host context's note after it when the model resumes.
+    /// Sent once stored; the note when the model resumes.
     event: TurnEvent,
     note: Option<TurnEvent>,
     screenshot: Option<String>,
@@ -385,9 +375,8 @@ impl State {
         plan.write(write, InFlight::Result(waiting, applied));
     }
 
-    /// The result is stored: the model resumes, or the result's receipt is
-    /// a turn of its own, ended at once (another call pending, or a silent
-    /// decision ended).
+    /// The model resumes, or the receipt is a turn ended at once (another
+    /// call pending, or a silent decision ended).
     pub(super) fn result_applied(
         &mut self,
         mut waiting: Waiting,

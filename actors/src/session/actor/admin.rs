@@ -13,7 +13,7 @@ use crate::session::{Caller, SessionError, SessionResult};
 use crate::store::StoreResult;
 
 impl State {
-    /// Decides a request: now, or again on a reloaded copy (a write).
+    /// Decides a request: now, or again on a reloaded copy.
     pub(super) fn handle(&mut self, caller: Caller, request: Request, plan: &mut Plan) {
         let allowed = match &request {
             Request::Join(..) => self.authorize_write(&caller),
@@ -56,7 +56,6 @@ impl State {
         }
     }
 
-    /// A join, owner change or repair is stored: the copy takes it.
     pub(super) fn request_written(&mut self, request: Request, write: Write, plan: &mut Plan) {
         match request {
             Request::Join(_, reply) | Request::Owner(_, reply) => {
@@ -95,7 +94,7 @@ impl State {
         }
     }
 
-    /// The root-to-leaf path, to the active leaf by default.
+    /// To the active leaf by default.
     fn path(&self, leaf: Option<MessageId>) -> SessionResult<Vec<StoredMessage>> {
         let leaf = leaf.as_ref().or(self.record.active_leaf.as_ref());
         if let Some(leaf) = leaf.filter(|leaf| !self.tree.contains(leaf)) {
@@ -130,9 +129,8 @@ impl State {
             );
             return plan.answer(reply, Err(error));
         }
-        // Every message is written back, not only those it resolves: one an
-        // older version stored too deep was read with its deep part replaced
-        // (`store::readback`), and this stores that readable form.
+        // Every message: one stored too deep was read with its deep part
+        // replaced (`store::readback`), and this stores that readable form.
         let changed = (self.tree.all())
             .map(|message| {
                 let mut message = message.clone();
@@ -157,8 +155,7 @@ impl State {
         if outcome.is_ok() {
             self.loaded = Loaded::Absent;
             self.abandon_live_turn(plan);
-            // Requests waiting for the live turn answer 404: their session is
-            // gone. (One sent after the delete starts a new session.)
+            // Gone: 404 (one sent after the delete starts a new session).
             for waiting in self.waiting.drain(..) {
                 let gone = SessionError::NotFound(self.id.to_string());
                 plan.answer(waiting.reply, Err(gone));
@@ -168,9 +165,8 @@ impl State {
         plan.answer(reply, outcome);
     }
 
-    /// Ends the stream of a turn whose session was deleted under it (its
-    /// end will find no actor): a cancelled final response, a terminal
-    /// error, then `completed`. Nothing is saved.
+    /// Ends the stream of a turn whose session was deleted under it (its end
+    /// will find no actor). Nothing is saved.
     fn abandon_live_turn(&mut self, plan: &mut Plan) {
         let Phase::Running(live) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;

@@ -27,7 +27,6 @@ pub(in crate::session) type ReplyTo<T> = oneshot::Sender<SessionResult<T>>;
 /// The actor's copy of the session and what it is doing.
 pub(super) struct State {
     pub(super) id: SessionId,
-    /// Its store is never used here.
     pub(super) deps: Arc<SessionDeps>,
     pub(super) loaded: Loaded,
     pub(super) record: SessionRecord,
@@ -35,15 +34,12 @@ pub(super) struct State {
     pub(super) phase: Phase,
     /// Requests that arrived while a turn was live, answered in order once it ends.
     pub(super) waiting: VecDeque<Waiting>,
-    /// Reloads for the request at hand; reset by a new request or a commit.
     pub(super) reloads: u32,
-    /// Whether the copy is known current: just loaded or written, no outside
-    /// request handled since. A 409 on a copy that is not reloads first (`refuse`).
+    /// Just loaded or written, no outside request since (`refuse`).
     pub(super) current: bool,
-    /// The newest screenshot (a data URI): never stored.
+    /// Never stored.
     pub(super) screenshot: Option<Arc<str>>,
     pub(super) next_turn_id: u64,
-    /// `Plan::out`'s buffer, given back by the shell once carried out.
     pub(super) spare_out: Vec<Out>,
 }
 
@@ -75,7 +71,6 @@ impl Phase {
 pub(super) struct LiveTurn {
     pub(super) id: u64,
     pub(super) cancel: CancelHandle,
-    /// Set once cancellation was asked, so a second cancel is a no-op.
     pub(super) cancelling: bool,
     pub(super) steering: SteeringSender,
     pub(super) sink: EventSink,
@@ -83,19 +78,16 @@ pub(super) struct LiveTurn {
     pub(super) caller: Caller,
     pub(super) output_mode: OutputMode,
     pub(super) model: Arc<str>,
-    /// The reply the turn extends.
     pub(super) message_id: MessageId,
 }
 
-/// A chat request in flight: a message, steering or continuation, waiting
-/// for a write, a reload or the live turn. Boxed: it is most of a kilobyte,
-/// and it moves through the inputs and plans of every turn.
+/// A chat request waiting for a write, a reload or the live turn. Boxed:
+/// it is most of a kilobyte, and moves through every turn's inputs.
 pub(super) type Waiting = Box<Chat>;
 
 pub(super) struct Chat {
     pub(super) request: ChatRequest,
     pub(super) sink: EventSink,
-    /// Checked again whenever the request is decided again.
     pub(super) caller: Caller,
     pub(super) reply: ReplyTo<TurnAccepted>,
 }
@@ -114,7 +106,7 @@ pub(in crate::session) enum Request {
 }
 
 impl Request {
-    /// Whether it counts as activity for the idle clock (reads and a delete do not).
+    /// Reads and a delete do not count for the idle clock.
     pub(super) fn is_activity(&self) -> bool {
         matches!(
             self,
@@ -132,7 +124,6 @@ impl Request {
     }
 }
 
-/// A request, or the outcome of something the core planned.
 pub(super) enum Input {
     Chat(Waiting),
     Request(Caller, Request),
@@ -150,10 +141,8 @@ pub(super) enum Input {
 pub(super) enum InFlight {
     /// The first load, or its recovery.
     Nothing,
-    /// Written: its user message, whose turn starts.
     Chat(Waiting),
     Result(Waiting, super::accepting::AppliedResult),
-    /// A join, an owner change or a repair.
     Request(Caller, Request),
     Turn(super::turns::FinishedTurn),
     /// A reload's recovery write, then what the reload was for.
@@ -172,7 +161,7 @@ pub(super) struct Write {
 /// One or two messages (a reply with its summary) need no allocation.
 pub(super) type Messages = smallvec::SmallVec<[Arc<StoredMessage>; 2]>;
 
-/// Boxed once, from the plan to the outcome, so that neither is large to move.
+/// Boxed once, from the plan to the outcome.
 pub(super) struct Writing {
     pub(super) write: Write,
     pub(super) in_flight: InFlight,
@@ -185,15 +174,12 @@ pub(super) enum Io {
     Delete(ReplyTo<bool>, bool),
 }
 
-/// What the shell does after an input, in field order (`out` as decided;
-/// the store operation's outcome is the next input).
+/// What the shell does after an input, in field order.
 #[derive(Default)]
 pub(super) struct Plan {
     pub(super) out: Vec<Out>,
     pub(super) trace: Option<super::turns::TraceEnd>,
-    /// Cancel the live turn.
     pub(super) cancel: bool,
-    /// Boxed: most of the plan, which is moved about.
     pub(super) start: Option<Box<super::turns::Start>>,
     pub(super) io: Option<Io>,
     /// Feed `RunWaiting` again (through the mailbox if a write holds it).
@@ -206,7 +192,7 @@ pub(super) enum Out {
     Event(EventSink, TurnEvent),
 }
 
-/// The actor's own lifetime (the shell's business, `SessionActor::live`).
+/// The actor's own lifetime (`SessionActor::live`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Life {
     /// A turn or result ended: hibernate if configured.
@@ -218,8 +204,7 @@ pub(super) enum Life {
 
 macro_rules! answers {
     ($($variant:ident($t:ty)),*) => {
-        /// A reply and its answer; `send` is the one place replies go out.
-        /// (A session's info is boxed: it is most of the enum's size.)
+        /// A reply and its answer (a session's info boxed: it is most of the size).
         pub(super) enum Answer {
             $($variant(ReplyTo<$t>, SessionResult<$t>),)*
             Info(ReplyTo<SessionInfo>, Box<SessionResult<SessionInfo>>),
@@ -265,7 +250,7 @@ impl Plan {
         self.out.push(Out::Event(sink.clone(), event));
     }
 
-    /// Two a turn: not built for an HTTP reply, which drops them.
+    /// Not built for an HTTP reply, which drops them.
     pub(super) fn status(&mut self, sink: &EventSink, id: &SessionId, status: TurnStatus) {
         if sink.reads_events() {
             let session_id = id.to_string();
@@ -284,15 +269,12 @@ impl Plan {
     }
 }
 
-/// Decides one input on `state`.
 pub(super) fn decide(state: &mut State, input: Input) -> Plan {
-    // The buffer of the last plan, drained: most plans answer or send something.
     let out = std::mem::take(&mut state.spare_out);
     let mut plan = Plan {
         out,
         ..Plan::default()
     };
-    let plan_ref = &mut plan;
     if let Input::Chat(_) | Input::Request(..) = &input {
         state.reloads = 0;
     }
@@ -300,14 +282,16 @@ pub(super) fn decide(state: &mut State, input: Input) -> Plan {
         Input::Chat(waiting) => {
             // Time has passed: another process may have written meanwhile.
             state.current = false;
-            state.accept(waiting, plan_ref);
+            state.accept(waiting, &mut plan);
         }
-        Input::Request(caller, request) => state.handle(caller, request, plan_ref),
-        Input::TurnEnded(ended) => state.finish_turn(ended, plan_ref),
-        Input::RunWaiting => state.run_waiting(plan_ref),
-        Input::Written(written, writing) => state.written(written, *writing, plan_ref),
-        Input::Loaded(loaded, in_flight) => state.loaded(loaded, in_flight, plan_ref),
-        Input::Deleted(deleted, reply, existed) => state.deleted(deleted, reply, existed, plan_ref),
+        Input::Request(caller, request) => state.handle(caller, request, &mut plan),
+        Input::TurnEnded(ended) => state.finish_turn(ended, &mut plan),
+        Input::RunWaiting => state.run_waiting(&mut plan),
+        Input::Written(written, writing) => state.written(written, *writing, &mut plan),
+        Input::Loaded(loaded, in_flight) => state.loaded(loaded, in_flight, &mut plan),
+        Input::Deleted(deleted, reply, existed) => {
+            state.deleted(deleted, reply, existed, &mut plan)
+        }
     }
     plan
 }
@@ -359,8 +343,7 @@ impl State {
         }
     }
 
-    /// A write committed: what waited on it goes on (write-through: memory
-    /// changes only now).
+    /// What waited on a committed write goes on: memory changes only now.
     fn commit(&mut self, write: Write, in_flight: InFlight, plan: &mut Plan) {
         match in_flight {
             InFlight::Nothing => {}
@@ -399,13 +382,12 @@ impl State {
         }
     }
 
-    /// Takes a loaded session (or its absence) as this copy; returns the write
-    /// of what recovery changed. A live turn stays live (`place_turn` reconciles).
+    /// Returns the write of what recovery changed. A live turn stays live
+    /// (`place_turn` reconciles).
     fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Write> {
         self.current = true;
         let running = matches!(self.phase, Phase::Running(_));
         let Some(snapshot) = snapshot else {
-            // Deleted by another process since.
             self.loaded = Loaded::Absent;
             self.record = SessionRecord::new(self.id.clone(), crate::conversation::now_millis());
             self.tree = MessageTree::default();
@@ -447,7 +429,6 @@ impl State {
         plan.io(Io::Load(Box::new(in_flight)));
     }
 
-    /// Decides what waited again, on the reloaded copy.
     fn redo(&mut self, in_flight: InFlight, plan: &mut Plan) {
         match in_flight {
             InFlight::Nothing => {}
@@ -458,7 +439,6 @@ impl State {
         }
     }
 
-    /// Tells what waited that it could not be decided.
     fn fail(&mut self, in_flight: InFlight, error: SessionError, plan: &mut Plan) {
         match in_flight {
             InFlight::Nothing => {}
@@ -486,8 +466,6 @@ impl State {
     }
 }
 
-// ---- small helpers ---------------------------------------------------------
-
 impl State {
     /// The row as the store should hold it: the pending call from the phase
     /// (or, while a turn runs, one another process made, found on a reload).
@@ -499,7 +477,6 @@ impl State {
         record
     }
 
-    /// The call a host result is awaited for.
     pub(super) fn pending(&self) -> Option<&Arc<PendingAction>> {
         match &self.phase {
             Phase::AwaitingHost(pending) => Some(pending),
@@ -515,7 +492,6 @@ impl State {
         matches!(self.phase, Phase::Running(_))
     }
 
-    /// A write of `record` and `messages`, conditional on this copy's version.
     pub(super) fn write(&self, record: SessionRecord, messages: Option<Messages>) -> Write {
         Write {
             version: self.version(),
@@ -525,7 +501,7 @@ impl State {
         }
     }
 
-    /// The version every write names (0: not stored yet).
+    /// 0: not stored yet.
     pub(super) fn version(&self) -> Version {
         match self.loaded {
             Loaded::Stored(version) => version,
@@ -533,7 +509,7 @@ impl State {
         }
     }
 
-    /// Asks the live turn to stop; whether one is live.
+    /// Whether a turn is live (asked to stop).
     pub(super) fn cancel_live(&mut self, plan: &mut Plan) -> bool {
         let Phase::Running(live) = &mut self.phase else {
             return false;
@@ -568,17 +544,12 @@ impl State {
         Ok(())
     }
 
-    /// This request's context: its own, or the session's last (borrowed: it
-    /// may carry megabytes of attachments).
+    /// This request's context, or the session's last.
     pub(super) fn current_context<'a>(
         &'a self,
         request: &'a ChatRequest,
     ) -> Option<&'a HostContext> {
-        let kept = self
-            .record
-            .host_context
-            .as_deref()
-            .map(StoredContext::context);
+        let kept = (self.record.host_context.as_deref()).map(StoredContext::context);
         request.host_context.as_ref().or(kept)
     }
 }

@@ -12,7 +12,6 @@ use crate::events::Decision;
 use crate::ids::MessageId;
 use crate::session::SessionError;
 
-/// The id of the reply to the user message `user`.
 pub(super) fn reply_id(user: &MessageId) -> MessageId {
     MessageId::new(format!("{user}:reply"))
 }
@@ -30,8 +29,7 @@ pub(super) enum Earlier {
 }
 
 impl State {
-    /// The earlier message sent with `mark`'s key (waiting behind the live
-    /// turn, or stored), and what to answer.
+    /// The earlier message sent with `mark`'s key (waiting or stored).
     pub(super) fn earlier(&self, mark: &IdempotencyMark) -> Earlier {
         let keyed = |earlier: Option<&IdempotencyMark>| earlier.is_some_and(|e| e.key == mark.key);
         let waiting =
@@ -60,8 +58,7 @@ impl State {
         }
     }
 
-    /// The stored reply's final response, as its turn ended: its text,
-    /// usage, pending call and error type.
+    /// The stored reply's final response, as its turn ended.
     pub(super) fn answer_again(&self, waiting: Waiting, reply_id: &MessageId, plan: &mut Plan) {
         let Some(assistant) = self.tree.get(reply_id) else {
             let error = SessionError::Internal("a stored reply went missing".into());
@@ -88,7 +85,7 @@ impl State {
     }
 
     /// Runs the turn of a stored message whose turn never ended, on a copy
-    /// known current (another process may have stored its reply since).
+    /// known current (another process may have stored its reply).
     pub(super) fn answer_unanswered(&mut self, waiting: Waiting, user: MessageId, plan: &mut Plan) {
         if !self.current {
             return self.reload(InFlight::Chat(waiting), plan);
@@ -107,7 +104,6 @@ impl State {
     }
 }
 
-/// How a stored reply's turn ended, if it failed.
 fn stored_failure(assistant: &StoredMessage) -> Option<TurnFailure> {
     let error_type = assistant.error_type.as_deref().and_then(ErrorType::parse)?;
     let message = format!(

@@ -21,7 +21,6 @@ const HOT_WINDOW: Duration = Duration::from_secs(5);
 const SHORT_WINDOW: Duration = Duration::from_millis(500);
 /// How long a session waiting for a host result keeps its screenshot.
 const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
-/// How soon a busy actor is asked again, in case nothing tells the sweeper.
 const BUSY_RECHECK: Duration = Duration::from_secs(1);
 /// The user's message and the reply.
 const FIRST_EXCHANGE: usize = 2;
@@ -37,8 +36,7 @@ impl Handler<CheckIdle> for SessionActor {
 }
 
 impl SessionActor {
-    /// Stops when nothing is live or waiting and it has been quiet for
-    /// `after`. Returns whether it stops.
+    /// Stops (true) when nothing is live or waiting and quiet for `after`.
     fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) -> bool {
         let stops = self.is_quiet(ctx) && self.last_activity.elapsed() >= self.window(after);
         if stops {
@@ -54,8 +52,7 @@ impl SessionActor {
             && !ctx.waiting()
     }
 
-    /// How long the actor stays after its last request. One waiting for a
-    /// host result keeps its screenshot (never stored) for the resumed turn.
+    /// One waiting for a host result keeps its (unstored) screenshot longer.
     fn window(&self, after: Duration) -> Duration {
         let state = &self.state;
         match state.screenshot.is_some() && matches!(state.phase, Phase::AwaitingHost(_)) {
@@ -64,8 +61,7 @@ impl SessionActor {
         }
     }
 
-    /// Tells the sweeper when this actor is next worth asking: once its
-    /// window has passed, or while busy, a while from now.
+    /// Tells the sweeper when this actor is next worth asking.
     pub(super) fn schedule_idle_check(&self, ctx: &Context<Self>) {
         let window = self.window(self.idle_after());
         let due = match self.is_quiet(ctx) {
@@ -75,10 +71,7 @@ impl SessionActor {
         self.idle_check.set(due);
     }
 
-    /// The configured timeout, or with zero: `HOT_WINDOW` for a long
-    /// session, `SHORT_WINDOW` for one in conversation, and for one of a
-    /// single exchange `FIRST_EXCHANGE_GRACE` with a grace slot (`grace.rs`),
-    /// none otherwise.
+    /// The configured timeout, or with zero the window for its size.
     fn idle_after(&self) -> Duration {
         match self.state.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
@@ -94,9 +87,8 @@ impl SessionActor {
         state.tree.len() <= FIRST_EXCHANGE && !matches!(state.phase, Phase::AwaitingHost(_))
     }
 
-    /// With a zero timeout, a session of one exchange stops as soon as its
-    /// turn ends unless it gets a grace slot; others at the sweeper's first
-    /// look past their window.
+    /// With a zero timeout, a session of one exchange stops at once unless
+    /// it gets a grace slot (`grace.rs`).
     pub(super) fn hibernate_if_configured(&mut self, ctx: &mut Context<Self>) {
         self.last_activity = Instant::now();
         let may_stay = self.state.deps.config.idle_timeout.is_zero() && self.is_first_exchange();

@@ -12,9 +12,8 @@ use crate::store::InboxItem;
 use crate::turn::push_note;
 
 impl State {
-    /// The inbox items a new message's write takes: none for a silent
-    /// decision (`host_tools` takes no steering). Asked again for the same
-    /// message (its write was stale), the inbox gives the same items back.
+    /// None for a silent decision (it takes no steering). Asked again for
+    /// a message (its write was stale), the inbox gives the same items.
     pub(super) fn reserve_inbox(&self, request: &ChatRequest) -> Vec<Arc<InboxItem>> {
         if request.output_mode == OutputMode::HostTools {
             return Vec::new();
@@ -36,21 +35,14 @@ impl State {
         );
     }
 
-    /// Puts the taken items into the reply of the turn just planned as
-    /// steering notes, announcing each as the turn itself announces steering.
+    /// Into the reply of the turn just planned, as announced steering notes.
     pub(super) fn deliver_drained(&self, items: Vec<Arc<InboxItem>>, plan: &mut Plan) {
         let Some(start) = plan.start.as_mut() else {
             return;
         };
         for item in items {
             let (id, text) = (Some(format!("inbox-{}", item.id)), item.envelope());
-            let note = push_note(
-                &mut start.assistant,
-                NoteOrigin::Steering,
-                id,
-                text,
-                Vec::new(),
-            );
+            let note = push_note(&mut start.assistant, NoteOrigin::Steering, id, text, vec![]);
             plan.out.push(Out::Event(start.sink.clone(), note));
         }
     }

@@ -38,17 +38,14 @@ use crate::ids::SessionId;
 use crate::store::StoreResult;
 use crate::turn::{TurnInput, TurnLimits, TurnPlan};
 
-/// How long an actor about to stop lingers: one whose load failed answers
-/// its queued requests; one of an absent session outlives a read of it.
+/// How long an actor about to stop lingers, to answer what is queued.
 const LINGER: Duration = Duration::from_millis(100);
 
 pub struct SessionActor {
     state: State,
     registry: Arc<SessionRegistry>,
     last_activity: Instant,
-    /// When the idle sweeper should next ask this actor (`idle.rs`).
     idle_check: Arc<IdleCheck>,
-    /// A slot to stay a moment after the first exchange (`session::grace`).
     grace: Option<Grace>,
 }
 
@@ -73,22 +70,17 @@ impl Actor for SessionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        // Nothing else is handled until the session is loaded.
         self.perform(Io::Load(Box::new(core::InFlight::Nothing)), ctx);
     }
 
     fn stopped(&mut self, ctx: &mut Context<Self>) {
         self.registry.remove(&self.state.id, &ctx.address());
-        // The memory store kept this actor's messages as they are while it
-        // was resident (`Store::settle`); now it may compact them.
+        // The memory store may compact the messages it kept as they were.
         self.state.deps.store.settle(&self.state.id);
     }
 }
 
-// ---- requests: each one input ----------------------------------------------
-
-/// A request other than a message, sent by the `Runtime`: who asks, and
-/// the request made around the reply end.
+/// A request other than a message, made around its reply end.
 pub struct Ask<T> {
     caller: Caller,
     request: Box<dyn FnOnce(ReplyTo<T>) -> Request + Send>,
@@ -147,8 +139,7 @@ impl Handler<SendMessage> for SessionActor {
     }
 }
 
-/// An input the actor sends itself, to be decided after the store write
-/// that holds the mailbox and what that write goes on with.
+/// An input decided after the write that holds the mailbox.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Later(Input);
@@ -161,10 +152,7 @@ impl Handler<Later> for SessionActor {
     }
 }
 
-// ---- carrying out a plan ---------------------------------------------------
-
 impl SessionActor {
-    /// Decides `input` and carries out the plan.
     fn run(&mut self, input: Input, ctx: &mut Context<Self>) {
         let plan = decide(&mut self.state, input);
         self.carry_out(plan, ctx);
@@ -201,9 +189,8 @@ impl SessionActor {
         }
         if plan.run_waiting {
             if ctx.waiting() {
-                // A write holds the mailbox: go on after it and what it goes
-                // on with (a `ctx.wait` here would run first: waits run
-                // newest first, and two requests would each start a turn).
+                // Not `ctx.wait`: waits run newest first, so it would run
+                // before the write's outcome (two turns could start).
                 ctx.address().do_send(Later(Input::RunWaiting));
             } else {
                 self.run(Input::RunWaiting, ctx);
@@ -219,8 +206,7 @@ impl SessionActor {
             Life::Settled => self.hibernate_if_configured(ctx),
             Life::Stop => ctx.stop(),
             Life::StopIfAbsent => {
-                // Not at once: a first message may be queued behind the read,
-                // and a burst of reads would start and stop actors under it.
+                // Not at once: a first message may be queued behind the read.
                 ctx.run_later(LINGER, |actor, ctx| {
                     if actor.state.is_absent() && !ctx.waiting() {
                         ctx.stop();
@@ -228,8 +214,7 @@ impl SessionActor {
                 });
             }
             Life::LoadFailed => {
-                // Leave the registry now, so the next request starts an actor
-                // that tries the store again; answer what is queued, then stop.
+                // The next request starts an actor that tries the store again.
                 self.registry.remove(&self.state.id, &ctx.address());
                 ctx.run_later(LINGER, |_actor, ctx| ctx.stop());
             }
@@ -267,10 +252,8 @@ impl SessionActor {
         }
     }
 
-    /// Feeds the outcome of `future` back as an input. One done when first
-    /// polled (the memory store's, for a session of ordinary size) goes on
-    /// at once: holding the mailbox for it would box and schedule a future
-    /// with nothing left to wait for (two per turn).
+    /// Feeds the outcome of `future` back as an input; at once if it is
+    /// ready (the memory store's), not boxed and scheduled for nothing.
     fn then<T: 'static>(
         &mut self,
         mut future: BoxFuture<'static, StoreResult<T>>,
@@ -284,8 +267,7 @@ impl SessionActor {
         ctx.wait(future.map(move |done, actor, ctx| actor.run(input(done), ctx)));
     }
 
-    /// Runs the turn the core started beside the actor, with its history
-    /// jobs, tools, settings and trace; its end is an input.
+    /// Runs the turn beside the actor with its history jobs; its end is an input.
     fn spawn_turn(&mut self, start: Box<Start>, ctx: &mut Context<Self>) {
         let (state, deps, turn_id) = (&self.state, &self.state.deps, start.turn_id);
         let (request, assistant) = (start.request, start.assistant);
@@ -313,11 +295,8 @@ impl SessionActor {
             cancel,
             steering,
         };
-        // The turn ends in the actor's context: actix polls no spawned future
-        // while a write holds it (`ctx.wait`), so no decision is made beside
-        // an in-flight write on stale state; should one hold it all the same,
-        // the end goes through the mailbox, which waits. Boxed here: the
-        // future is kilobytes, and each adapter would move it once more.
+        // Ends in the actor's context, through the mailbox if a write holds
+        // it. Boxed: the future is kilobytes, each adapter would move it.
         let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
         let turn = turn.into_actor(self);
         ctx.spawn(turn.map(move |(output, history), actor, ctx| {
@@ -334,7 +313,6 @@ impl SessionActor {
         }));
     }
 
-    /// What the turn runs with: its model, tools, settings and limits.
     fn turn_plan(
         &self,
         request: &crate::contract::ChatRequest,

@@ -1,7 +1,6 @@
-//! Rules of the core that only read: which pending call a result answers
-//! (or the 409 naming why none), where a finished turn's reply goes, how a
-//! turn's end and a host's result are recorded. Tested here on a `State`
-//! without a runtime; the whole protocol by `model_test.rs`.
+//! Rules of the core that only read: which pending call a result answers,
+//! where a finished turn's reply goes, how a turn's end and a host's result
+//! are recorded. The whole protocol is tested by `model_test.rs`.
 
 use std::sync::Arc;
 
@@ -16,9 +15,8 @@ use crate::ids::ToolCallId;
 use crate::session::{SessionError, SessionResult};
 use crate::turn::TurnEnd;
 
-/// Where a finished turn's reply goes: `Superseded` is off the path (a newer
-/// message or result was taken meanwhile); `Gone`, nowhere (the session or
-/// the turn's own message was deleted).
+/// `Superseded`: off the path (a newer message or result was taken
+/// meanwhile); `Gone`: the session or the turn's own message was deleted.
 #[derive(Debug, PartialEq)]
 pub(super) enum Placement {
     OnPath,
@@ -61,8 +59,7 @@ impl State {
         Err(SessionError::Conflict(message))
     }
 
-    /// Where the reply of a turn that just ended goes: on the path if the
-    /// session still ends where the turn began and waits for nothing else.
+    /// On the path if the session still ends where the turn began.
     pub(super) fn placement(&self, assistant: &StoredMessage) -> Placement {
         let parent = assistant.parent_id.as_ref();
         if !self.is_stored() || !parent.is_some_and(|parent| self.tree.contains(parent)) {
@@ -95,9 +92,8 @@ pub(super) fn pending_for(
     }))
 }
 
-/// Answers every record of the pending call id (ids are unique in
-/// practice; should a provider repeat one, none stays open). Returns the
-/// call's tool name.
+/// Answers every record of the call id (should a provider repeat one,
+/// none stays open); the call's tool name.
 pub(super) fn record_result(
     assistant: &mut StoredMessage,
     pending: &PendingAction,
@@ -120,12 +116,11 @@ pub(super) fn record_result(
     tool_name
 }
 
-/// How a turn (or a result) ended, as its final response reports it.
+/// How a turn (or a result) ended, as its final response says.
 #[derive(Default)]
 pub(super) struct Outcome {
     pub(super) pending: Option<Arc<PendingAction>>,
     pub(super) decision: Option<Decision>,
-    /// Why it did not complete: sent as the terminal `error` event too.
     pub(super) failure: Option<TurnFailure>,
 }
 
@@ -190,11 +185,9 @@ pub(super) fn turn_outcome(
     Outcome::failed(failure)
 }
 
-/// Why a turn did not complete: its final response's error fields and its
-/// terminal `error` event.
+/// Why a turn did not complete: its final response's and `error` event's.
 pub(super) struct TurnFailure {
     pub(super) error_type: ErrorType,
-    /// The sentence the client shows.
     pub(super) message: String,
     /// Whether sending the message again may succeed.
     pub(super) retry_allowed: bool,

@@ -21,8 +21,7 @@ use crate::trace::TurnTrace;
 use crate::turn::{steering_queue, CancelHandle, CancelToken, SteeringNote, SteeringReceiver};
 use crate::turn::{TurnEnd, TurnOutput};
 
-/// A turn the shell starts: what the core decided; the shell adds the
-/// history, tools and settings (`SessionActor::spawn_turn`).
+/// A turn the shell starts (`SessionActor::spawn_turn`).
 pub(super) struct Start {
     pub(super) turn_id: u64,
     pub(super) request: ChatRequest,
@@ -37,7 +36,7 @@ pub(super) struct Start {
 pub(super) struct TurnEnded {
     pub(super) turn_id: u64,
     pub(super) output: TurnOutput,
-    /// Made for this turn (history compaction), stored with it.
+    /// Made for this turn (history compaction).
     pub(super) summary: Option<Arc<StoredMessage>>,
 }
 
@@ -52,16 +51,14 @@ pub(super) struct FinishedTurn {
     live: LiveTurn,
     assistant: Arc<StoredMessage>,
     outcome: Outcome,
-    /// Whether the reply becomes the active leaf (not once another
-    /// process's newer message superseded the turn).
+    /// Not once another process's newer message superseded the turn.
     on_path: bool,
     summary: Option<Arc<StoredMessage>>,
 }
 
 impl State {
-    /// Starts the model loop for `assistant` (new, or resumed after host
-    /// results). `opening` (a continuation's `tool_result` and host-context
-    /// note) follows `status: started`, which stays the turn's first event.
+    /// Starts the model loop for `assistant` (new, or resumed after a host
+    /// result); `opening` follows `status: started`, the first event.
     pub(super) fn start_turn(
         &mut self,
         waiting: Waiting,
@@ -115,8 +112,7 @@ impl State {
                 return log::error!("session {}: finished turn {turn_id} was not live", self.id);
             }
         };
-        // A call another process left pending while the turn ran (found on
-        // a reload) is the session's pending call now.
+        // A call another process left pending meanwhile is pending now.
         self.phase = Phase::awaiting(self.record.pending_action.take());
         let output = ended.output;
         let (mut assistant, end) = (output.assistant, output.end);
@@ -144,7 +140,7 @@ impl State {
     fn late_steering(&mut self, mut late: SteeringReceiver, end: &TurnEnd, live: &LiveTurn) {
         let mut n = 0;
         while let Some(note) = late.try_recv() {
-            // Ahead of anything else waiting, with its events on the same stream.
+            // Ahead of anything else waiting.
             if *end == TurnEnd::Completed {
                 self.waiting.insert(n, promoted(note, live, &self.id));
             }
@@ -155,10 +151,8 @@ impl State {
         }
     }
 
-    /// Where a finished turn's reply goes, on the copy as it is now (maybe
-    /// reloaded): on the path if the session still ends where the turn began;
-    /// else a newer message or result superseded it (serial order): stored off
-    /// the path, calls `superseded`, reported cancelled. Acknowledged messages never move.
+    /// A reply a newer message or result superseded is stored off the path,
+    /// its calls `superseded`, reported cancelled. Stored messages never move.
     pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, plan: &mut Plan) {
         match self.placement(&turn.assistant) {
             Placement::OnPath => {}
@@ -179,8 +173,7 @@ impl State {
         self.store_turn(turn, plan);
     }
 
-    /// Stores the reply with the pending call it made (a new summary node
-    /// with it, parents first). Stale: `place_turn` again on the reloaded copy.
+    /// Stores the reply, its pending call and summary. Stale: placed again.
     fn store_turn(&mut self, turn: FinishedTurn, plan: &mut Plan) {
         let mut record = self.stored_record();
         if turn.on_path {
@@ -194,7 +187,6 @@ impl State {
         plan.write(self.write(record, Some(messages)), InFlight::Turn(turn));
     }
 
-    /// The reply is stored: its final response, then what waited.
     pub(super) fn turn_stored(
         &mut self,
         turn: FinishedTurn,
@@ -215,8 +207,7 @@ impl State {
         plan.life = Some(super::core::Life::Settled);
     }
 
-    /// Ends a turn whose reply could not be stored: its final response and
-    /// a terminal error, then whatever waited for it.
+    /// Ends a turn whose reply could not be stored, then what waited.
     pub(super) fn turn_not_saved(
         &mut self,
         turn: FinishedTurn,
@@ -229,7 +220,6 @@ impl State {
         plan.run_waiting = true;
     }
 
-    /// Ends `live`'s stream; `assistant` is its reply as it is.
     pub(super) fn end_live(
         &self,
         live: LiveTurn,
@@ -247,8 +237,7 @@ impl State {
         );
     }
 
-    /// A turn of its own for `waiting`, ended at once: a result's receipt, or
-    /// a resent message's stored outcome.
+    /// A result's receipt, or a resent message's stored outcome.
     pub(super) fn end_at_once(
         &self,
         waiting: Waiting,
@@ -268,8 +257,7 @@ impl State {
         self.end_turn(sink, model, output_mode, assistant, outcome, plan);
     }
 
-    /// Ends a turn's stream: its `final_response` (no content for
-    /// `host_tools`), a terminal `error` if it failed, `status: completed`.
+    /// `final_response`, a terminal `error` if it failed, `status: completed`.
     pub(super) fn end_turn(
         &self,
         sink: &EventSink,
@@ -306,9 +294,8 @@ impl State {
         plan.status(sink, &self.id, TurnStatus::Completed);
     }
 
-    /// Answers the next request that waited, unless a turn is live (then a
-    /// newer ordinary message waiting supersedes it). Steering waits here only
-    /// when it found its turn ending: it is a message of its own then.
+    /// Answers the next request that waited, unless a turn is live (then an
+    /// ordinary message waiting cancels it).
     pub(super) fn run_waiting(&mut self, plan: &mut Plan) {
         if !self.is_running() {
             if let Some(waiting) = self.waiting.pop_front() {
@@ -317,18 +304,13 @@ impl State {
             }
             return;
         }
-        if self
-            .waiting
-            .iter()
-            .any(|waiting| waiting.request.continuation.is_none())
-        {
+        if (self.waiting.iter()).any(|waiting| waiting.request.continuation.is_none()) {
             self.cancel_live(plan);
         }
     }
 }
 
-/// Steering that missed its turn, as a message of its own. Nobody waits
-/// for its reply: the steering was already acknowledged.
+/// Steering that missed its turn, already acknowledged: nobody waits for the reply.
 fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> Waiting {
     let request = ChatRequest {
         id: note.id,
