@@ -15,10 +15,7 @@ pub struct Caller {
 impl Caller {
     /// The local operator of `ACCESS__MODE=trusted_local`: an admin.
     pub fn operator() -> Caller {
-        Caller {
-            principal: Arc::from("local"),
-            admin: true,
-        }
+        Caller::new("local", true)
     }
 
     pub fn new(principal: impl Into<Arc<str>>, admin: bool) -> Caller {

@@ -53,11 +53,6 @@ impl SessionError {
         }
     }
 
-    /// `error_type()` spelled out, for the places that store it as text.
-    pub fn kind(&self) -> &'static str {
-        self.error_type().as_str()
-    }
-
     pub fn forbidden(id: &crate::ids::SessionId) -> SessionError {
         SessionError::Forbidden(id.to_string())
     }
@@ -87,12 +82,10 @@ impl fmt::Display for SessionError {
                 None => f.write_str(DATABASE_UNREACHABLE),
             },
             SessionError::Store(StoreError::Failed(cause)) => write!(f, "storage failed: {cause}"),
-            SessionError::ActorUnavailable(cause) => {
-                write!(
-                    f,
-                    "the session is not available right now ({cause}); send the request again"
-                )
-            }
+            SessionError::ActorUnavailable(cause) => write!(
+                f,
+                "the session is not available right now ({cause}); send the request again"
+            ),
         }
     }
 }
@@ -153,12 +146,12 @@ mod tests {
     #[test]
     fn store_errors_keep_their_wire_words() {
         let unreachable = SessionError::from(StoreError::Unavailable(io_cause()));
-        assert_eq!(unreachable.kind(), "DatabaseError");
+        assert_eq!(unreachable.error_type().as_str(), "DatabaseError");
         assert_eq!(unreachable.to_string(), DATABASE_UNREACHABLE);
         let failed = SessionError::from(StoreError::Failed("bad row".into()));
-        assert_eq!(failed.kind(), "internal");
+        assert_eq!(failed.error_type().as_str(), "internal");
         assert_eq!(failed.to_string(), "storage failed: bad row");
         let stopped = SessionError::ActorUnavailable("session stopped".into());
-        assert_eq!(stopped.kind(), "unavailable");
+        assert_eq!(stopped.error_type().as_str(), "unavailable");
     }
 }

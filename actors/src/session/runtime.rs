@@ -291,15 +291,7 @@ impl Runtime {
     /// deep, from before the depth limit) is deleted in the store directly by
     /// an admin (its owner cannot be read), so none is beyond removal.
     pub async fn delete(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
-        let deleted = self.delete_session(caller, id).await;
-        if let Ok(true) = deleted {
-            self.rooms.evict(id, |_| false, Removal::Deleted);
-        }
-        deleted
-    }
-
-    async fn delete_session(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
-        match self.ask_existing(caller, id, Request::Delete).await {
+        let deleted = match self.ask_existing(caller, id, Request::Delete).await {
             Err(
                 cause @ (SessionError::Internal(_)
                 | SessionError::Store(StoreError::Failed(_))
@@ -309,10 +301,14 @@ impl Runtime {
                 if let Some(addr) = self.registry.get(id) {
                     self.registry.remove(id, &addr);
                 }
-                Ok(self.deps.store.delete(id).await?)
+                self.deps.store.delete(id).await.map_err(SessionError::from)
             }
             other => other,
+        };
+        if let Ok(true) = deleted {
+            self.rooms.evict(id, |_| false, Removal::Deleted);
         }
+        deleted
     }
 
     /// Admins only; `None`: the admins'. Room members the session is now

@@ -144,25 +144,21 @@ impl State {
     /// An ordinary message: cancels a live turn (and waits for it), supersedes
     /// a pending call, stores the user message and starts a turn.
     fn accept_message(&mut self, waiting: Waiting, plan: &mut Plan) {
-        // Its turn never ended; it waits for the live one.
-        let mut unanswered = false;
-        if let Some(mark) = waiting.request.idempotency.as_deref() {
-            match self.earlier(mark) {
-                Earlier::None => {}
-                Earlier::Refused(error) => return plan.answer(waiting.reply, Err(error)),
-                Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id, plan),
-                Earlier::Unanswered(user) if !self.is_running() => {
-                    return self.answer_unanswered(waiting, user, plan);
+        let mark = waiting.request.idempotency.as_deref();
+        match mark.map_or(Earlier::None, |mark| self.earlier(mark)) {
+            Earlier::None => {
+                if let Err(error) = self.check_new_message(&waiting.request) {
+                    return self.refuse(waiting, error, plan);
                 }
-                // Another message's turn is live: cancelled as for any new
-                // message, and this one decided again once it ended.
-                Earlier::Unanswered(_) => unanswered = true,
             }
-        }
-        if !unanswered {
-            if let Err(error) = self.check_new_message(&waiting.request) {
-                return self.refuse(waiting, error, plan);
+            Earlier::Refused(error) => return plan.answer(waiting.reply, Err(error)),
+            Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id, plan),
+            Earlier::Unanswered(user) if !self.is_running() => {
+                return self.answer_unanswered(waiting, user, plan);
             }
+            // Another message's turn is live: cancelled as for any new
+            // message, and this one decided again once it ended.
+            Earlier::Unanswered(_) => {}
         }
         if self.cancel_live(plan) {
             return self.waiting.push_back(waiting);
@@ -304,10 +300,13 @@ impl State {
             // A continuation never cancels: it waits for the live turn to end.
             return self.waiting.push_back(waiting);
         }
-        let continuation = waiting.request.continuation.as_ref();
-        let target =
-            continuation.map(|continuation| self.result_target(&continuation.tool_call_id));
-        match target.unwrap_or_else(|| Err(SessionError::Internal("not a continuation".into()))) {
+        let Some(continuation) = &waiting.request.continuation else {
+            return plan.answer(
+                waiting.reply,
+                Err(SessionError::Internal("not a continuation".into())),
+            );
+        };
+        match self.result_target(&continuation.tool_call_id) {
             Ok(pending) => self.apply_result(waiting, pending, plan),
             Err(error) => self.refuse(waiting, error, plan),
         }
@@ -322,7 +321,7 @@ pub(super) struct AppliedResult {
     /// Sent once stored; the note when the model resumes.
     event: TurnEvent,
     note: Option<TurnEvent>,
-    screenshot: Option<String>,
+    screenshot: Option<Arc<str>>,
 }
 
 impl State {
@@ -370,7 +369,7 @@ impl State {
             pending,
             event,
             note,
-            screenshot,
+            screenshot: screenshot.map(Arc::from),
         };
         plan.write(write, InFlight::Result(waiting, applied));
     }
@@ -384,9 +383,7 @@ impl State {
         write: Write,
         plan: &mut Plan,
     ) {
-        if let Some(screenshot) = &applied.screenshot {
-            self.screenshot = Some(Arc::from(screenshot.as_str()));
-        }
+        self.screenshot = applied.screenshot.or(self.screenshot.take());
         self.take_screenshot(&waiting.request);
         self.record = write.record;
         let next = self.record.pending_action.take();

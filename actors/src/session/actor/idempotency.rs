@@ -42,7 +42,10 @@ impl State {
             (None, None) => return Earlier::None,
         };
         if earlier.map(|earlier| &earlier.body) != Some(&mark.body) {
-            return Earlier::Refused(different_body());
+            return Earlier::Refused(SessionError::validation(
+                "Idempotency-Key",
+                "this key was already used with another request body in this session; a resend must repeat the body byte for byte, or use a new key",
+            ));
         }
         let reply = reply_id(id);
         let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
@@ -111,13 +114,6 @@ fn stored_failure(assistant: &StoredMessage) -> Option<TurnFailure> {
         error_type.as_str()
     );
     Some(TurnFailure::new(error_type, message, true))
-}
-
-fn different_body() -> SessionError {
-    SessionError::validation(
-        "Idempotency-Key",
-        "this key was already used with another request body in this session; a resend must repeat the body byte for byte, or use a new key",
-    )
 }
 
 #[cfg(test)]
