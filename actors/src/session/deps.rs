@@ -48,11 +48,9 @@ pub struct SessionDeps {
 }
 
 impl SessionDeps {
-    /// The model a request runs on: its `config.default_model`, or the
-    /// configured default. A model the request names but this deployment
-    /// cannot serve is a 422 on that field; an unusable configured default
-    /// (its provider has no key; `/health` says so) fails the turn as
-    /// `provider_auth` instead, since the host sent nothing wrong.
+    /// The model a request runs on. One it names but this deployment cannot
+    /// serve is a 422; an unusable configured default (no key; `/health` says
+    /// so) fails the turn as `provider_auth`: the host sent nothing wrong.
     pub fn plan_model(
         &self,
         config: &RequestConfig,

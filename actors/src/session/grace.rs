@@ -1,9 +1,6 @@
-//! A short stay in memory for sessions of one exchange, bounded in number.
-//! With an idle timeout of zero such a session hibernates as soon as its turn
-//! ends (else a burst of new sessions would all stay resident, a peak the
-//! allocator keeps); a client that goes on at once would then pay a reload
-//! (most of a turn's instructions again). So as many as `GracePool` lends
-//! slots stay for `FIRST_EXCHANGE_GRACE`; the memory they hold stays bounded.
+//! A short stay in memory for sessions of one exchange, bounded in number:
+//! with an idle timeout of zero they hibernate as their turn ends (a burst
+//! would stay resident), but a client going on at once would pay a reload.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

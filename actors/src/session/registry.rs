@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use actix::{Actor, Addr, Arbiter, ArbiterHandle};
@@ -137,9 +137,7 @@ impl SessionRegistry {
 /// Only plain map operations run under a shard's lock: a poisoned one still
 /// holds a usable map.
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
-    shard
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    shard.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// When an actor may next be asked whether it is idle: set by the actor,

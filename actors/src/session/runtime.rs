@@ -238,19 +238,16 @@ impl Runtime {
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
-        // No actor, no live turn; anyone but an admin is checked by one.
-        let Some(addr) = self.registry.get(id) else {
-            return match caller.admin {
-                true => Ok(false),
-                false => self.ask(caller, id, Request::Cancel).await,
-            };
-        };
-        match addr.send(Ask::new(caller, Request::Cancel)).await {
-            Ok(answer) => answer,
-            // The actor stopped before it read the request, so nobody checked
-            // the caller: a fresh actor decides (and checks the owner).
-            Err(_) => self.ask(caller, id, Request::Cancel).await,
+        // No actor, no live turn: an admin is told so; anyone else is checked by
+        // a fresh actor, as is anyone whose actor stopped before reading this.
+        if let Some(addr) = self.registry.get(id) {
+            if let Ok(answer) = addr.send(Ask::new(caller, Request::Cancel)).await {
+                return answer;
+            }
+        } else if caller.admin {
+            return Ok(false);
         }
+        self.ask(caller, id, Request::Cancel).await
     }
 
     pub async fn session(&self, caller: &Caller, id: &SessionId) -> SessionResult<SessionInfo> {

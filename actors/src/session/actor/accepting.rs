@@ -102,43 +102,34 @@ impl State {
     }
 
     fn check_new_message(&self, request: &ChatRequest) -> SessionResult<()> {
-        if self.tree.contains(&request.id) {
-            return Err(SessionError::Conflict(format!(
-                "message id {:?} already exists in session {:?}",
-                request.id.as_str(),
-                self.id.as_str()
-            )));
-        }
-        if let Some(parent) = &request.parent_id {
-            self.check_parent(parent)?;
-        }
-        let declares_hold = request.output_mode == OutputMode::HostTools
-            && self.current_context(request).is_some_and(|context| {
-                (context.actions.iter()).any(|action| action.name == crate::tools::HOLD_TOOL)
-            });
-        if declares_hold {
-            return Err(SessionError::validation(
-                "host_context.actions",
-                "\"hold\" is reserved with output_mode host_tools; give the action another name",
-            ));
-        }
-        self.deps.plan_model(&request.config)?;
-        Ok(())
-    }
-
-    fn check_parent(&self, parent: &MessageId) -> SessionResult<()> {
-        match self.tree.get(parent) {
-            Some(message) if message.role == Role::Summary => Err(SessionError::Conflict(format!(
-                "parent_id {:?} is a summary node; continue from a message of the conversation",
-                parent.as_str()
-            ))),
-            Some(_) => Ok(()),
-            None => Err(SessionError::Conflict(format!(
-                "parent_id {:?} is not a message of session {:?}",
-                parent.as_str(),
-                self.id.as_str()
-            ))),
-        }
+        let session = self.id.as_str();
+        let parent = (request.parent_id.as_ref()).map(|id| (id.as_str(), self.tree.get(id)));
+        let conflict = match parent {
+            _ if self.tree.contains(&request.id) => {
+                let id = request.id.as_str();
+                format!("message id {id:?} already exists in session {session:?}")
+            }
+            Some((parent, None)) => {
+                format!("parent_id {parent:?} is not a message of session {session:?}")
+            }
+            Some((parent, Some(message))) if message.role == Role::Summary => format!(
+                "parent_id {parent:?} is a summary node; continue from a message of the conversation"
+            ),
+            _ => {
+                let declares_hold = request.output_mode == OutputMode::HostTools
+                    && self.current_context(request).is_some_and(|context| {
+                        (context.actions.iter()).any(|action| action.name == crate::tools::HOLD_TOOL)
+                    });
+                if declares_hold {
+                    return Err(SessionError::validation(
+                        "host_context.actions",
+                        "\"hold\" is reserved with output_mode host_tools; give the action another name",
+                    ));
+                }
+                return self.deps.plan_model(&request.config).map(drop);
+            }
+        };
+        Err(SessionError::Conflict(conflict))
     }
 
     /// An ordinary message: cancels a live turn (and waits for it), supersedes

@@ -38,7 +38,7 @@ impl Handler<CheckIdle> for SessionActor {
 impl SessionActor {
     /// Stops (true) when nothing is live or waiting and quiet for `after`.
     fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) -> bool {
-        let stops = self.is_quiet(ctx) && self.last_activity.elapsed() >= self.window(after);
+        let stops = self.is_quiet(ctx) && self.last_activity.elapsed() >= after;
         if stops {
             ctx.stop();
         }
@@ -52,18 +52,9 @@ impl SessionActor {
             && !ctx.waiting()
     }
 
-    /// One waiting for a host result keeps its (unstored) screenshot longer.
-    fn window(&self, after: Duration) -> Duration {
-        let state = &self.state;
-        match state.screenshot.is_some() && matches!(state.phase, Phase::AwaitingHost(_)) {
-            true => after.max(SCREENSHOT_GRACE),
-            false => after,
-        }
-    }
-
     /// Tells the sweeper when this actor is next worth asking.
     pub(super) fn schedule_idle_check(&self, ctx: &Context<Self>) {
-        let window = self.window(self.idle_after());
+        let window = self.idle_after();
         let due = match self.is_quiet(ctx) {
             true => self.last_activity + window,
             false => Instant::now() + window.max(BUSY_RECHECK),
@@ -71,14 +62,20 @@ impl SessionActor {
         self.idle_check.set(due);
     }
 
-    /// The configured timeout, or with zero the window for its size.
+    /// The configured timeout, or with zero the window for its size. One
+    /// waiting for a host result keeps its (unstored) screenshot longer.
     fn idle_after(&self) -> Duration {
-        match self.state.deps.config.idle_timeout {
+        let state = &self.state;
+        let after = match state.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
-            _ if self.state.tree.len() > HOT_MESSAGES => HOT_WINDOW,
+            _ if state.tree.len() > HOT_MESSAGES => HOT_WINDOW,
             _ if !self.is_first_exchange() => SHORT_WINDOW,
             _ if self.grace.is_some() => FIRST_EXCHANGE_GRACE,
             _ => Duration::ZERO,
+        };
+        match state.screenshot.is_some() && matches!(state.phase, Phase::AwaitingHost(_)) {
+            true => after.max(SCREENSHOT_GRACE),
+            false => after,
         }
     }
 
