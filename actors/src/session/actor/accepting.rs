@@ -292,10 +292,8 @@ impl State {
             return self.waiting.push_back(waiting);
         }
         let Some(continuation) = &waiting.request.continuation else {
-            return plan.answer(
-                waiting.reply,
-                Err(SessionError::Internal("not a continuation".into())),
-            );
+            let error = SessionError::Internal("not a continuation".into());
+            return plan.answer(waiting.reply, Err(error));
         };
         match self.result_target(&continuation.tool_call_id) {
             Ok(pending) => self.apply_result(waiting, pending, plan),

@@ -51,8 +51,8 @@ impl State {
                 plan.answer(reply, Ok(self.tree.all().cloned().collect()))
             }
         }
-        if plan.io.is_none() {
-            self.stop_if_absent(plan);
+        if plan.io.is_none() && self.is_absent() {
+            plan.life = Some(Life::StopIfAbsent);
         }
     }
 
@@ -78,7 +78,7 @@ impl State {
         }
     }
 
-    pub(super) fn info(&self) -> SessionInfo {
+    fn info(&self) -> SessionInfo {
         let record = &self.record;
         SessionInfo {
             session_id: self.id.to_string(),
@@ -175,12 +175,6 @@ impl State {
         let reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
         let failure = TurnFailure::new(ErrorType::Cancelled, message, false);
         self.end_live(live, &reply, Outcome::failed(failure), plan);
-    }
-
-    pub(super) fn stop_if_absent(&self, plan: &mut Plan) {
-        if self.is_absent() {
-            plan.life = Some(Life::StopIfAbsent);
-        }
     }
 
     /// Not stored, and nothing live or waiting: an actor with no reason to stay.

@@ -188,16 +188,19 @@ impl SessionActor {
             self.perform(io, ctx);
         }
         if plan.run_waiting {
-            if ctx.waiting() {
-                // Not `ctx.wait`: waits run newest first, so it would run
-                // before the write's outcome (two turns could start).
-                ctx.address().do_send(Later(Input::RunWaiting));
-            } else {
-                self.run(Input::RunWaiting, ctx);
-            }
+            self.run_after_write(Input::RunWaiting, ctx);
         }
         if let Some(life) = plan.life {
             self.live(life, ctx);
+        }
+    }
+
+    /// Decides `input` now, or after the write holding the mailbox and what
+    /// it goes on with (not `ctx.wait`: waits run newest first).
+    fn run_after_write(&mut self, input: Input, ctx: &mut Context<Self>) {
+        match ctx.waiting() {
+            true => ctx.address().do_send(Later(input)),
+            false => self.run(input, ctx),
         }
     }
 
@@ -295,8 +298,8 @@ impl SessionActor {
             cancel,
             steering,
         };
-        // Ends in the actor's context, through the mailbox if a write holds
-        // it. Boxed: the future is kilobytes, each adapter would move it.
+        // Ends in the actor's context (after a write that holds it). Boxed:
+        // the future is kilobytes, and each adapter would move it.
         let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
         let turn = turn.into_actor(self);
         ctx.spawn(turn.map(move |(output, history), actor, ctx| {
@@ -306,10 +309,7 @@ impl SessionActor {
                 output,
                 summary,
             });
-            match ctx.waiting() {
-                true => ctx.address().do_send(Later(ended)),
-                false => actor.run(ended, ctx),
-            }
+            actor.run_after_write(ended, ctx);
         }));
     }
 
