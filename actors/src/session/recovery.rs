@@ -16,11 +16,7 @@ pub struct Recovered {
 }
 
 pub fn recover(snapshot: SessionSnapshot) -> Recovered {
-    let SessionSnapshot {
-        mut record,
-        mut messages,
-        ..
-    } = snapshot;
+    let (mut record, mut messages) = (snapshot.record, snapshot.messages);
     record.pending_action = record.pending_action.filter(|pending| {
         (messages.iter())
             .find(|message| message.id == pending.assistant_message_id)

@@ -342,11 +342,10 @@ impl Runtime {
     }
 
     pub async fn health(&self) -> RuntimeHealth {
-        let store_problem = self.deps.store.ping().await.err().map(|error| {
-            error
-                .remedy()
-                .map(|remedy| format!("{}: {remedy}", super::DATABASE_UNREACHABLE))
-                .unwrap_or_else(|| super::DATABASE_UNREACHABLE.to_string())
+        let unreachable = self.deps.store.ping().await.err();
+        let store_problem = unreachable.map(|error| match error.remedy() {
+            Some(remedy) => format!("{}: {remedy}", super::DATABASE_UNREACHABLE),
+            None => super::DATABASE_UNREACHABLE.to_string(),
         });
         let store_reachable = store_problem.is_none();
         let (deps, default_model) = (&self.deps, &self.deps.config.default_model);

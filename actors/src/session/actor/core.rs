@@ -134,9 +134,8 @@ pub(super) enum Input {
     Deleted(StoreResult<bool>, ReplyTo<bool>, bool),
 }
 
-/// What waits on a store operation, with what it decided: on a commit it
-/// goes on (`commit`), on a stale write it is decided again on the
-/// reloaded copy (`redo`), on a failure it is told (`fail`).
+/// What waits on a store operation: it goes on once committed (`commit`), is
+/// decided again on a reloaded copy (`redo`), or is told of a failure (`fail`).
 #[allow(clippy::large_enum_variant)]
 pub(super) enum InFlight {
     /// The first load, or its recovery.
@@ -455,9 +454,8 @@ impl State {
         }
     }
 
-    /// Answers `error`, a 409 decided on this copy, once the copy is known
-    /// current: another process may have made the call pending or stored the
-    /// parent since. Other refusals (validation) do not depend on the session.
+    /// Answers `error`; a 409 only once the copy is known current (another
+    /// process may have made the call pending or stored the parent since).
     pub(super) fn refuse(&mut self, waiting: Waiting, error: SessionError, plan: &mut Plan) {
         if self.current || !matches!(error, SessionError::Conflict(_)) {
             return plan.answer(waiting.reply, Err(error));

@@ -78,11 +78,10 @@ impl State {
                 .any(|tool| tool.name == crate::tools::HOLD_TOOL)
                 .then_some(Decision::Hold),
         };
-        let (pending, failure) = (pending.cloned(), stored_failure(assistant));
+        let failure = stored_failure(assistant);
         let outcome = Outcome {
-            pending,
-            decision,
             failure,
+            ..Outcome::decided(pending.cloned(), decision)
         };
         self.end_at_once(waiting, assistant, output_mode, None, outcome, plan);
     }

@@ -288,15 +288,14 @@ impl SessionActor {
         let jobs = crate::history::plan_jobs(&deps.config.history, context, deps.models.as_ref());
         let plan = self.turn_plan(&request, start.model_id, start.model);
         let trace = (deps.config.traces).begin(&request, &plan.model_id, request.output_mode);
-        let (sink, cancel, steering) = (start.sink, start.cancel, start.steering);
         let input = TurnInput {
             trace,
             plan,
             history,
             assistant,
-            sink,
-            cancel,
-            steering,
+            sink: start.sink,
+            cancel: start.cancel,
+            steering: start.steering,
         };
         // Ends in the actor's context (after a write that holds it). Boxed:
         // the future is kilobytes, and each adapter would move it.
