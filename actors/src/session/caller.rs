@@ -1,6 +1,5 @@
-//! Who sends a request, as the edge established it (never from the body):
-//! a principal id and whether it administers. The session actor checks it
-//! against the session's `owner_id` before doing anything.
+//! Who sends a request, as the edge established it (never from the body);
+//! the session actor checks it against the session's `owner_id`.
 
 use std::sync::Arc;
 

@@ -28,9 +28,8 @@ pub struct SessionConfig {
     pub budget: Budget,
     pub idle_timeout: Duration,
     pub history: crate::history::HistoryConfig,
-    /// Models a request may name besides `default_model`
-    /// (`ASSISTANT__REQUEST_MODELS`): any model a configured key reaches
-    /// costs money, so a caller may not pick one the operator did not list.
+    /// Models a request may name besides `default_model`: any model a key
+    /// reaches costs money (`ASSISTANT__REQUEST_MODELS`).
     pub request_models: Vec<ModelId>,
     pub attachment_budget: crate::budget::AttachmentBudget,
     /// Per-turn traces: stored (`TRACES__*`), exported (OpenTelemetry), or neither.

@@ -1,6 +1,5 @@
-//! The session registry: finds the live `SessionActor` for a `SessionId`,
-//! starting one on the thread that asked (ARCHITECTURE.md says why) on first
-//! use. No turn work passes through it. Sharded maps instead of an actor, so
+//! Finds the live `SessionActor` for a `SessionId`, starting one on the thread
+//! that asked (ARCHITECTURE.md says why). Sharded maps, not an actor, so
 //! lookups never queue behind one mailbox.
 
 use std::collections::HashMap;

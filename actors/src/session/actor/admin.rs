@@ -105,10 +105,9 @@ impl State {
         Ok(self.tree.path_to(leaf).into_iter().cloned().collect())
     }
 
-    /// A join (creating the session if needed, keeping the page's context) or
-    /// an owner change (a live turn goes on; the new owner is checked from
-    /// the next request on). Stale: decided again on the reloaded copy, so
-    /// the old pending call (or leaf) is never written back.
+    /// A join or an owner change (checked from the next request on; a live
+    /// turn goes on). Stale: decided again, so no old pending call or leaf
+    /// is written back.
     fn store_request(&mut self, caller: Caller, request: Request, plan: &mut Plan) {
         let mut record = self.stored_record();
         match &request {

@@ -325,8 +325,6 @@ impl State {
                 self.commit(write, in_flight, plan);
             }
             Ok(Written::Stale) => self.reload(in_flight, plan),
-            // A failure in the store itself: recovery is left to the next
-            // load, a turn's reply is reported unsaved, anything else is told.
             Err(error) => {
                 log::warn!("session {}: a write failed: {error}", self.id);
                 match in_flight {
@@ -366,9 +364,8 @@ impl State {
         match loaded {
             Ok(None) if first => self.loaded = Loaded::Absent,
             Ok(snapshot) => match self.apply_snapshot(snapshot) {
-                // Recovery is a pure function of what is stored, so its result
-                // is written after it is applied: a crash recomputes it, a
-                // stale write reloads and recovers again.
+                // Recovery is a pure function of what is stored, so it is written
+                // after it is applied: a crash or a stale write recomputes it.
                 Some(recovery) => plan.write(recovery, InFlight::Recovered(in_flight)),
                 None => self.redo(*in_flight, plan),
             },
@@ -413,8 +410,7 @@ impl State {
         write
     }
 
-    /// A write found the session changed by another writer: load it again
-    /// (mailbox held) and decide `in_flight` again before anything is answered.
+    /// Loads the session changed by another writer and decides `in_flight` again.
     pub(super) fn reload(&mut self, in_flight: InFlight, plan: &mut Plan) {
         self.reloads += 1;
         if self.reloads > MAX_RELOADS {
@@ -517,9 +513,8 @@ impl State {
         true
     }
 
-    /// Whether `caller` may read or change this session. One not stored is
-    /// `NotFound` to an admin and `Forbidden` to anyone else, so a refusal
-    /// never tells whether someone else's session exists.
+    /// One not stored is `NotFound` to an admin, `Forbidden` to anyone else:
+    /// a refusal never tells whether someone else's session exists.
     pub(super) fn authorize_read(&self, caller: &Caller) -> SessionResult<()> {
         match &self.loaded {
             Loaded::Loading => Err(SessionError::ActorUnavailable(
@@ -532,8 +527,7 @@ impl State {
         }
     }
 
-    /// Whether `caller` may write (a message or a join). A session not stored
-    /// yet is created by this write, so it becomes the caller's.
+    /// A session not stored yet becomes the caller's by this write.
     pub(super) fn authorize_write(&mut self, caller: &Caller) -> SessionResult<()> {
         if !matches!(self.loaded, Loaded::Absent) {
             return self.authorize_read(caller);

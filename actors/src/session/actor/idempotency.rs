@@ -1,7 +1,6 @@
-//! A message resent with its `Idempotency-Key` (the IETF draft): answered
-//! with the first one's outcome instead of a duplicate-id 409. The key lives
-//! on the stored user message (`IdempotencyMark`), so it is scoped to the
-//! session, kept as long as the message, and survives a restart.
+//! A message resent with its `Idempotency-Key` (the IETF draft) is answered
+//! with the first one's outcome, not a duplicate-id 409. The key lives on the
+//! stored user message: scoped to the session, it survives a restart.
 
 use super::core::{InFlight, Phase, Plan, State, Waiting};
 use super::turns::{Outcome, TurnFailure};

@@ -6,14 +6,12 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::core::Phase;
 use super::SessionActor;
 use crate::session::grace::FIRST_EXCHANGE_GRACE;
 use crate::session::requests::CheckIdle;
 
-/// With an idle timeout of zero (the in-memory default), a session longer
-/// than this stays for `HOT_WINDOW`: its reload decodes every message, which
-/// a conversation in progress would pay on every turn.
+/// With a zero timeout (the in-memory default), a longer session stays for
+/// `HOT_WINDOW`: a conversation would pay its reload on every turn.
 const HOT_MESSAGES: usize = 16;
 const HOT_WINDOW: Duration = Duration::from_secs(5);
 /// With a zero timeout, a session in conversation stays this long: its next
@@ -46,10 +44,7 @@ impl SessionActor {
     }
 
     fn is_quiet(&self, ctx: &Context<Self>) -> bool {
-        let state = &self.state;
-        matches!(state.phase, Phase::Idle | Phase::AwaitingHost(_))
-            && state.waiting.is_empty()
-            && !ctx.waiting()
+        !self.state.is_running() && self.state.waiting.is_empty() && !ctx.waiting()
     }
 
     /// Tells the sweeper when this actor is next worth asking.
@@ -73,15 +68,14 @@ impl SessionActor {
             _ if self.grace.is_some() => FIRST_EXCHANGE_GRACE,
             _ => Duration::ZERO,
         };
-        match state.screenshot.is_some() && matches!(state.phase, Phase::AwaitingHost(_)) {
+        match state.screenshot.is_some() && state.pending().is_some() {
             true => after.max(SCREENSHOT_GRACE),
             false => after,
         }
     }
 
     fn is_first_exchange(&self) -> bool {
-        let state = &self.state;
-        state.tree.len() <= FIRST_EXCHANGE && !matches!(state.phase, Phase::AwaitingHost(_))
+        self.state.tree.len() <= FIRST_EXCHANGE && self.state.pending().is_none()
     }
 
     /// With a zero timeout, a session of one exchange stops at once unless

@@ -1,7 +1,6 @@
-//! The inbox's hook in the core (`store::inbox`; the flow is in
-//! ARCHITECTURE.md). The items go into the reply before its first model
-//! request, not through the live turn's steering queue, so they are stored
-//! with the reply however the turn ends, never dropped as late steering.
+//! The inbox's hook in the core (`store::inbox`, ARCHITECTURE.md). The items
+//! go into the reply before its first model request, not through the steering
+//! queue, so they are stored with it however the turn ends.
 
 use std::sync::Arc;
 

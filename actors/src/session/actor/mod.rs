@@ -1,7 +1,6 @@
-//! The session actor, the one owner of a session: a shell around the pure
-//! core (`core.rs`). Each request and each outcome of a plan is an `Input`;
-//! the shell carries out the `Plan`. Writes hold the mailbox (`ctx.wait`) and
-//! their outcome is the next input: memory changes after the store did.
+//! The session actor, the one owner of a session: a shell that carries out
+//! the pure core's (`core.rs`) `Plan`s. Writes hold the mailbox (`ctx.wait`)
+//! and their outcome is the next `Input`: memory changes after the store did.
 
 mod accepting;
 mod admin;

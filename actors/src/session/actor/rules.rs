@@ -25,8 +25,7 @@ pub(super) enum Placement {
 }
 
 impl State {
-    /// The pending call a host result for `call_id` answers, or the 409
-    /// saying why it answers none.
+    /// The pending call a result for `call_id` answers, or the 409 saying why none.
     pub(super) fn result_target(&self, call_id: &ToolCallId) -> SessionResult<Arc<PendingAction>> {
         let call = call_id.as_str();
         let message = match self.pending() {

@@ -1,6 +1,5 @@
-//! Turns (core): start one, record how it ended (`finish_turn`), place and
-//! store its reply, send its final response, promote steering that missed
-//! it, and answer what waited for it (`run_waiting`).
+//! Turns (core): start one, record how it ended, place and store its reply,
+//! send its final response, and answer what waited for it (`run_waiting`).
 
 use std::sync::Arc;
 
