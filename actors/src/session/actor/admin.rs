@@ -171,7 +171,8 @@ impl State {
             return;
         };
         let message = "The session was deleted; its turn was cancelled.";
-        let reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
+        let mut reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
+        reply.model = Some(live.model.clone());
         let failure = TurnFailure::new(ErrorType::Cancelled, message, false);
         self.end_live(live, &reply, Outcome::failed(failure), plan);
     }

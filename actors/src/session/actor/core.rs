@@ -77,6 +77,7 @@ pub(super) struct LiveTurn {
     /// Steering promoted to a turn of its own is theirs.
     pub(super) caller: Caller,
     pub(super) output_mode: OutputMode,
+    /// For the final response of a turn whose session was deleted under it.
     pub(super) model: Arc<str>,
     pub(super) message_id: MessageId,
 }

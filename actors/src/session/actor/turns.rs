@@ -226,14 +226,7 @@ impl State {
         outcome: Outcome,
         plan: &mut Plan,
     ) {
-        self.end_turn(
-            &live.sink,
-            live.model,
-            live.output_mode,
-            assistant,
-            outcome,
-            plan,
-        );
+        self.end_turn(&live.sink, live.output_mode, assistant, outcome, plan);
     }
 
     /// A result's receipt, or a resent message's stored outcome.
@@ -252,15 +245,14 @@ impl State {
         if let Some(event) = opening {
             plan.event(sink, event);
         }
-        let model = assistant.model.clone().unwrap_or_default();
-        self.end_turn(sink, model, output_mode, assistant, outcome, plan);
+        self.end_turn(sink, output_mode, assistant, outcome, plan);
     }
 
-    /// `final_response`, a terminal `error` if it failed, `status: completed`.
+    /// `final_response` (the reply's model), a terminal `error` if it failed,
+    /// `status: completed`.
     pub(super) fn end_turn(
         &self,
         sink: &EventSink,
-        model: Arc<str>,
         output_mode: OutputMode,
         assistant: &StoredMessage,
         outcome: Outcome,
@@ -269,7 +261,7 @@ impl State {
         let failure = outcome.failure;
         let final_response = FinalResponse {
             content: (output_mode == OutputMode::Text).then(|| assistant.text()),
-            model,
+            model: assistant.model.clone().unwrap_or_default(),
             streamed: sink.streamed,
             session_id: self.id.clone(),
             turn_number: self.record.turn_number,
