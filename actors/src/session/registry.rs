@@ -151,8 +151,8 @@ pub struct IdleCheck {
 impl IdleCheck {
     pub fn set(&self, at: Instant) {
         let millis = at.saturating_duration_since(epoch()).as_millis();
-        self.due_at
-            .store(u64::try_from(millis).unwrap_or(u64::MAX), Ordering::Relaxed);
+        let millis = u64::try_from(millis).unwrap_or(u64::MAX);
+        self.due_at.store(millis, Ordering::Relaxed);
     }
 
     fn is_due(&self, now: Instant) -> bool {

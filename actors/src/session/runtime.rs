@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::MailboxError;
 use serde::Serialize;
 
 use super::actor::{Ask, ReplyTo, Request};
@@ -111,9 +110,7 @@ impl Runtime {
             let (request, sent_to) = self.registry.send(id, &self.deps, ask);
             match request.await {
                 Ok(answer) => return answer,
-                Err(MailboxError::Closed) | Err(MailboxError::Timeout) => {
-                    self.registry.forget(id, &sent_to)
-                }
+                Err(_closed_or_timeout) => self.registry.forget(id, &sent_to),
             }
         }
         Err(self.why_unavailable("session actor unavailable").await)
