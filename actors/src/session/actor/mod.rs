@@ -194,8 +194,8 @@ impl SessionActor {
         }
     }
 
-    /// Decides `input` now, or after the write holding the mailbox and what
-    /// it goes on with (not `ctx.wait`: waits run newest first).
+    /// Decides `input` now, or after the write holding the mailbox and what it
+    /// goes on with (not `ctx.wait`: waits run newest first; two turns could start).
     fn run_after_write(&mut self, input: Input, ctx: &mut Context<Self>) {
         match ctx.waiting() {
             true => ctx.address().do_send(Later(input)),
