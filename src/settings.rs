@@ -228,10 +228,10 @@ declare_settings! {
             "HISTORY__MAX_MEMORY_ENTRIES" = "15": "working-memory entries kept (the newest)";
         } = history(&get, &providers)?;
         /// Attachment bytes in flight at once, per session and per process.
-        pub attachment_budget: actors::session::AttachmentBudget {
+        pub attachment_budget: actors::budget::AttachmentBudget {
             "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES" = "64 MiB": "attachment bytes of one session's running turns (then 413)";
             "ASSISTANT__ATTACHMENT_BUDGET__PROCESS_BYTES" = "1 GiB": "attachment bytes of all running turns (then 413)";
-        } = actors::session::AttachmentBudget::new(
+        } = actors::budget::AttachmentBudget::new(
             positive(
                 get("ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES"),
                 "ASSISTANT__ATTACHMENT_BUDGET__SESSION_BYTES",

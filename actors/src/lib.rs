@@ -14,6 +14,7 @@
 //! - `session`: the session actor, its registry and the `Runtime` handle.
 //! - `events`: what a turn emits, for the transports to encode.
 //! - `error_type`: the error words every transport sends.
+//! - `budget`: the attachment bytes running turns may hold, per session and per process.
 //! - `bounded_cache`: values made once from repeated host input (schemas, contexts).
 //! - `offload`: large parsing and decoding moved to the blocking pool.
 //! - `text`: joining strings without collecting them first.
@@ -22,6 +23,7 @@
 //! - `trace`: per-turn traces with their timings, stored and exported.
 
 mod bounded_cache;
+pub mod budget;
 pub mod clock;
 pub mod contract;
 pub mod conversation;

@@ -279,7 +279,8 @@ impl RunStream {
                 self.events = events;
             }
             Err(error) => {
-                let error = self.mapper.run_error(&error.to_string(), error.kind());
+                let code = error.error_type().as_str();
+                let error = self.mapper.run_error(&error.to_string(), code);
                 self.finish(error);
             }
         }

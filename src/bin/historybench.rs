@@ -131,7 +131,7 @@ async fn run(options: Options) {
             budget: Default::default(),
             idle_timeout: std::time::Duration::from_secs(600),
             request_models: Vec::new(),
-            attachment_budget: actors::session::AttachmentBudget::new(64 << 20, 1 << 30),
+            attachment_budget: actors::budget::AttachmentBudget::new(64 << 20, 1 << 30),
             traces: Default::default(),
             history: HistoryConfig {
                 compaction_enabled: options.compaction,

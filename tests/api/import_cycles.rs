@@ -29,7 +29,7 @@ const CORE_LAYERS: &[&[&str]] = &[
     &["contract"],
     &["prompt"],
     &["conversation"],
-    &["store", "tools", "events"],
+    &["store", "tools", "events", "budget"],
     &["trace"],
     &["turn"],
     &["history"],

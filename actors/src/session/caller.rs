@@ -1,6 +1,5 @@
-//! Who sends a request, as the edge established it (never from the body):
-//! a principal id and whether it administers. The session actor checks it
-//! against the session's `owner_id` before doing anything.
+//! Who sends a request, as the edge established it (never from the body);
+//! the session actor checks it against the session's `owner_id`.
 
 use std::sync::Arc;
 
@@ -15,10 +14,7 @@ pub struct Caller {
 impl Caller {
     /// The local operator of `ACCESS__MODE=trusted_local`: an admin.
     pub fn operator() -> Caller {
-        Caller {
-            principal: Arc::from("local"),
-            admin: true,
-        }
+        Caller::new("local", true)
     }
 
     pub fn new(principal: impl Into<Arc<str>>, admin: bool) -> Caller {

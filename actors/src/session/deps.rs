@@ -1,7 +1,5 @@
-//! What every session actor shares: the store, the model catalog, the tools
-//! and the settings (`SessionDeps`, `SessionConfig`), and the choice of a
-//! turn's model (`plan_model`). Both the actor and the `Runtime` handle use
-//! it; it uses neither, so the two do not import each other.
+//! What every session actor shares, and the choice of a turn's model
+//! (`plan_model`). The actor and the `Runtime` use it; it uses neither.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +13,6 @@ use crate::store::SharedStore;
 use crate::tools::ToolRegistry;
 use crate::turn::Budget;
 
-/// Settings every session shares.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
     pub default_model: ModelId,
@@ -29,21 +26,16 @@ pub struct SessionConfig {
     /// off unless a request asks (`turn::thinking_budget`).
     pub thinking_budget: Option<u32>,
     pub budget: Budget,
-    /// An idle actor stops after this long and reloads from the store on its next message.
     pub idle_timeout: Duration,
-    /// Compaction and working memory.
     pub history: crate::history::HistoryConfig,
-    /// Models a request may name besides `default_model`
-    /// (`ASSISTANT__REQUEST_MODELS`): any model a configured key reaches
-    /// costs money, so a caller may not pick one the operator did not list.
+    /// Models a request may name besides `default_model`: any model a key
+    /// reaches costs money (`ASSISTANT__REQUEST_MODELS`).
     pub request_models: Vec<ModelId>,
-    /// Attachment bytes of running turns, per session and per process.
-    pub attachment_budget: super::AttachmentBudget,
+    pub attachment_budget: crate::budget::AttachmentBudget,
     /// Per-turn traces: stored (`TRACES__*`), exported (OpenTelemetry), or neither.
     pub traces: crate::trace::TraceConfig,
 }
 
-/// What session actors need, shared by all of them.
 pub struct SessionDeps {
     pub store: SharedStore,
     pub models: Arc<dyn ModelCatalog>,
@@ -55,11 +47,9 @@ pub struct SessionDeps {
 }
 
 impl SessionDeps {
-    /// The model a request runs on: its `config.default_model`, or the
-    /// configured default. A model the request names but this deployment
-    /// cannot serve is a 422 on that field; an unusable configured default
-    /// (its provider has no key; `/health` says so) fails the turn as
-    /// `provider_auth` instead, since the host sent nothing wrong.
+    /// The model a request runs on. One it names but this deployment cannot
+    /// serve is a 422; an unusable configured default (no key; `/health` says
+    /// so) fails the turn as `provider_auth`: the host sent nothing wrong.
     pub fn plan_model(
         &self,
         config: &RequestConfig,

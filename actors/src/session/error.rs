@@ -1,7 +1,5 @@
-//! The one error type of session requests. `error_type()` is the machine
-//! word the transports put in `type` (`kind()` spells it); `Display` the
-//! sentence a host developer reads; `source()` the store's error, where there
-//! was one.
+//! The one error type of session requests: `error_type()` the word the
+//! transports send, `Display` the sentence a host developer reads.
 
 use std::fmt;
 
@@ -13,40 +11,34 @@ use crate::store::StoreError;
 /// request and for a turn whose result could not be saved alike.
 pub const DATABASE_UNREACHABLE: &str = "Database not reachable";
 
+pub type SessionResult<T> = Result<T, SessionError>;
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum SessionError {
-    /// The request itself is malformed (422 / `validation`).
+    /// 422: the request itself is malformed.
     Validation(ValidationError),
-    /// The request does not fit the session's state (409 / `session_error`).
+    /// 409: the request does not fit the session's state.
     Conflict(String),
-    /// The session does not exist (404 on session routes).
     NotFound(String),
-    /// The caller may not touch this session (403 / `forbidden`). Also the
-    /// answer, for a caller who is not an admin, about a session that does
-    /// not exist, so the reply never tells whether someone else's does.
+    /// 403; also to a non-admin about a session that does not exist, so the
+    /// reply never tells whether someone else's does.
     Forbidden(String),
-    /// The caller is over a per-principal limit (429 / `rate_limited`);
-    /// trying again after `retry_after_secs` may succeed.
+    /// 429: over a per-principal limit.
     RateLimited {
         message: String,
         retry_after_secs: u64,
     },
-    /// The store failed: it cannot be reached (503, `DatabaseError`), or it
-    /// could not do what was asked (500, `internal`). The store error is the
-    /// `source()`, so a log keeps the driver's error under it.
+    /// Unreachable (503) or failed (500); the `source()`, so a log keeps
+    /// the driver's error under it.
     Store(StoreError),
-    /// The session's actor stopped or is starting while the request was in
-    /// flight (503, `unavailable`); sending the request again is safe.
+    /// 503: the actor stopped or is starting; sending again is safe.
     ActorUnavailable(String),
-    /// A bug or an unexpected failure (500).
     Internal(String),
-    /// The request needs more memory than the server grants it (413,
-    /// `payload_too_large`): the attachment budget.
+    /// 413: over the attachment budget.
     TooLarge(String),
 }
 
 impl SessionError {
-    /// The word for programs (`type`, `error_type`, `code`).
     pub fn error_type(&self) -> ErrorType {
         match self {
             SessionError::Validation(_) => ErrorType::Validation,
@@ -59,11 +51,6 @@ impl SessionError {
             SessionError::Internal(_) => ErrorType::Internal,
             SessionError::TooLarge(_) => ErrorType::PayloadTooLarge,
         }
-    }
-
-    /// `error_type()` spelled out, for the places that store it as text.
-    pub fn kind(&self) -> &'static str {
-        self.error_type().as_str()
     }
 
     pub fn forbidden(id: &crate::ids::SessionId) -> SessionError {
@@ -84,23 +71,21 @@ impl fmt::Display for SessionError {
             SessionError::Validation(error) => write!(f, "{error}"),
             SessionError::Conflict(message)
             | SessionError::Internal(message)
-            | SessionError::TooLarge(message) => f.write_str(message),
+            | SessionError::TooLarge(message)
+            | SessionError::RateLimited { message, .. } => f.write_str(message),
             SessionError::NotFound(id) => write!(f, "session {id:?} does not exist"),
             SessionError::Forbidden(id) => {
                 write!(f, "session {id:?} is not yours to see or change")
             }
-            SessionError::RateLimited { message, .. } => f.write_str(message),
             SessionError::Store(error @ StoreError::Unavailable(_)) => match error.remedy() {
                 Some(remedy) => write!(f, "{DATABASE_UNREACHABLE}: {remedy}"),
                 None => f.write_str(DATABASE_UNREACHABLE),
             },
             SessionError::Store(StoreError::Failed(cause)) => write!(f, "storage failed: {cause}"),
-            SessionError::ActorUnavailable(cause) => {
-                write!(
-                    f,
-                    "the session is not available right now ({cause}); send the request again"
-                )
-            }
+            SessionError::ActorUnavailable(cause) => write!(
+                f,
+                "the session is not available right now ({cause}); send the request again"
+            ),
         }
     }
 }
@@ -117,6 +102,12 @@ impl std::error::Error for SessionError {
 impl From<ValidationError> for SessionError {
     fn from(error: ValidationError) -> Self {
         SessionError::Validation(error)
+    }
+}
+
+impl From<crate::budget::OverBudget> for SessionError {
+    fn from(error: crate::budget::OverBudget) -> Self {
+        SessionError::TooLarge(error.0)
     }
 }
 
@@ -155,12 +146,12 @@ mod tests {
     #[test]
     fn store_errors_keep_their_wire_words() {
         let unreachable = SessionError::from(StoreError::Unavailable(io_cause()));
-        assert_eq!(unreachable.kind(), "DatabaseError");
+        assert_eq!(unreachable.error_type().as_str(), "DatabaseError");
         assert_eq!(unreachable.to_string(), DATABASE_UNREACHABLE);
         let failed = SessionError::from(StoreError::Failed("bad row".into()));
-        assert_eq!(failed.kind(), "internal");
+        assert_eq!(failed.error_type().as_str(), "internal");
         assert_eq!(failed.to_string(), "storage failed: bad row");
         let stopped = SessionError::ActorUnavailable("session stopped".into());
-        assert_eq!(stopped.kind(), "unavailable");
+        assert_eq!(stopped.error_type().as_str(), "unavailable");
     }
 }

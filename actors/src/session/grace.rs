@@ -1,14 +1,6 @@
-//! A short stay in memory for sessions of one exchange, bounded in number.
-//!
-//! In memory with an idle timeout of zero, a session of one exchange (most
-//! idle sessions) hibernates as soon as its turn ends: a burst of new
-//! sessions would otherwise all be resident at once, and the allocator keeps
-//! that peak. But a client that goes on at once (a script, an agent loop, a
-//! host replaying a conversation) then pays a stop and a reload for its
-//! second message (about 70,000 instructions, most of a turn's again). So a few such sessions at a time stay for
-//! `FIRST_EXCHANGE_GRACE`: as many as `GracePool` lends slots. The rest
-//! hibernate at once as before, and the memory they can hold stays a small
-//! constant.
+//! A short stay in memory for sessions of one exchange, bounded in number:
+//! with an idle timeout of zero they hibernate as their turn ends (a burst
+//! would stay resident), but a client going on at once would pay a reload.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,8 +10,7 @@ use std::time::Duration;
 /// last request (the idle sweeper looks every 200 ms).
 pub const FIRST_EXCHANGE_GRACE: Duration = Duration::from_millis(100);
 
-/// How many sessions of one exchange may stay at once, process-wide: room
-/// for the sessions of a busy moment, a megabyte or two of actors at most.
+/// Room for the sessions of a busy moment, a megabyte or two of actors at most.
 pub const GRACE_SLOTS: usize = 256;
 
 /// The slots, shared by every actor of the process (in the registry).
@@ -39,7 +30,6 @@ impl GracePool {
         })
     }
 
-    /// A slot, if one is free.
     pub fn try_take(self: &Arc<Self>) -> Option<Grace> {
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {

@@ -3,7 +3,6 @@
 //! handle the transports call; the rooms of sockets that follow a session.
 
 mod actor;
-mod budget;
 mod caller;
 mod deps;
 mod error;
@@ -15,10 +14,9 @@ mod rooms;
 mod runtime;
 
 pub use actor::SessionActor;
-pub use budget::{attachment_bytes, AttachmentBudget, AttachmentLease};
 pub use caller::Caller;
 pub use deps::{SessionConfig, SessionDeps};
-pub use error::{SessionError, DATABASE_UNREACHABLE};
+pub use error::{SessionError, SessionResult, DATABASE_UNREACHABLE};
 pub use registry::SessionRegistry;
 pub use requests::{AcceptedAs, SessionInfo, TurnAccepted};
 pub use rooms::{MemberId, Removal, RoomMember, Rooms, MAX_MEMBERS_PER_ROOM};

@@ -1,21 +1,10 @@
-//! The session registry: finds the live `SessionActor` for a `SessionId`,
-//! starting one (which loads itself from the store) on first use. It hands out
-//! addresses, or queues a message on one, and nothing else: no turn work
-//! passes through it. Sharded maps instead of an actor, so lookups never
-//! queue behind one mailbox.
-//!
-//! A new actor runs on the thread that asked for it: the HTTP worker that
-//! serves the session's connection. Its messages, its turn and the turn's
-//! events then never cross a thread; a hand-off to another thread costs a
-//! wake-up and a context switch each way, about a tenth of a short turn's
-//! CPU. What grows with its input (bodies, tool
-//! arguments and stored sessions past 64 KiB, and any argument check past a
-//! small step budget) runs on the blocking pool (`offload`), so a session's
-//! work does not hold the worker's other connections.
+//! Finds the live `SessionActor` for a `SessionId`, starting one on the thread
+//! that asked (ARCHITECTURE.md says why). Sharded maps, not an actor, so
+//! lookups never queue behind one mailbox.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use actix::{Actor, Addr, Arbiter, ArbiterHandle};
@@ -27,11 +16,10 @@ use crate::ids::SessionId;
 
 const N_SHARDS: usize = 64;
 
-/// The actor a message went to, named by its entry's own idle check (each
-/// entry has one; holding it keeps the name from being reused).
+/// The actor a message went to, named by its entry's idle check (held, so
+/// the name is never reused).
 pub struct SentTo(Arc<IdleCheck>);
 
-/// A live actor and when it may next be asked whether it is idle.
 struct Entry {
     addr: Addr<SessionActor>,
     idle_check: Arc<IdleCheck>,
@@ -41,10 +29,8 @@ type Shard = HashMap<SessionId, Entry>;
 
 pub struct SessionRegistry {
     shards: Vec<Mutex<Shard>>,
-    /// Slots for sessions of one exchange to stay a moment (`grace`).
     pub(super) graces: Arc<GracePool>,
-    /// Threads for actors asked for from outside any actix arbiter (a
-    /// plain tokio thread); started on first such use, inside the actix system.
+    /// For actors asked for off any actix arbiter; started on first use.
     arbiters: OnceLock<Vec<ArbiterHandle>>,
 }
 
@@ -60,19 +46,12 @@ impl Default for SessionRegistry {
 
 impl SessionRegistry {
     fn shard(&self, id: &SessionId) -> MutexGuard<'_, Shard> {
-        // The map under the lock hashes the id with its keyed hasher.
-        let index = (id.shard_hash() as usize) % N_SHARDS;
-        // Only plain map operations run under the lock; a poisoned shard still holds a usable map.
-        self.shards[index]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.shards[(id.shard_hash() as usize) % N_SHARDS])
     }
 
     /// Sends `message` to the live actor, started on this thread when there
-    /// is none, and names the actor it went to (for [`Self::forget`] when
-    /// its mailbox fails). The address is not cloned: a clone of an actix
-    /// address allocates twice (its sender's parking state), and this is
-    /// every request's way in.
+    /// is none, and names it for [`Self::forget`]. The address is not cloned:
+    /// a clone allocates twice, and this is every request's way in.
     pub fn send<M>(
         self: &Arc<Self>,
         id: &SessionId,
@@ -84,39 +63,11 @@ impl SessionRegistry {
         M::Result: Send,
         SessionActor: actix::Handler<M>,
     {
-        // Sending only queues the message (and wakes the actor's task), so
-        // the shard's lock is held no longer than for a lookup.
-        self.with_actor(id, deps, |entry| {
-            (entry.addr.send(message), SentTo(entry.idle_check.clone()))
-        })
-    }
-
-    /// Forgets the actor a message was sent to if it is still the entry for
-    /// `id` (a newer actor may have replaced it), as [`Self::remove`] does.
-    pub fn forget(&self, id: &SessionId, sent_to: &SentTo) {
-        self.remove_if(id, |entry| Arc::ptr_eq(&entry.idle_check, &sent_to.0));
-    }
-
-    /// Removes the entry for `id` when `is_it` says it is the one meant.
-    fn remove_if(&self, id: &SessionId, is_it: impl FnOnce(&Entry) -> bool) {
+        // Sending only queues the message: the lock is held as for a lookup.
+        let send = |entry: &Entry| (entry.addr.send(message), SentTo(entry.idle_check.clone()));
         let mut shard = self.shard(id);
-        if shard.get(id).is_some_and(is_it) {
-            shard.remove(id);
-        }
-    }
-
-    /// `f` of the live actor's entry, starting one when there is none.
-    fn with_actor<R>(
-        self: &Arc<Self>,
-        id: &SessionId,
-        deps: &Arc<SessionDeps>,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> R {
-        let mut shard = self.shard(id);
-        if let Some(entry) = shard.get(id) {
-            if entry.addr.connected() {
-                return f(entry);
-            }
+        if let Some(entry) = shard.get(id).filter(|entry| entry.addr.connected()) {
+            return send(entry);
         }
         let idle_check = Arc::new(IdleCheck::default());
         let actor = SessionActor::new(id.clone(), deps.clone(), self.clone(), idle_check.clone());
@@ -126,12 +77,24 @@ impl SessionRegistry {
             SessionActor::start_in_arbiter(&self.arbiter_for(id), |_| actor)
         };
         let entry = Entry { addr, idle_check };
-        let result = f(&entry);
+        let sent = send(&entry);
         shard.insert(id.clone(), entry);
-        result
+        sent
     }
 
-    /// The arbiter for an actor asked for off any arbiter: one per core, chosen by the id.
+    /// [`Self::remove`] for the actor a message was sent to.
+    pub fn forget(&self, id: &SessionId, sent_to: &SentTo) {
+        self.remove_if(id, |entry| Arc::ptr_eq(&entry.idle_check, &sent_to.0));
+    }
+
+    fn remove_if(&self, id: &SessionId, is_it: impl FnOnce(&Entry) -> bool) {
+        let mut shard = self.shard(id);
+        if shard.get(id).is_some_and(is_it) {
+            shard.remove(id);
+        }
+    }
+
+    /// One per core, chosen by the id.
     fn arbiter_for(&self, id: &SessionId) -> ArbiterHandle {
         let arbiters = self.arbiters.get_or_init(|| {
             let n = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -140,7 +103,7 @@ impl SessionRegistry {
         arbiters[(id.shard_hash() as usize) % arbiters.len()].clone()
     }
 
-    /// The live actor, if any, without starting one.
+    /// Without starting one.
     pub fn get(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
         self.shard(id)
             .get(id)
@@ -154,40 +117,31 @@ impl SessionRegistry {
         self.remove_if(id, |entry| entry.addr == *addr);
     }
 
-    /// The live actors due for an idle check at `now`, for the idle sweeper.
-    /// The others are not woken: with thousands of sessions resident for
-    /// their hot window, asking each of them five times a second stalled
-    /// every worker for milliseconds (a load's worst per-round p99 went from
-    /// 22–33 ms to 6 ms when they were no longer woken).
+    /// Only these are woken: asking thousands of resident sessions five
+    /// times a second stalls every worker (BENCHMARKS.md).
     pub fn due_for_idle_check(&self, now: Instant) -> Vec<Addr<SessionActor>> {
+        let due = |entry: &Entry| entry.idle_check.is_due(now).then(|| entry.addr.clone());
         let mut actors = Vec::new();
         for shard in &self.shards {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            actors.extend(
-                shard
-                    .values()
-                    .filter(|entry| entry.idle_check.is_due(now))
-                    .map(|entry| entry.addr.clone()),
-            );
+            actors.extend(lock(shard).values().filter_map(due));
         }
         actors
     }
 
     pub fn n_live(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| shard.lock().map(|map| map.len()).unwrap_or(0))
-            .sum()
+        self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
 }
 
-/// When an actor may next be asked whether it is idle: set by the actor
-/// (from the end of its last request and its idle window), read by the
-/// sweeper. Only a hint: an actor asked early answers by setting it again,
-/// and one that is not asked stays in memory, never loses anything. Until
-/// the actor first sets it, it is due.
+/// Only plain map operations run under a shard's lock: a poisoned one still
+/// holds a usable map.
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// When an actor may next be asked whether it is idle: set by the actor,
+/// read by the sweeper. Only a hint: one asked early sets it again, one not
+/// asked stays in memory. Due until first set.
 #[derive(Default)]
 pub struct IdleCheck {
     /// Milliseconds since [`epoch`].
@@ -197,8 +151,8 @@ pub struct IdleCheck {
 impl IdleCheck {
     pub fn set(&self, at: Instant) {
         let millis = at.saturating_duration_since(epoch()).as_millis();
-        self.due_at
-            .store(u64::try_from(millis).unwrap_or(u64::MAX), Ordering::Relaxed);
+        let millis = u64::try_from(millis).unwrap_or(u64::MAX);
+        self.due_at.store(millis, Ordering::Relaxed);
     }
 
     fn is_due(&self, now: Instant) -> bool {
@@ -207,7 +161,6 @@ impl IdleCheck {
     }
 }
 
-/// The instant idle checks count from: the first time one is read or set.
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)

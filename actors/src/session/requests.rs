@@ -1,5 +1,5 @@
-//! A message for a session actor and the replies; the other requests are
-//! `actor::ask`. Sent by the `Runtime` only; transports never hold an actor address.
+//! A message for a session actor and the replies; every other request is an
+//! `actor::Ask`. Sent by the `Runtime` only; transports never hold an actor address.
 
 use actix::Message;
 use serde::Serialize;
@@ -12,12 +12,8 @@ use crate::conversation::PendingAction;
 use crate::events::EventSink;
 use crate::ids::MessageId;
 
-/// A message body (ordinary, steering or continuation). Its turn's events go
-/// to `sink`; the reply says how it was taken.
-///
-/// The body travels in a shared slot the handler empties: if the actor stops
-/// before handling it (an idle stop racing the send), the sender finds it
-/// still there and hands it to a fresh actor, without copying the body.
+/// A message body, in a shared slot the handler empties: if the actor stops
+/// before handling it, the sender finds it there for a fresh actor.
 #[derive(Message)]
 #[rtype(result = "Result<TurnAccepted, SessionError>")]
 pub struct SendMessage {

@@ -1,18 +1,16 @@
 //! The `Runtime` handle: what every transport calls. One async method per
-//! request; it finds the session actor through the registry, sends it one
-//! message, and turns a dead mailbox into `SessionError::ActorUnavailable`.
+//! request, one message to the session's actor (found by the registry).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::{Addr, Handler, MailboxError};
 use serde::Serialize;
 
-use super::actor::{ask, SessionActor};
+use super::actor::{Ask, ReplyTo, Request};
 use super::caller::Caller;
 use super::deps::SessionDeps;
-use super::error::SessionError;
+use super::error::{SessionError, SessionResult};
 use super::registry::SessionRegistry;
 use super::requests::*;
 use super::rooms::{MemberId, Removal, RoomMember, Rooms};
@@ -24,10 +22,12 @@ use crate::store::{SessionSummary, StoreError, StoredTrace};
 use crate::tools::ToolRegistry;
 
 /// Fresh actors a message may be handed to when each one stopped before
-/// handling it (reads of a not-yet-existing session stop their actor, and a
-/// burst of them can race a first message more than once). Safe to repeat:
-/// an unhandled message had no effect.
+/// handling it. Safe: an unhandled message had no effect.
 const MAX_SEND_ATTEMPTS: usize = 5;
+
+/// Makes a request around its reply end, once per attempt.
+trait Make<T>: FnOnce(ReplyTo<T>) -> Request + Clone + Send + 'static {}
+impl<T, F: FnOnce(ReplyTo<T>) -> Request + Clone + Send + 'static> Make<T> for F {}
 
 /// How often idle actors are asked to stop, at most.
 const IDLE_SWEEP_PERIOD: Duration = Duration::from_secs(5);
@@ -37,11 +37,9 @@ pub struct RuntimeHealth {
     pub healthy: bool,
     pub store: &'static str,
     pub store_reachable: bool,
-    /// Why the store cannot be used, with the fix when one is known.
     pub store_problem: Option<String>,
     pub default_model: String,
     pub model_usable: bool,
-    /// Why the default model cannot be used, when it cannot.
     pub model_problem: Option<String>,
     pub live_sessions: usize,
 }
@@ -50,7 +48,6 @@ pub struct RuntimeHealth {
 pub struct Runtime {
     registry: Arc<SessionRegistry>,
     deps: Arc<SessionDeps>,
-    /// Who follows each session's turns besides the requester (`rooms`).
     rooms: Arc<Rooms>,
 }
 
@@ -63,16 +60,12 @@ impl Runtime {
         }
     }
 
-    /// Starts the task that asks idle actors to stop (one task for all
-    /// sessions, instead of a timer per actor). Call from inside the actix system.
+    /// One task for all sessions, not a timer per actor. Call from inside
+    /// the actix system.
     pub fn start_idle_sweeper(&self) {
         let registry = Arc::downgrade(&self.registry);
-        let period = IDLE_SWEEP_PERIOD.min(
-            self.deps
-                .config
-                .idle_timeout
-                .max(Duration::from_millis(200)),
-        );
+        let idle_timeout = self.deps.config.idle_timeout;
+        let period = IDLE_SWEEP_PERIOD.min(idle_timeout.max(Duration::from_millis(200)));
         actix::spawn(async move {
             let mut ticks = tokio::time::interval(period);
             loop {
@@ -87,8 +80,8 @@ impl Runtime {
         });
     }
 
-    /// Whether a session's actor is in memory now, for a store that must not
-    /// evict live sessions. Holds the registry weakly.
+    /// Whether a session's actor is in memory, for a store that must not
+    /// evict live sessions.
     pub fn liveness(&self) -> impl Fn(&SessionId) -> bool + Send + Sync + 'static {
         let registry = Arc::downgrade(&self.registry);
         move |id| {
@@ -102,49 +95,38 @@ impl Runtime {
         &self.deps
     }
 
-    /// The sessions' rooms (`rooms`): members join through `join_room`.
     pub fn rooms(&self) -> &Arc<Rooms> {
         &self.rooms
     }
 
-    /// Sends to the session's actor, starting it if needed. An actor that
-    /// stopped between lookup and send (idle timeout) is replaced once.
-    async fn ask<M>(&self, id: &SessionId, make: impl Fn() -> M) -> Result<M::Result, SessionError>
-    where
-        M: actix::Message + Send + 'static,
-        M::Result: Send,
-        SessionActor: Handler<M>,
-    {
+    /// An actor that stopped between lookup and send is replaced.
+    async fn ask<T: Send + 'static>(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+        make: impl Make<T>,
+    ) -> SessionResult<T> {
         for _attempt in 0..MAX_SEND_ATTEMPTS {
-            let (request, sent_to) = self.registry.send(id, &self.deps, make());
+            let ask = Ask::new(caller, make.clone());
+            let (request, sent_to) = self.registry.send(id, &self.deps, ask);
             match request.await {
-                Ok(result) => return Ok(result),
-                Err(MailboxError::Closed) | Err(MailboxError::Timeout) => {
-                    self.registry.forget(id, &sent_to)
-                }
+                Ok(answer) => return answer,
+                Err(_closed_or_timeout) => self.registry.forget(id, &sent_to),
             }
         }
         Err(self.why_unavailable("session actor unavailable").await)
     }
 
-    /// `ask` for a request about a session that must already exist: if its
-    /// actor kept stopping (a read of an unknown id stops the actor it
-    /// started, and a burst of such reads can race each other), the store
-    /// decides between "absent" and 503. Absent is a 404 to an admin and a
-    /// 403 to anyone else, as the actor answers it (the status never tells
-    /// a non-admin whether an id exists).
-    async fn ask_existing<M>(
+    /// `ask` about a session that must exist: if its actor kept stopping (a
+    /// read of an unknown id stops it), the store decides between absent
+    /// (as the actor answers it) and 503.
+    async fn ask_existing<T: Send + 'static>(
         &self,
         caller: &Caller,
         id: &SessionId,
-        make: impl Fn() -> M,
-    ) -> Result<M::Result, SessionError>
-    where
-        M: actix::Message + Send + 'static,
-        M::Result: Send,
-        SessionActor: Handler<M>,
-    {
-        match self.ask(id, make).await {
+        make: impl Make<T>,
+    ) -> SessionResult<T> {
+        match self.ask(caller, id, make).await {
             Err(SessionError::ActorUnavailable(cause)) => match self.deps.store.load(id).await {
                 Ok(None) if caller.admin => Err(SessionError::NotFound(id.to_string())),
                 Ok(None) => Err(SessionError::forbidden(id)),
@@ -154,18 +136,12 @@ impl Runtime {
         }
     }
 
-    /// Why a session's actor could not take a request: most often it stopped
-    /// because loading from an unreachable store failed, which the host should
-    /// see as the database error it is.
+    /// Most often the actor's load from an unreachable store failed.
     async fn why_unavailable(&self, cause: &str) -> SessionError {
         match self.deps.store.ping().await {
             Err(error) => error.into(),
             Ok(()) => SessionError::ActorUnavailable(cause.into()),
         }
-    }
-
-    fn live(&self, id: &SessionId) -> Option<Addr<SessionActor>> {
-        self.registry.get(id)
     }
 
     /// Hands a message body to its session; events of its turn go to `sink`
@@ -265,15 +241,13 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
         host_context: Option<HostContext>,
-    ) -> Result<(), SessionError> {
-        self.ask(id, || ask::join(caller.clone(), host_context.clone()))
-            .await?
+    ) -> SessionResult<()> {
+        let join = move |reply| Request::Join(host_context.map(Box::new), reply);
+        self.ask(caller, id, join).await
     }
 
     /// `join`, then puts `member` in the session's room: it gets every turn
-    /// of the session from the next event on (no replay of what it missed:
-    /// `messages` reads it). Refused like `join` (403 to a non-owner), or
-    /// when the room is full.
+    /// from the next event on (no replay: `messages` reads it).
     pub async fn join_room(
         &self,
         caller: &Caller,
@@ -281,45 +255,31 @@ impl Runtime {
         host_context: Option<HostContext>,
         member_id: MemberId,
         member: Arc<dyn RoomMember>,
-    ) -> Result<(), SessionError> {
+    ) -> SessionResult<()> {
         self.join(caller, id, host_context).await?;
         if !self.rooms.join(id, member_id, caller.clone(), member) {
-            return Err(SessionError::validation(
-                "session_id",
-                format!(
-                    "the session's room is full ({} members)",
-                    super::rooms::MAX_MEMBERS_PER_ROOM
-                ),
-            ));
+            let max = super::rooms::MAX_MEMBERS_PER_ROOM;
+            let full = format!("the session's room is full ({max} members)");
+            return Err(SessionError::validation("session_id", full));
         }
         Ok(())
     }
 
-    pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let cancel = || ask::cancel(caller.clone());
-        // A live turn always has a live actor: for an admin, no actor means
-        // nothing to cancel. Anyone else is checked against the stored owner.
-        let Some(addr) = self.live(id) else {
-            return match caller.admin {
-                true => Ok(false),
-                false => self.ask(id, cancel).await?,
-            };
-        };
-        match addr.send(cancel()).await {
-            Ok(answer) => answer,
-            // The actor stopped before it read the request, so nobody checked
-            // the caller: a fresh actor decides (and checks the owner).
-            Err(_) => self.ask(id, cancel).await?,
+    pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
+        // No actor, no live turn: an admin is told so; anyone else is checked by
+        // a fresh actor, as is anyone whose actor stopped before reading this.
+        if let Some(addr) = self.registry.get(id) {
+            if let Ok(answer) = addr.send(Ask::new(caller, Request::Cancel)).await {
+                return answer;
+            }
+        } else if caller.admin {
+            return Ok(false);
         }
+        self.ask(caller, id, Request::Cancel).await
     }
 
-    pub async fn session(
-        &self,
-        caller: &Caller,
-        id: &SessionId,
-    ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || ask::info(caller.clone()))
-            .await?
+    pub async fn session(&self, caller: &Caller, id: &SessionId) -> SessionResult<SessionInfo> {
+        self.ask_existing(caller, id, Request::Info).await
     }
 
     pub async fn messages(
@@ -327,22 +287,16 @@ impl Runtime {
         caller: &Caller,
         id: &SessionId,
         leaf_id: Option<MessageId>,
-    ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || ask::path(caller.clone(), leaf_id.clone()))
-            .await?
+    ) -> SessionResult<Vec<StoredMessage>> {
+        let path = move |reply| Request::Path(leaf_id, reply);
+        self.ask_existing(caller, id, path).await
     }
 
-    pub async fn tree(
-        &self,
-        caller: &Caller,
-        id: &SessionId,
-    ) -> Result<Vec<StoredMessage>, SessionError> {
-        self.ask_existing(caller, id, || ask::tree(caller.clone()))
-            .await?
+    pub async fn tree(&self, caller: &Caller, id: &SessionId) -> SessionResult<Vec<StoredMessage>> {
+        self.ask_existing(caller, id, Request::Tree).await
     }
 
-    /// A page of the session's turn traces, oldest first, to whoever may
-    /// read the session (checked by its actor, as `session` is).
+    /// Oldest first, to whoever may read the session.
     pub async fn traces(
         &self,
         caller: &Caller,
@@ -354,65 +308,48 @@ impl Runtime {
         Ok(self.deps.store.traces(id, limit, offset).await?)
     }
 
-    pub async fn repair(
-        &self,
-        caller: &Caller,
-        id: &SessionId,
-    ) -> Result<SessionInfo, SessionError> {
-        self.ask_existing(caller, id, || ask::repair(caller.clone()))
-            .await?
+    pub async fn repair(&self, caller: &Caller, id: &SessionId) -> SessionResult<SessionInfo> {
+        self.ask_existing(caller, id, Request::Repair).await
     }
 
-    /// Deletes through the actor; a session its actor cannot load (stored
-    /// data it cannot read back, e.g. nested deeper than serde_json decodes,
-    /// written before the depth limit existed) is deleted in the store
-    /// directly by an admin, so no stored session is ever beyond removal.
-    /// (Its owner cannot be read, so nobody else may.)
-    pub async fn delete(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let deleted = self.delete_session(caller, id).await;
+    /// Through the actor; a session its actor cannot load (e.g. nested too
+    /// deep, from before the depth limit) is deleted in the store directly by
+    /// an admin (its owner cannot be read), so none is beyond removal.
+    pub async fn delete(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
+        let deleted = match self.ask_existing(caller, id, Request::Delete).await {
+            Err(
+                cause @ (SessionError::Internal(_)
+                | SessionError::Store(StoreError::Failed(_))
+                | SessionError::ActorUnavailable(_)),
+            ) if caller.admin => {
+                log::warn!("session {id}: deleting in the store directly ({cause})");
+                if let Some(addr) = self.registry.get(id) {
+                    self.registry.remove(id, &addr);
+                }
+                self.deps.store.delete(id).await.map_err(SessionError::from)
+            }
+            other => other,
+        };
         if let Ok(true) = deleted {
             self.rooms.evict(id, |_| false, Removal::Deleted);
         }
         deleted
     }
 
-    async fn delete_session(&self, caller: &Caller, id: &SessionId) -> Result<bool, SessionError> {
-        let delete = || ask::delete(caller.clone());
-        match self.ask_existing(caller, id, delete).await {
-            Ok(Err(
-                cause @ (SessionError::Internal(_) | SessionError::Store(StoreError::Failed(_))),
-            ))
-            | Err(cause @ SessionError::ActorUnavailable(_))
-                if caller.admin =>
-            {
-                log::warn!("session {id}: deleting in the store directly ({cause})");
-                if let Some(addr) = self.live(id) {
-                    self.registry.remove(id, &addr);
-                }
-                Ok(self.deps.store.delete(id).await?)
-            }
-            Ok(result) => result,
-            Err(error) => Err(error),
-        }
-    }
-
-    /// Hands the session to `owner_id` (none: admins only), through its
-    /// actor and the store; admins only (403 for anyone else, 404 for an
-    /// absent session). Room members the new owner's session is closed to
-    /// are put out and told.
+    /// Admins only; `None`: the admins'. Room members the session is now
+    /// closed to are put out and told.
     pub async fn set_owner(
         &self,
         caller: &Caller,
         id: &SessionId,
         owner_id: Option<Arc<str>>,
-    ) -> Result<(), SessionError> {
+    ) -> SessionResult<()> {
         if !caller.admin {
             return Err(SessionError::forbidden(id));
         }
-        self.ask_existing(caller, id, || {
-            ask::set_owner(caller.clone(), owner_id.clone())
-        })
-        .await??;
+        let owner = owner_id.clone();
+        let set_owner = move |reply| Request::Owner(owner, reply);
+        self.ask_existing(caller, id, set_owner).await?;
         self.rooms.evict(
             id,
             |member| member.may_touch(owner_id.as_deref()),
@@ -427,34 +364,27 @@ impl Runtime {
         caller: &Caller,
         limit: u32,
         offset: u32,
-    ) -> Result<Vec<SessionSummary>, SessionError> {
-        Ok(self
-            .deps
-            .store
-            .list(caller.list_filter(), limit, offset)
-            .await?)
+    ) -> SessionResult<Vec<SessionSummary>> {
+        let (store, filter) = (&self.deps.store, caller.list_filter());
+        Ok(store.list(filter, limit, offset).await?)
     }
 
     pub async fn health(&self) -> RuntimeHealth {
-        let store_problem = self.deps.store.ping().await.err().map(|error| {
-            error
-                .remedy()
-                .map(|remedy| format!("{}: {remedy}", super::DATABASE_UNREACHABLE))
-                .unwrap_or_else(|| super::DATABASE_UNREACHABLE.to_string())
+        let unreachable = self.deps.store.ping().await.err();
+        let store_problem = unreachable.map(|error| match error.remedy() {
+            Some(remedy) => format!("{}: {remedy}", super::DATABASE_UNREACHABLE),
+            None => super::DATABASE_UNREACHABLE.to_string(),
         });
         let store_reachable = store_problem.is_none();
-        let model_problem = self
-            .deps
-            .models
-            .client_for(&self.deps.config.default_model)
-            .err();
+        let (deps, default_model) = (&self.deps, &self.deps.config.default_model);
+        let model_problem = deps.models.client_for(default_model).err();
         let model_usable = model_problem.is_none();
         RuntimeHealth {
             healthy: store_reachable && model_usable,
-            store: self.deps.store.kind(),
+            store: deps.store.kind(),
             store_reachable,
             store_problem,
-            default_model: self.deps.config.default_model.to_string(),
+            default_model: default_model.to_string(),
             model_usable,
             model_problem,
             live_sessions: self.registry.n_live(),

@@ -329,25 +329,51 @@ fn take_steering(
 ) -> usize {
     let mut taken = 0;
     while let Some(note) = steering.try_recv() {
-        let index = assistant.segments.len();
+        let id = Some(note.id.to_string());
+        let event = push_note(
+            assistant,
+            NoteOrigin::Steering,
+            id,
+            note.text,
+            note.attachments,
+        );
         if !silent {
-            sink.send(TurnEvent::Note(NoteEvent {
-                origin: NoteOrigin::Steering,
-                message_id: Some(note.id.to_string()),
-                content: Some(note.text.clone()),
-                segment_id: format!("{}:{index}", assistant.id),
-                segment_index: index,
-                segment_kind: "steering",
-            }));
+            sink.send(event);
         }
-        assistant.segments.push(Segment::Note {
-            origin: NoteOrigin::Steering,
-            text: note.text,
-            attachments: note.attachments,
-        });
         taken += 1;
     }
     taken
+}
+
+/// Puts a note (steering, or a host context after tool results) into the
+/// reply, and makes the event that announces it: its segment takes an
+/// index, which the client would otherwise never see. Steering carries its
+/// id and text; a host knows its own context.
+pub fn push_note(
+    assistant: &mut Message,
+    origin: NoteOrigin,
+    message_id: Option<String>,
+    text: String,
+    attachments: Vec<Attachment>,
+) -> TurnEvent {
+    let index = assistant.segments.len();
+    let (content, segment_kind) = match origin {
+        NoteOrigin::Steering => (Some(text.clone()), "steering"),
+        NoteOrigin::HostContext => (None, "host_context"),
+    };
+    assistant.segments.push(Segment::Note {
+        origin,
+        text,
+        attachments,
+    });
+    TurnEvent::Note(NoteEvent {
+        origin,
+        message_id,
+        content,
+        segment_id: format!("{}:{index}", assistant.id),
+        segment_index: index,
+        segment_kind,
+    })
 }
 
 /// What this run added to a message's usage (cost aside: limits ignore it).

@@ -3,29 +3,26 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::core::{InFlight, Phase, Plan, State, Waiting, Write, MAX_QUEUED_STEERING};
 use super::idempotency::{reply_id, Earlier};
 use super::rules::{pending_for, record_result};
 use super::screenshot::strip_screenshots;
-use super::turns::TurnEnding;
+use super::turns::Outcome;
 use crate::contract::{
     Attachment, AttachmentPurpose, AttachmentSource, ChatRequest, HostContext, MessageType,
     OutputMode,
 };
 use crate::conversation::{
-    now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role, Segment,
+    now_millis, CallStatus, Message as StoredMessage, NoteOrigin, PendingAction, Role,
     SessionRecord, StoredContext,
 };
-use crate::events::{Decision, ToolResultEvent, TurnEvent, TurnStatus};
+use crate::events::{Decision, ToolResultEvent, TurnEvent};
 use crate::ids::MessageId;
 use crate::prompt::host_block::render_host_context;
 use crate::session::requests::{AcceptedAs, TurnAccepted};
-use crate::session::SessionError;
-use crate::turn::{NotQueued, SteeringNote};
+use crate::session::{SessionError, SessionResult};
+use crate::turn::{push_note, NotQueued, SteeringNote};
 
-/// Title length taken from the first user message.
 const MAX_TITLE_CHARS: usize = 80;
 
 pub(super) fn accepted(message_id: &MessageId) -> TurnAccepted {
@@ -42,34 +39,30 @@ impl State {
         self.take_screenshot(request);
     }
 
-    /// Keeps the newest screenshot of a request for `look_at_screen`.
+    /// For `look_at_screen`.
     fn take_screenshot(&mut self, request: &ChatRequest) {
-        let newest = request.attachments.iter().rev().find_map(|attachment| {
-            match (&attachment.purpose, &attachment.source) {
-                (AttachmentPurpose::Screenshot, AttachmentSource::DataUri(uri)) => {
-                    Some(uri.clone())
-                }
+        let newest = (request.attachments.iter().rev()).find_map(|attachment| {
+            let screenshot = attachment.purpose == AttachmentPurpose::Screenshot;
+            match &attachment.source {
+                AttachmentSource::DataUri(uri) if screenshot => Some(uri.clone()),
                 _ => None,
             }
         });
-        if newest.is_some() {
-            self.screenshot = newest;
-        }
+        self.screenshot = newest.or(self.screenshot.take());
     }
 
     /// The context kept after this request: the kept one if repeated (JSON and
     /// block already made), else the request's own without attachments.
-    fn kept_context(&self, request: &ChatRequest) -> Option<Arc<StoredContext>> {
-        let context = request.host_context.as_ref()?;
+    fn kept_context(&self, request: &mut ChatRequest) -> Option<Arc<StoredContext>> {
+        let context = request.host_context.as_mut()?;
         match &self.record.host_context {
             Some(kept) if context.repeats(kept.context()) => Some(Arc::clone(kept)),
             _ => Some(shared_context(context)),
         }
     }
 
-    /// The `<host_context>` block of this request's turn: a kept context
-    /// renders once for all the turns that show it; only a request's
-    /// context with attachments (its block counts them) renders on its own.
+    /// The `<host_context>` block: a kept context renders once for all its
+    /// turns; a request's context with attachments (counted) on its own.
     fn host_block(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> Option<Arc<str>> {
         let kept = match (&request.host_context, kept) {
             (Some(context), Some(kept)) if context.attachments.is_empty() => kept,
@@ -80,32 +73,13 @@ impl State {
     }
 }
 
-/// A context as the session keeps it: without its attachments, which belong
-/// to their message (screenshots are never stored). Field by field, so the
-/// attachments (up to megabytes) are never copied only to be dropped.
-fn shared_context(context: &HostContext) -> Arc<StoredContext> {
-    let HostContext {
-        version,
-        host,
-        view,
-        navigation,
-        actions,
-        attachments: _,
-        background,
-        captured_at,
-        extensions,
-    } = context;
-    Arc::new(StoredContext::new(HostContext {
-        version: *version,
-        host: host.clone(),
-        view: view.clone(),
-        navigation: navigation.clone(),
-        actions: actions.clone(),
-        attachments: Vec::new(),
-        background: background.clone(),
-        captured_at: captured_at.clone(),
-        extensions: extensions.clone(),
-    }))
+/// A context as kept: without its attachments (their message's), set aside
+/// while it is copied, so megabytes are never copied only to be dropped.
+fn shared_context(context: &mut HostContext) -> Arc<StoredContext> {
+    let attachments = std::mem::take(&mut context.attachments);
+    let kept = StoredContext::new(context.clone());
+    context.attachments = attachments;
+    Arc::new(kept)
 }
 
 pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<Attachment> {
@@ -116,7 +90,6 @@ pub(super) fn reference_attachments(request: &ChatRequest) -> Vec<Attachment> {
 }
 
 impl State {
-    /// Decides a chat request: now, or again after a reload or the live turn.
     pub(super) fn accept(&mut self, waiting: Waiting, plan: &mut Plan) {
         if let Err(error) = self.authorize_write(&waiting.caller) {
             return plan.answer(waiting.reply, Err(error));
@@ -128,68 +101,55 @@ impl State {
         }
     }
 
-    fn check_new_message(&self, request: &ChatRequest) -> Result<(), SessionError> {
-        if self.tree.contains(&request.id) {
-            return Err(SessionError::Conflict(format!(
-                "message id {:?} already exists in session {:?}",
-                request.id.as_str(),
-                self.id.as_str()
-            )));
-        }
-        if let Some(parent) = &request.parent_id {
-            self.check_parent(parent)?;
-        }
-        let declares_hold = request.output_mode == OutputMode::HostTools
-            && self.current_context(request).is_some_and(|context| {
-                (context.actions.iter()).any(|action| action.name == crate::tools::HOLD_TOOL)
-            });
-        if declares_hold {
-            return Err(SessionError::validation(
-                "host_context.actions",
-                "\"hold\" is reserved with output_mode host_tools; give the action another name",
-            ));
-        }
-        self.deps.plan_model(&request.config)?;
-        Ok(())
-    }
-
-    fn check_parent(&self, parent: &MessageId) -> Result<(), SessionError> {
-        match self.tree.get(parent) {
-            Some(message) if message.role == Role::Summary => Err(SessionError::Conflict(format!(
-                "parent_id {:?} is a summary node; continue from a message of the conversation",
-                parent.as_str()
-            ))),
-            Some(_) => Ok(()),
-            None => Err(SessionError::Conflict(format!(
-                "parent_id {:?} is not a message of session {:?}",
-                parent.as_str(),
-                self.id.as_str()
-            ))),
-        }
+    fn check_new_message(&self, request: &ChatRequest) -> SessionResult<()> {
+        let session = self.id.as_str();
+        let parent = (request.parent_id.as_ref()).map(|id| (id.as_str(), self.tree.get(id)));
+        let conflict = match parent {
+            _ if self.tree.contains(&request.id) => {
+                let id = request.id.as_str();
+                format!("message id {id:?} already exists in session {session:?}")
+            }
+            Some((parent, None)) => {
+                format!("parent_id {parent:?} is not a message of session {session:?}")
+            }
+            Some((parent, Some(message))) if message.role == Role::Summary => format!(
+                "parent_id {parent:?} is a summary node; continue from a message of the conversation"
+            ),
+            _ => {
+                let declares_hold = request.output_mode == OutputMode::HostTools
+                    && self.current_context(request).is_some_and(|context| {
+                        (context.actions.iter()).any(|action| action.name == crate::tools::HOLD_TOOL)
+                    });
+                if declares_hold {
+                    return Err(SessionError::validation(
+                        "host_context.actions",
+                        "\"hold\" is reserved with output_mode host_tools; give the action another name",
+                    ));
+                }
+                return self.deps.plan_model(&request.config).map(drop);
+            }
+        };
+        Err(SessionError::Conflict(conflict))
     }
 
     /// An ordinary message: cancels a live turn (and waits for it), supersedes
     /// a pending call, stores the user message and starts a turn.
     fn accept_message(&mut self, waiting: Waiting, plan: &mut Plan) {
-        // A stored message whose turn never ended, waiting for a live turn.
-        let mut unanswered = false;
-        if let Some(mark) = waiting.request.idempotency.as_deref() {
-            match self.earlier(mark) {
-                Earlier::None => {}
-                Earlier::Refused(error) => return plan.answer(waiting.reply, Err(error)),
-                Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id, plan),
-                Earlier::Unanswered(user) if !self.is_running() => {
-                    return self.answer_unanswered(waiting, user, plan);
+        let mark = waiting.request.idempotency.as_deref();
+        match mark.map_or(Earlier::None, |mark| self.earlier(mark)) {
+            Earlier::None => {
+                if let Err(error) = self.check_new_message(&waiting.request) {
+                    return self.refuse(waiting, error, plan);
                 }
-                // Another message's turn is live: cancelled as for any new
-                // message, and this one decided again once it ended.
-                Earlier::Unanswered(_) => unanswered = true,
             }
-        }
-        if !unanswered {
-            if let Err(error) = self.check_new_message(&waiting.request) {
-                return self.refuse(waiting, error, plan);
+            Earlier::Refused(error) => return plan.answer(waiting.reply, Err(error)),
+            Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id, plan),
+            Earlier::Unanswered(user) if !self.is_running() => {
+                return self.answer_unanswered(waiting, user, plan);
             }
+            // Another message's turn is live: cancelled as for any new
+            // message, and this one decided again once it ended.
+            Earlier::Unanswered(_) => {}
         }
         if self.cancel_live(plan) {
             return self.waiting.push_back(waiting);
@@ -198,9 +158,8 @@ impl State {
     }
 
     /// Stores the user message (superseding a pending call); its turn starts
-    /// on commit (`message_stored`). Stale: decided again on the reloaded
-    /// copy (parent, supersession and turn number come from there).
-    fn store_message(&mut self, waiting: Waiting, plan: &mut Plan) {
+    /// on commit. Stale: decided again on the reloaded copy.
+    fn store_message(&mut self, mut waiting: Waiting, plan: &mut Plan) {
         let mut changed = super::core::Messages::new();
         if let Phase::AwaitingHost(pending) = &self.phase {
             if let Some(assistant) = self.tree.get(&pending.assistant_message_id) {
@@ -209,15 +168,15 @@ impl State {
                 changed.push(Arc::new(assistant));
             }
         }
+        let kept = self.kept_context(&mut waiting.request);
         let request = &waiting.request;
         self.reset_screenshot(request);
-        let kept = self.kept_context(request);
         let user = self.user_message(request, kept.as_deref());
         let record = self.record_after(request, kept, &user.id);
         changed.push(Arc::new(user));
         let mut write = self.write(record, Some(changed));
         write.taken = self.reserve_inbox(request);
-        plan.write(write, waiting);
+        plan.write(write, InFlight::Chat(waiting));
     }
 
     pub(super) fn message_stored(&mut self, waiting: Waiting, write: Write, plan: &mut Plan) {
@@ -234,7 +193,7 @@ impl State {
         self.deliver_drained(write.taken, plan);
     }
 
-    /// The user message a request stores, under the active leaf unless it names a parent.
+    /// Under the active leaf unless the request names a parent.
     fn user_message(&self, request: &ChatRequest, kept: Option<&StoredContext>) -> StoredMessage {
         let parent_id = (request.parent_id.clone()).or_else(|| self.record.active_leaf.clone());
         let history = &self.deps.config.history;
@@ -251,8 +210,7 @@ impl State {
         user
     }
 
-    /// The row once `user` is stored: its leaf, the next turn number, the
-    /// kept context, and a title from a first message.
+    /// The row once `user` is stored (a first message gives the title).
     fn record_after(
         &self,
         request: &ChatRequest,
@@ -262,9 +220,7 @@ impl State {
         let mut record = self.record.clone();
         record.active_leaf = Some(user.clone());
         record.turn_number += 1;
-        if request.host_context.is_some() {
-            record.host_context = kept;
-        }
+        record.host_context = kept.or(record.host_context.take());
         if record.title.is_none() && !request.content.is_empty() {
             let title: String = request.content.chars().take(MAX_TITLE_CHARS).collect();
             record.title = Some(title.into());
@@ -285,13 +241,11 @@ impl State {
             ));
             return self.refuse(waiting, error, plan);
         }
-        // Taken as an ordinary message, but still steering: decided again
-        // after a reload, it needs a conversation on the reloaded copy too.
+        // Still steering: decided again after a reload, it is checked again.
         self.accept_message(waiting, plan);
     }
 
-    /// Delivers steering into the live turn (answered), or gives it back
-    /// when no turn takes it (none live, or the live one ending).
+    /// Delivers steering into the live turn, or gives it back when none takes it.
     fn steer(&mut self, waiting: Waiting, plan: &mut Plan) -> Option<Waiting> {
         let refused = match &self.phase {
             _ if waiting.request.output_mode == OutputMode::HostTools => SessionError::validation(
@@ -310,7 +264,6 @@ impl State {
                     text: request.content.clone(),
                     attachments: reference_attachments(request),
                 };
-                // The queue is the live turn's, in memory: no I/O.
                 match live.steering.try_send(note) {
                     Ok(()) => {
                         self.take_screenshot(&waiting.request);
@@ -338,16 +291,11 @@ impl State {
             // A continuation never cancels: it waits for the live turn to end.
             return self.waiting.push_back(waiting);
         }
-        let call_id = waiting
-            .request
-            .continuation
-            .as_ref()
-            .map(|c| &c.tool_call_id);
-        let target = match call_id {
-            Some(call_id) => self.result_target(call_id),
-            None => Err(SessionError::Internal("not a continuation".into())),
+        let Some(continuation) = &waiting.request.continuation else {
+            let error = SessionError::Internal("not a continuation".into());
+            return plan.answer(waiting.reply, Err(error));
         };
-        match target {
+        match self.result_target(&continuation.tool_call_id) {
             Ok(pending) => self.apply_result(waiting, pending, plan),
             Err(error) => self.refuse(waiting, error, plan),
         }
@@ -359,20 +307,17 @@ impl State {
 /// A result recorded on its call (the reply and the row are in its write).
 pub(super) struct AppliedResult {
     pending: Arc<PendingAction>,
-    /// The queued call that becomes pending, if any.
-    next: Option<Arc<PendingAction>>,
-    tool_name: String,
-    /// The result as recorded (screenshots stripped).
-    output: Value,
-    screenshot: Option<String>,
-    /// The last call of a text turn: the model goes on with the results.
-    resumes_model: bool,
+    /// Sent once stored; the note when the model resumes.
+    event: TurnEvent,
+    note: Option<TurnEvent>,
+    screenshot: Option<Arc<str>>,
 }
 
 impl State {
     /// Records a host's result for the pending call, conditional on this copy's
     /// version: of two processes accepting one result, one commits, one gets 409.
-    fn apply_result(&mut self, waiting: Waiting, pending: Arc<PendingAction>, plan: &mut Plan) {
+    fn apply_result(&mut self, mut waiting: Waiting, pending: Arc<PendingAction>, plan: &mut Plan) {
+        let kept = self.kept_context(&mut waiting.request);
         let request = &waiting.request;
         let (Some(assistant), Some(continuation)) = (
             self.tree.get(&pending.assistant_message_id),
@@ -392,39 +337,34 @@ impl State {
             pending_for(&assistant, next_id, queued.to_vec(), pending.output_mode)
         });
         let resumes_model = next.is_none() && pending.output_mode == OutputMode::Text;
-        let kept = self.kept_context(request);
-        if let Some(text) = (resumes_model)
-            .then(|| self.host_block(request, kept.as_deref()))
-            .flatten()
-        {
+        let block = resumes_model.then(|| self.host_block(request, kept.as_deref()));
+        let note = block.flatten().map(|text| {
             let (origin, attachments) = (NoteOrigin::HostContext, reference_attachments(request));
-            assistant.segments.push(Segment::Note {
-                origin,
-                text: text.to_string(),
-                attachments,
-            });
-        }
+            push_note(&mut assistant, origin, None, text.to_string(), attachments)
+        });
         let mut record = self.stored_record();
-        if request.host_context.is_some() {
-            record.host_context = kept;
-        }
-        record.pending_action = next.clone();
-        let messages = Some(smallvec::smallvec![Arc::new(assistant)]);
-        let applied = AppliedResult {
-            pending,
-            next,
+        record.host_context = kept.or(record.host_context.take());
+        record.pending_action = next;
+        let write = self.write(record, Some(smallvec::smallvec![Arc::new(assistant)]));
+        let event = TurnEvent::ToolResult(ToolResultEvent {
+            message_id: pending.assistant_message_id.clone(),
             tool_name,
             output,
-            screenshot,
-            resumes_model,
+            call_id: pending.tool_call_id.to_string(),
+            duration_ms: 0,
+            invalidates: (self.deps.tools.invalidations.get(&pending.tool_name)).cloned(),
+        });
+        let applied = AppliedResult {
+            pending,
+            event,
+            note,
+            screenshot: screenshot.map(Arc::from),
         };
-        plan.write(
-            self.write(record, messages),
-            InFlight::Result(waiting, applied),
-        );
+        plan.write(write, InFlight::Result(waiting, applied));
     }
 
-    /// The result is stored: the model resumes, or the next call is reported.
+    /// The model resumes, or the receipt is a turn ended at once (another
+    /// call pending, or a silent decision ended).
     pub(super) fn result_applied(
         &mut self,
         mut waiting: Waiting,
@@ -432,83 +372,32 @@ impl State {
         write: Write,
         plan: &mut Plan,
     ) {
-        if let Some(screenshot) = &applied.screenshot {
-            self.screenshot = Some(Arc::from(screenshot.as_str()));
-        }
+        self.screenshot = applied.screenshot.or(self.screenshot.take());
         self.take_screenshot(&waiting.request);
         self.record = write.record;
-        self.record.pending_action = None;
+        let next = self.record.pending_action.take();
         let Some(assistant) = write.messages.and_then(|mut messages| messages.pop()) else {
             return;
         };
         self.tree.upsert(assistant.clone());
-        let pending = applied.pending;
-        let result_event = TurnEvent::ToolResult(ToolResultEvent {
-            message_id: assistant.id.clone(),
-            tool_name: applied.tool_name,
-            output: applied.output,
-            call_id: pending.tool_call_id.to_string(),
-            duration_ms: 0,
-            invalidates: self
-                .deps
-                .tools
-                .invalidations
-                .get(&pending.tool_name)
-                .cloned(),
-        });
-        if applied.resumes_model {
+        let (event, output_mode) = (applied.event, applied.pending.output_mode);
+        if next.is_none() && output_mode == OutputMode::Text {
             self.phase = Phase::Idle;
             // The call's own output mode governs the resumed run, whatever the
             // continuation says (host-contract.md: the pending action stores it).
-            waiting.request.output_mode = pending.output_mode;
+            waiting.request.output_mode = output_mode;
             let assistant = Arc::unwrap_or_clone(assistant);
-            return self.start_turn(waiting, assistant, Some(result_event), plan);
+            let opening = [event].into_iter().chain(applied.note);
+            return self.start_turn(waiting, assistant, opening, plan);
         }
-        self.report_next_call(
-            waiting,
-            &pending,
-            &assistant,
-            applied.next,
-            result_event,
-            plan,
-        );
+        self.phase = Phase::awaiting(next.clone());
+        // A receipt of a silent decision publishes no tool preview either.
+        let opening = (output_mode == OutputMode::Text).then_some(event);
+        let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Completed);
+        let outcome = Outcome::decided(next, decision);
+        self.end_at_once(waiting, &assistant, output_mode, opening, outcome, plan);
         plan.run_waiting = true;
         plan.life = Some(super::core::Life::Settled);
-    }
-
-    /// A result that leaves another call pending (or ends a silent
-    /// decision): its receipt is a turn of its own, ended at once.
-    fn report_next_call(
-        &mut self,
-        waiting: Waiting,
-        pending: &PendingAction,
-        assistant: &StoredMessage,
-        next: Option<Arc<PendingAction>>,
-        result_event: TurnEvent,
-        plan: &mut Plan,
-    ) {
-        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
-        let sink = &waiting.sink;
-        plan.status(sink, &self.id, TurnStatus::Started);
-        // A receipt of a silent decision publishes no tool preview either.
-        if pending.output_mode == OutputMode::Text {
-            plan.event(sink, result_event);
-        }
-        let decision =
-            (pending.output_mode == OutputMode::HostTools).then_some(Decision::Completed);
-        self.phase = match &next {
-            Some(next) => Phase::AwaitingHost(next.clone()),
-            None => Phase::Idle,
-        };
-        let ending = TurnEnding {
-            assistant,
-            model: assistant.model.clone().unwrap_or_default(),
-            pending: next.as_deref(),
-            decision,
-            output_mode: pending.output_mode,
-            failure: None,
-        };
-        self.end_turn(sink, ending, plan);
     }
 }
 
@@ -527,10 +416,15 @@ mod tests {
         context["attachments"] = json!([{"kind": "text", "text": "notes"}]);
         let body = json!({"id": "m1", "session_id": "s1", "host_context": context});
         let request = crate::contract::ChatRequest::parse(&body).expect("a valid body");
-        let kept = super::shared_context(request.host_context.as_ref().expect("a context"));
-        let mut expected = request.host_context.clone().expect("a context");
-        expected.attachments.clear();
-        assert_eq!(*kept.context(), expected);
+        let mut context = request.host_context.clone().expect("a context");
+        let kept = super::shared_context(&mut context);
+        assert_eq!(
+            Some(&context),
+            request.host_context.as_ref(),
+            "given back whole"
+        );
+        context.attachments.clear();
+        assert_eq!(*kept.context(), context);
     }
 
     /// A live turn takes at most `MAX_QUEUED_STEERING` steering messages

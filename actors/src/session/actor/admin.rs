@@ -1,19 +1,84 @@
-//! The admin requests (core): join, repair, delete, cancel, and the reads.
+//! The requests other than chat messages (core): join, owner transfer,
+//! repair, cancel, delete, and the reads.
 
 use std::sync::Arc;
 
-use super::core::State;
-use super::core::{InFlight, Joining, Life, Loaded, Phase, Plan, Read, Repairing, ReplyTo};
-use super::turns::TurnFailure;
+use super::core::{InFlight, Io, Life, Loaded, Phase, Plan, ReplyTo, Request, State, Write};
+use super::turns::{Outcome, TurnFailure};
 use crate::conversation::{CallStatus, Message as StoredMessage, Role, StoredContext};
 use crate::error_type::ErrorType;
 use crate::ids::MessageId;
 use crate::session::requests::SessionInfo;
-use crate::session::{Caller, SessionError};
+use crate::session::{Caller, SessionError, SessionResult};
 use crate::store::StoreResult;
 
 impl State {
-    pub(super) fn info(&self) -> SessionInfo {
+    /// Decides a request: now, or again on a reloaded copy.
+    pub(super) fn handle(&mut self, caller: Caller, request: Request, plan: &mut Plan) {
+        let allowed = match &request {
+            Request::Join(..) => self.authorize_write(&caller),
+            Request::Owner(..) if !caller.admin => Err(SessionError::forbidden(&self.id)),
+            _ => self.authorize_read(&caller),
+        };
+        match (request, allowed) {
+            // An admin cancelling nothing is told so, as before ownership;
+            // deleting a session this copy does not have still asks the store
+            // (another process may have written it).
+            (Request::Cancel(reply), Err(SessionError::NotFound(_))) => {
+                plan.answer(reply, Ok(false))
+            }
+            (Request::Delete(reply), Ok(()) | Err(SessionError::NotFound(_))) => {
+                plan.cancel = self.is_running();
+                plan.io(Io::Delete(reply, self.is_stored()));
+            }
+            (request, Err(error)) => request.refuse(error, plan),
+            // Nothing to write: joined already, or the owner already is.
+            (Request::Join(None, reply), Ok(())) if self.is_stored() => plan.answer(reply, Ok(())),
+            (Request::Owner(owner_id, reply), Ok(())) if owner_id == self.record.owner_id => {
+                plan.answer(reply, Ok(()))
+            }
+            (request @ (Request::Join(..) | Request::Owner(..)), Ok(())) => {
+                self.store_request(caller, request, plan)
+            }
+            (Request::Repair(reply), Ok(())) => self.repair(caller, reply, plan),
+            (Request::Cancel(reply), Ok(())) => {
+                let cancelled = self.cancel_live(plan);
+                plan.answer(reply, Ok(cancelled));
+            }
+            (Request::Info(reply), Ok(())) => plan.answer(reply, Ok(self.info())),
+            (Request::Path(leaf, reply), Ok(())) => plan.answer(reply, self.path(leaf)),
+            (Request::Tree(reply), Ok(())) => {
+                plan.answer(reply, Ok(self.tree.all().cloned().collect()))
+            }
+        }
+        if plan.io.is_none() && self.is_absent() {
+            plan.life = Some(Life::StopIfAbsent);
+        }
+    }
+
+    pub(super) fn request_written(&mut self, request: Request, write: Write, plan: &mut Plan) {
+        match request {
+            Request::Join(_, reply) | Request::Owner(_, reply) => {
+                let record = write.record;
+                (self.record.host_context, self.record.owner_id) =
+                    (record.host_context, record.owner_id);
+                plan.answer(reply, Ok(()));
+            }
+            Request::Repair(reply) => {
+                for message in write.messages.unwrap_or_default() {
+                    self.tree.upsert(message);
+                }
+                self.phase = Phase::Idle;
+                plan.answer(reply, Ok(self.info()));
+            }
+            read => read.refuse(
+                SessionError::Internal("nothing was to be written".into()),
+                plan,
+            ),
+        }
+    }
+
+    fn info(&self) -> SessionInfo {
         let record = &self.record;
         SessionInfo {
             session_id: self.id.to_string(),
@@ -29,67 +94,42 @@ impl State {
         }
     }
 
-    pub(super) fn read(&mut self, caller: &Caller, read: Read, plan: &mut Plan) {
-        let allowed = self.authorize_read(caller);
-        match read {
-            Read::Info(reply) => plan.answer(reply, allowed.map(|()| self.info())),
-            Read::Path(leaf, reply) => plan.answer(reply, allowed.and_then(|()| self.path(leaf))),
-            Read::Tree(reply) => {
-                plan.answer(reply, allowed.map(|()| self.tree.all().cloned().collect()))
-            }
+    /// To the active leaf by default.
+    fn path(&self, leaf: Option<MessageId>) -> SessionResult<Vec<StoredMessage>> {
+        let leaf = leaf.as_ref().or(self.record.active_leaf.as_ref());
+        if let Some(leaf) = leaf.filter(|leaf| !self.tree.contains(leaf)) {
+            let leaf = leaf.as_str();
+            let message = format!("leaf_id {leaf:?} is not a message of this session");
+            return Err(SessionError::Conflict(message));
         }
-        self.stop_if_absent(plan);
+        Ok(self.tree.path_to(leaf).into_iter().cloned().collect())
     }
 
-    /// The root-to-leaf path, to the active leaf by default.
-    fn path(&self, leaf: Option<MessageId>) -> Result<Vec<StoredMessage>, SessionError> {
-        let leaf = leaf.or_else(|| self.record.active_leaf.clone());
-        if let Some(leaf) = leaf.as_ref().filter(|leaf| !self.tree.contains(leaf)) {
-            return Err(SessionError::Conflict(format!(
-                "leaf_id {:?} is not a message of this session",
-                leaf.to_string()
-            )));
-        }
-        Ok(self
-            .tree
-            .path_to(leaf.as_ref())
-            .into_iter()
-            .cloned()
-            .collect())
-    }
-
-    /// Creates the session if needed and keeps the joining page's context.
-    /// Stale: joined again on the reloaded copy, so the old pending call
-    /// (or leaf) is never written back.
-    pub(super) fn join(&mut self, joining: Box<Joining>, plan: &mut Plan) {
-        if let Err(error) = self.authorize_write(&joining.caller) {
-            return plan.answer(joining.reply, Err(error));
-        }
-        if joining.host_context.is_none() && self.is_stored() {
-            return plan.answer(joining.reply, Ok(()));
-        }
+    /// A join or an owner change (checked from the next request on; a live
+    /// turn goes on). Stale: decided again, so no old pending call or leaf
+    /// is written back.
+    fn store_request(&mut self, caller: Caller, request: Request, plan: &mut Plan) {
         let mut record = self.stored_record();
-        if let Some(context) = &joining.host_context {
-            record.host_context = Some(Arc::new(StoredContext::new(context.clone())));
+        match &request {
+            Request::Join(Some(context), _) => {
+                record.host_context = Some(Arc::new(StoredContext::new((**context).clone())))
+            }
+            Request::Owner(owner_id, _) => record.owner_id = owner_id.clone(),
+            _ => {}
         }
-        plan.write(self.write(record, None), InFlight::Join(joining));
+        plan.write(self.write(record, None), InFlight::Request(caller, request));
     }
 
     /// Resolves every unresolved call as `unknown` and drops the pending call.
-    pub(super) fn repair(&mut self, repairing: Repairing, plan: &mut Plan) {
-        if let Err(error) = self.authorize_read(&repairing.caller) {
-            self.stop_if_absent(plan);
-            return plan.answer(repairing.reply, Err(error));
-        }
+    fn repair(&mut self, caller: Caller, reply: ReplyTo<SessionInfo>, plan: &mut Plan) {
         if self.is_running() {
             let error = SessionError::Conflict(
                 "a turn is running; cancel it before repairing the session".into(),
             );
-            return plan.answer(repairing.reply, Err(error));
+            return plan.answer(reply, Err(error));
         }
-        // Every message is written back, not only those it resolves: one an
-        // older version stored too deep was read with its deep part replaced
-        // (`store::readback`), and this stores that readable form.
+        // Every message: one stored too deep was read with its deep part
+        // replaced (`store::readback`), and this stores that readable form.
         let changed = (self.tree.all())
             .map(|message| {
                 let mut message = message.clone();
@@ -99,38 +139,8 @@ impl State {
             .collect();
         let mut record = self.record.clone();
         record.pending_action = None;
-        plan.write(
-            self.write(record, Some(changed)),
-            InFlight::Repair(repairing),
-        );
-    }
-
-    pub(super) fn cancel(&mut self, caller: &Caller, reply: ReplyTo<bool>, plan: &mut Plan) {
-        let answer = match self.authorize_read(caller) {
-            Ok(()) => Ok(self.cancel_live(plan)),
-            // An admin cancelling nothing is told so, as before ownership.
-            Err(SessionError::NotFound(_)) => Ok(false),
-            Err(error) => Err(error),
-        };
-        if !matches!(answer, Ok(true)) {
-            self.stop_if_absent(plan);
-        }
-        plan.answer(reply, answer);
-    }
-
-    /// Cancels any live turn and deletes the stored session. An admin
-    /// deleting a session this copy does not have still asks the store
-    /// (another process may have written it).
-    pub(super) fn delete(&mut self, caller: &Caller, reply: ReplyTo<bool>, plan: &mut Plan) {
-        match self.authorize_read(caller) {
-            Ok(()) | Err(SessionError::NotFound(_)) => {}
-            Err(error) => {
-                self.stop_if_absent(plan);
-                return plan.answer(reply, Err(error));
-            }
-        }
-        plan.cancel = self.is_running();
-        plan.io(super::core::Io::Delete(reply, self.is_stored()));
+        let in_flight = InFlight::Request(caller, Request::Repair(reply));
+        plan.write(self.write(record, Some(changed)), in_flight);
     }
 
     pub(super) fn deleted(
@@ -144,8 +154,7 @@ impl State {
         if outcome.is_ok() {
             self.loaded = Loaded::Absent;
             self.abandon_live_turn(plan);
-            // Requests waiting for the live turn answer 404: their session is
-            // gone. (One sent after the delete starts a new session.)
+            // Gone: 404 (one sent after the delete starts a new session).
             for waiting in self.waiting.drain(..) {
                 let gone = SessionError::NotFound(self.id.to_string());
                 plan.answer(waiting.reply, Err(gone));
@@ -155,23 +164,17 @@ impl State {
         plan.answer(reply, outcome);
     }
 
-    /// Ends the stream of a turn whose session was deleted under it (its
-    /// end will find no actor): a cancelled final response, a terminal
-    /// error, then `completed`. Nothing is saved.
+    /// Ends the stream of a turn whose session was deleted under it (its end
+    /// will find no actor). Nothing is saved.
     fn abandon_live_turn(&mut self, plan: &mut Plan) {
         let Phase::Running(live) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
         let message = "The session was deleted; its turn was cancelled.";
-        let reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
+        let mut reply = StoredMessage::empty(live.message_id.clone(), None, Role::Assistant, 0);
+        reply.model = Some(live.model.clone());
         let failure = TurnFailure::new(ErrorType::Cancelled, message, false);
-        self.end_failed(live, &reply, failure, plan);
-    }
-
-    pub(super) fn stop_if_absent(&self, plan: &mut Plan) {
-        if self.is_absent() {
-            plan.life = Some(Life::StopIfAbsent);
-        }
+        self.end_live(live, &reply, Outcome::failed(failure), plan);
     }
 
     /// Not stored, and nothing live or waiting: an actor with no reason to stay.
@@ -234,6 +237,71 @@ mod tests {
             assert!(turn.iter().any(
                 |event| matches!(event, TurnEvent::Error(error) if error.error_type == "cancelled")
             ));
+        });
+    }
+}
+
+#[cfg(test)]
+mod owner_tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::super::test_support::{
+        caller, run, runtime_on, send, text, until_completed, Reply, ScriptedModel,
+    };
+    use crate::ids::SessionId;
+    use crate::session::{Caller, SessionError};
+    use crate::store::memory::MemoryStore;
+
+    /// Two runtimes on one store are two processes on one database: the
+    /// second one's copy is stale when it writes, so its write reloads and
+    /// is decided again (`InFlight::Request`), and it still lands.
+    #[test]
+    fn a_stale_copy_reloads_and_hands_the_session_over_all_the_same() {
+        run(async {
+            let store = Arc::new(MemoryStore::new());
+            let model = ScriptedModel::new(vec![Reply::Events(vec![text("hi")])]);
+            let first = runtime_on(store.clone(), model.clone(), 4);
+            let second = runtime_on(store.clone(), model.clone(), 4);
+            let id = SessionId::new("owned");
+            let body = json!({"id": "m1", "session_id": "owned", "content": "hi"});
+            let (accepted, mut events) = send(&first, body).await;
+            accepted.expect("a turn");
+            until_completed(&mut events).await;
+            let admin = Caller::new("root", true);
+            second
+                .session(&admin, &id)
+                .await
+                .expect("the second one loads it");
+            first
+                .set_owner(&admin, &id, Some("bob".into()))
+                .await
+                .expect("the first one writes");
+            second
+                .set_owner(&admin, &id, None)
+                .await
+                .expect("the second one, after a reload");
+            let fresh = runtime_on(store, model, 4);
+            let stored = fresh.session(&admin, &id).await.expect("stored");
+            assert_eq!(stored.owner_id, None);
+            let refused = fresh.session(&caller(), &id).await;
+            assert!(
+                matches!(refused, Err(SessionError::Forbidden(_))),
+                "{refused:?}"
+            );
+            let not_admin = first.set_owner(&caller(), &id, None).await;
+            assert!(
+                matches!(not_admin, Err(SessionError::Forbidden(_))),
+                "{not_admin:?}"
+            );
+            let absent = first
+                .set_owner(&admin, &SessionId::new("nobody"), None)
+                .await;
+            assert!(
+                matches!(absent, Err(SessionError::NotFound(_))),
+                "{absent:?}"
+            );
         });
     }
 }

@@ -12,8 +12,8 @@ use crate::conversation::StoredContext;
 use crate::conversation::{Message as StoredMessage, MessageTree, PendingAction, SessionRecord};
 use crate::events::{EventSink, StatusEvent, TurnEvent, TurnStatus};
 use crate::ids::{MessageId, SessionId};
-use crate::session::recovery::recover;
-use crate::session::{Caller, SessionDeps, SessionError, SessionInfo, TurnAccepted};
+use crate::session::recovery::{recover, Recovered};
+use crate::session::{Caller, SessionDeps, SessionError, SessionInfo, SessionResult, TurnAccepted};
 use crate::store::{SessionSnapshot, StoreError, StoreResult, Version, Written};
 use crate::turn::{CancelHandle, SteeringSender};
 
@@ -22,13 +22,11 @@ pub(super) const MAX_QUEUED_STEERING: usize = 32;
 /// Reloads in a row for one request before it is answered 503.
 const MAX_RELOADS: u32 = 8;
 
-pub(super) type ReplyTo<T> = oneshot::Sender<Result<T, SessionError>>;
-pub(super) type Reply = ReplyTo<TurnAccepted>;
+pub(in crate::session) type ReplyTo<T> = oneshot::Sender<SessionResult<T>>;
 
 /// The actor's copy of the session and what it is doing.
 pub(super) struct State {
     pub(super) id: SessionId,
-    /// Settings, models and tools; its store is never used here.
     pub(super) deps: Arc<SessionDeps>,
     pub(super) loaded: Loaded,
     pub(super) record: SessionRecord,
@@ -36,28 +34,23 @@ pub(super) struct State {
     pub(super) phase: Phase,
     /// Requests that arrived while a turn was live, answered in order once it ends.
     pub(super) waiting: VecDeque<Waiting>,
-    /// Reloads for the request at hand; reset by a new request or a commit.
     pub(super) reloads: u32,
-    /// Whether the copy is known current: just loaded or written, no outside
-    /// request handled since. A 409 on a copy that is not reloads first (`refuse`).
+    /// Just loaded or written, no outside request since (`refuse`).
     pub(super) current: bool,
-    /// The newest screenshot (data URI, maybe megabytes): never stored.
+    /// Never stored.
     pub(super) screenshot: Option<Arc<str>>,
     pub(super) next_turn_id: u64,
-    /// `Plan::out`'s buffer, given back by the shell once carried out.
     pub(super) spare_out: Vec<Out>,
 }
 
-/// What the copy is of.
+/// What the copy is of. Every write names the stored version, so a copy
+/// another process has since changed never overwrites anything.
 pub(super) enum Loaded {
-    /// The first load has not finished; nothing is handled before it does.
     Loading,
     /// The first load failed: requests already queued get its error.
     Failed(StoreError),
-    /// Not in the store (never written, or deleted): a message or join creates it.
+    /// Never written, or deleted: a message or join creates it.
     Absent,
-    /// In the store at this version. Every write names it, so a copy another
-    /// process has since changed never overwrites anything.
     Stored(Version),
 }
 
@@ -69,85 +62,89 @@ pub(super) enum Phase {
     AwaitingHost(Arc<PendingAction>),
 }
 
+impl Phase {
+    pub(super) fn awaiting(pending: Option<Arc<PendingAction>>) -> Phase {
+        pending.map_or(Phase::Idle, Phase::AwaitingHost)
+    }
+}
+
 pub(super) struct LiveTurn {
     pub(super) id: u64,
     pub(super) cancel: CancelHandle,
-    /// Set once cancellation was asked, so a second cancel is a no-op.
     pub(super) cancelling: bool,
     pub(super) steering: SteeringSender,
     pub(super) sink: EventSink,
-    /// Who started the turn: steering promoted to a turn of its own is theirs.
+    /// Steering promoted to a turn of its own is theirs.
     pub(super) caller: Caller,
     pub(super) output_mode: OutputMode,
+    /// For the final response of a turn whose session was deleted under it.
     pub(super) model: Arc<str>,
-    /// The reply the turn extends.
     pub(super) message_id: MessageId,
 }
 
-/// A chat request in flight: a message, steering or continuation, waiting
-/// for a write, a reload or the live turn. Boxed: it is most of a kilobyte,
-/// and it moves through the inputs and plans of every turn.
+/// A chat request waiting for a write, a reload or the live turn. Boxed:
+/// it is most of a kilobyte, and moves through every turn's inputs.
 pub(super) type Waiting = Box<Chat>;
 
 pub(super) struct Chat {
     pub(super) request: ChatRequest,
     pub(super) sink: EventSink,
-    /// Checked again whenever the request is decided again.
     pub(super) caller: Caller,
-    pub(super) reply: Reply,
+    pub(super) reply: ReplyTo<TurnAccepted>,
 }
 
-pub(super) struct Joining {
-    pub(super) caller: Caller,
-    pub(super) host_context: Option<HostContext>,
-    pub(super) reply: ReplyTo<()>,
-}
-
-pub(super) struct Repairing {
-    pub(super) caller: Caller,
-    pub(super) reply: ReplyTo<SessionInfo>,
-}
-
-/// The reads: nothing changes.
-pub(super) enum Read {
+/// A request other than a chat message, with its reply (`admin.rs`).
+pub(in crate::session) enum Request {
+    /// Boxed: a context is a third of a kilobyte, and joins are rare.
+    Join(Option<Box<HostContext>>, ReplyTo<()>),
+    Owner(Option<Arc<str>>, ReplyTo<()>),
+    Repair(ReplyTo<SessionInfo>),
+    Cancel(ReplyTo<bool>),
+    Delete(ReplyTo<bool>),
     Info(ReplyTo<SessionInfo>),
     Path(Option<MessageId>, ReplyTo<Vec<StoredMessage>>),
     Tree(ReplyTo<Vec<StoredMessage>>),
 }
 
-/// A request, or the outcome of something the core planned.
+impl Request {
+    /// Reads and a delete do not count for the idle clock.
+    pub(super) fn is_activity(&self) -> bool {
+        matches!(
+            self,
+            Request::Join(..) | Request::Owner(..) | Request::Repair(_) | Request::Cancel(_)
+        )
+    }
+
+    pub(super) fn refuse(self, error: SessionError, plan: &mut Plan) {
+        match self {
+            Request::Join(_, reply) | Request::Owner(_, reply) => plan.answer(reply, Err(error)),
+            Request::Repair(reply) | Request::Info(reply) => plan.answer(reply, Err(error)),
+            Request::Cancel(reply) | Request::Delete(reply) => plan.answer(reply, Err(error)),
+            Request::Path(_, reply) | Request::Tree(reply) => plan.answer(reply, Err(error)),
+        }
+    }
+}
+
 pub(super) enum Input {
     Chat(Waiting),
-    Join(Box<Joining>),
-    Repair(Repairing),
-    Cancel(Caller, ReplyTo<bool>),
-    Delete(Caller, ReplyTo<bool>),
-    Owner(super::owner::OwnerChange),
-    Read(Caller, Read),
+    Request(Caller, Request),
     TurnEnded(super::turns::TurnEnded),
-    /// Go on answering requests that waited for the live turn.
     RunWaiting,
     Written(StoreResult<Written>, Box<Writing>),
     Loaded(StoreResult<Option<SessionSnapshot>>, Box<InFlight>),
     Deleted(StoreResult<bool>, ReplyTo<bool>, bool),
 }
 
-/// What waits on a store operation, with what it decided: on a commit it
-/// goes on (`commit`), on a stale write it is decided again on the
-/// reloaded copy (`redo`), on a failure it is told (`fail`).
+/// What waits on a store operation: it goes on once committed (`commit`), is
+/// decided again on a reloaded copy (`redo`), or is told of a failure (`fail`).
 #[allow(clippy::large_enum_variant)]
 pub(super) enum InFlight {
-    /// Nothing: the first load, or its recovery.
+    /// The first load, or its recovery.
     Nothing,
-    /// A chat request; written: its user message, whose turn starts.
     Chat(Waiting),
-    /// A host result recorded on its call.
     Result(Waiting, super::accepting::AppliedResult),
-    /// Boxed: a context is a third of a kilobyte, and joins are rare.
-    Join(Box<Joining>),
-    Repair(Repairing),
+    Request(Caller, Request),
     Turn(super::turns::FinishedTurn),
-    Owner(super::owner::OwnerChange),
     /// A reload's recovery write, then what the reload was for.
     Recovered(Box<InFlight>),
 }
@@ -164,8 +161,7 @@ pub(super) struct Write {
 /// One or two messages (a reply with its summary) need no allocation.
 pub(super) type Messages = smallvec::SmallVec<[Arc<StoredMessage>; 2]>;
 
-/// A write and what waits on it: boxed once, from the plan to the outcome,
-/// so that neither the plan nor the input is large to move.
+/// Boxed once, from the plan to the outcome.
 pub(super) struct Writing {
     pub(super) write: Write,
     pub(super) in_flight: InFlight,
@@ -178,15 +174,12 @@ pub(super) enum Io {
     Delete(ReplyTo<bool>, bool),
 }
 
-/// What the shell does after an input, in field order (`out` as decided;
-/// the store operation's outcome is the next input).
+/// What the shell does after an input, in field order.
 #[derive(Default)]
 pub(super) struct Plan {
     pub(super) out: Vec<Out>,
     pub(super) trace: Option<super::turns::TraceEnd>,
-    /// Cancel the live turn.
     pub(super) cancel: bool,
-    /// Boxed, as the plan is moved about and this is most of it.
     pub(super) start: Option<Box<super::turns::Start>>,
     pub(super) io: Option<Io>,
     /// Feed `RunWaiting` again (through the mailbox if a write holds it).
@@ -199,25 +192,22 @@ pub(super) enum Out {
     Event(EventSink, TurnEvent),
 }
 
-/// The actor's own lifetime (the shell's business).
+/// The actor's own lifetime (`SessionActor::live`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Life {
     /// A turn or result ended: hibernate if configured.
     Settled,
-    /// Read of an absent session: stop after a moment if still absent.
     StopIfAbsent,
-    /// The first load failed: leave the registry, stop after a moment.
     LoadFailed,
     Stop,
 }
 
 macro_rules! answers {
     ($($variant:ident($t:ty)),*) => {
-        /// A reply and its answer; `send` is the one place replies go out.
-        /// (A session's info is boxed: it is most of the enum's size.)
+        /// A reply and its answer (a session's info boxed: it is most of the size).
         pub(super) enum Answer {
-            $($variant(ReplyTo<$t>, Result<$t, SessionError>),)*
-            Info(ReplyTo<SessionInfo>, Box<Result<SessionInfo, SessionError>>),
+            $($variant(ReplyTo<$t>, SessionResult<$t>),)*
+            Info(ReplyTo<SessionInfo>, Box<SessionResult<SessionInfo>>),
         }
         impl Answer {
             /// An asker that is gone (its connection closed) is no error.
@@ -228,8 +218,8 @@ macro_rules! answers {
                 };
             }
         }
-        $(impl From<(ReplyTo<$t>, Result<$t, SessionError>)> for Answer {
-            fn from((reply, result): (ReplyTo<$t>, Result<$t, SessionError>)) -> Answer {
+        $(impl From<(ReplyTo<$t>, SessionResult<$t>)> for Answer {
+            fn from((reply, result): (ReplyTo<$t>, SessionResult<$t>)) -> Answer {
                 Answer::$variant(reply, result)
             }
         })*
@@ -242,16 +232,16 @@ answers!(
     Messages(Vec<StoredMessage>)
 );
 
-impl From<(ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)> for Answer {
-    fn from((reply, result): (ReplyTo<SessionInfo>, Result<SessionInfo, SessionError>)) -> Answer {
+impl From<(ReplyTo<SessionInfo>, SessionResult<SessionInfo>)> for Answer {
+    fn from((reply, result): (ReplyTo<SessionInfo>, SessionResult<SessionInfo>)) -> Answer {
         Answer::Info(reply, Box::new(result))
     }
 }
 
 impl Plan {
-    pub(super) fn answer<T>(&mut self, reply: ReplyTo<T>, result: Result<T, SessionError>)
+    pub(super) fn answer<T>(&mut self, reply: ReplyTo<T>, result: SessionResult<T>)
     where
-        Answer: From<(ReplyTo<T>, Result<T, SessionError>)>,
+        Answer: From<(ReplyTo<T>, SessionResult<T>)>,
     {
         self.out.push(Out::Answer((reply, result).into()));
     }
@@ -260,7 +250,7 @@ impl Plan {
         self.out.push(Out::Event(sink.clone(), event));
     }
 
-    /// Two a turn: not built for an HTTP reply, which drops them.
+    /// Not built for an HTTP reply, which drops them.
     pub(super) fn status(&mut self, sink: &EventSink, id: &SessionId, status: TurnStatus) {
         if sink.reads_events() {
             let session_id = id.to_string();
@@ -268,8 +258,7 @@ impl Plan {
         }
     }
 
-    pub(super) fn write(&mut self, write: Write, in_flight: impl Into<InFlight>) {
-        let in_flight = in_flight.into();
+    pub(super) fn write(&mut self, write: Write, in_flight: InFlight) {
         self.io(Io::Write(Box::new(Writing { write, in_flight })));
     }
 
@@ -280,48 +269,29 @@ impl Plan {
     }
 }
 
-impl From<Waiting> for InFlight {
-    fn from(waiting: Waiting) -> InFlight {
-        InFlight::Chat(waiting)
-    }
-}
-
-/// Decides one input on `state`.
 pub(super) fn decide(state: &mut State, input: Input) -> Plan {
-    // The buffer of the last plan, drained: most plans answer or send something.
     let out = std::mem::take(&mut state.spare_out);
     let mut plan = Plan {
         out,
         ..Plan::default()
     };
-    let plan_ref = &mut plan;
+    if let Input::Chat(_) | Input::Request(..) = &input {
+        state.reloads = 0;
+    }
     match input {
         Input::Chat(waiting) => {
             // Time has passed: another process may have written meanwhile.
             state.current = false;
-            state.reloads = 0;
-            state.accept(waiting, plan_ref);
+            state.accept(waiting, &mut plan);
         }
-        Input::Join(joining) => {
-            state.reloads = 0;
-            state.join(joining, plan_ref);
+        Input::Request(caller, request) => state.handle(caller, request, &mut plan),
+        Input::TurnEnded(ended) => state.finish_turn(ended, &mut plan),
+        Input::RunWaiting => state.run_waiting(&mut plan),
+        Input::Written(written, writing) => state.written(written, *writing, &mut plan),
+        Input::Loaded(loaded, in_flight) => state.loaded(loaded, in_flight, &mut plan),
+        Input::Deleted(deleted, reply, existed) => {
+            state.deleted(deleted, reply, existed, &mut plan)
         }
-        Input::Repair(repairing) => {
-            state.reloads = 0;
-            state.repair(repairing, plan_ref);
-        }
-        Input::Cancel(caller, reply) => state.cancel(&caller, reply, plan_ref),
-        Input::Delete(caller, reply) => state.delete(&caller, reply, plan_ref),
-        Input::Owner(change) => {
-            state.reloads = 0;
-            state.set_owner(change, plan_ref);
-        }
-        Input::Read(caller, read) => state.read(&caller, read, plan_ref),
-        Input::TurnEnded(ended) => state.finish_turn(ended, plan_ref),
-        Input::RunWaiting => state.run_waiting(plan_ref),
-        Input::Written(written, writing) => state.written(written, *writing, plan_ref),
-        Input::Loaded(loaded, in_flight) => state.loaded(loaded, in_flight, plan_ref),
-        Input::Deleted(deleted, reply, existed) => state.deleted(deleted, reply, existed, plan_ref),
     }
     plan
 }
@@ -356,12 +326,22 @@ impl State {
                 self.commit(write, in_flight, plan);
             }
             Ok(Written::Stale) => self.reload(in_flight, plan),
-            Err(error) => self.write_failed(in_flight, error, plan),
+            Err(error) => {
+                log::warn!("session {}: a write failed: {error}", self.id);
+                match in_flight {
+                    InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
+                    InFlight::Turn(turn) => {
+                        // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
+                        let message = "Database not reachable; the turn's result was not saved";
+                        self.turn_not_saved(turn, error.error_type(), message, plan);
+                    }
+                    in_flight => self.fail(in_flight, error.into(), plan),
+                }
+            }
         }
     }
 
-    /// A write committed: what waited on it goes on (write-through: memory
-    /// changes only now).
+    /// What waited on a committed write goes on: memory changes only now.
     fn commit(&mut self, write: Write, in_flight: InFlight, plan: &mut Plan) {
         match in_flight {
             InFlight::Nothing => {}
@@ -370,21 +350,8 @@ impl State {
             InFlight::Result(waiting, applied) => {
                 self.result_applied(waiting, applied, write, plan)
             }
-            InFlight::Join(joining) => {
-                if joining.host_context.is_some() {
-                    self.record.host_context = write.record.host_context;
-                }
-                plan.answer(joining.reply, Ok(()));
-            }
-            InFlight::Repair(repairing) => {
-                for message in write.messages.unwrap_or_default() {
-                    self.tree.upsert(message);
-                }
-                self.phase = Phase::Idle;
-                plan.answer(repairing.reply, Ok(self.info()));
-            }
+            InFlight::Request(_, request) => self.request_written(request, write, plan),
             InFlight::Turn(turn) => self.turn_stored(turn, write.record, plan),
-            InFlight::Owner(change) => self.owner_set(change, plan),
         }
     }
 
@@ -398,9 +365,8 @@ impl State {
         match loaded {
             Ok(None) if first => self.loaded = Loaded::Absent,
             Ok(snapshot) => match self.apply_snapshot(snapshot) {
-                // Recovery is a pure function of what is stored, so its result
-                // is written after it is applied: a crash recomputes it, a
-                // stale write reloads and recovers again.
+                // Recovery is a pure function of what is stored, so it is written
+                // after it is applied: a crash or a stale write recomputes it.
                 Some(recovery) => plan.write(recovery, InFlight::Recovered(in_flight)),
                 None => self.redo(*in_flight, plan),
             },
@@ -413,13 +379,12 @@ impl State {
         }
     }
 
-    /// Takes a loaded session (or its absence) as this copy; returns the write
-    /// of what recovery changed. A live turn stays live (`place_turn` reconciles).
+    /// Returns the write of what recovery changed. A live turn stays live
+    /// (`place_turn` reconciles).
     fn apply_snapshot(&mut self, snapshot: Option<SessionSnapshot>) -> Option<Write> {
         self.current = true;
         let running = matches!(self.phase, Phase::Running(_));
         let Some(snapshot) = snapshot else {
-            // Deleted by another process since.
             self.loaded = Loaded::Absent;
             self.record = SessionRecord::new(self.id.clone(), crate::conversation::now_millis());
             self.tree = MessageTree::default();
@@ -428,39 +393,25 @@ impl State {
             }
             return None;
         };
-        let version = snapshot.version;
-        self.loaded = Loaded::Stored(version);
-        let mut record = snapshot.record.clone();
-        let recovered = recover(snapshot);
-        let mut stored = record.clone();
-        stored.pending_action = recovered.pending.clone();
-        record.pending_action = None;
-        if running {
-            // Another process's pending call stays in the record until this
-            // actor's turn ends (`finish_turn`), so no write meanwhile drops it.
-            record.pending_action = recovered.pending;
-        } else {
-            self.phase = match recovered.pending {
-                Some(pending) => Phase::AwaitingHost(pending),
-                None => Phase::Idle,
-            };
+        self.loaded = Loaded::Stored(snapshot.version);
+        let Recovered {
+            mut record,
+            messages,
+            changed,
+        } = recover(snapshot);
+        let changed: Messages = changed.iter().map(|&i| messages[i].clone()).collect();
+        let write = (!changed.is_empty()).then(|| self.write(record.clone(), Some(changed)));
+        // While a turn runs, another process's pending call stays in the
+        // record until it ends (`finish_turn`), so no write meanwhile drops it.
+        if !running {
+            self.phase = Phase::awaiting(record.pending_action.take());
         }
         self.record = record;
-        let changed: Messages = (recovered.changed.iter())
-            .map(|&index| recovered.messages[index].clone())
-            .collect();
-        self.tree = MessageTree::from_messages(recovered.messages);
-        let messages = (!changed.is_empty()).then_some(changed)?;
-        Some(Write {
-            version,
-            record: stored,
-            messages: Some(messages),
-            taken: Vec::new(),
-        })
+        self.tree = MessageTree::from_messages(messages);
+        write
     }
 
-    /// A write found the session changed by another writer: load it again
-    /// (mailbox held) and decide `in_flight` again before anything is answered.
+    /// Loads the session changed by another writer and decides `in_flight` again.
     pub(super) fn reload(&mut self, in_flight: InFlight, plan: &mut Plan) {
         self.reloads += 1;
         if self.reloads > MAX_RELOADS {
@@ -474,29 +425,23 @@ impl State {
         plan.io(Io::Load(Box::new(in_flight)));
     }
 
-    /// Decides what waited again, on the reloaded copy.
     fn redo(&mut self, in_flight: InFlight, plan: &mut Plan) {
         match in_flight {
             InFlight::Nothing => {}
             InFlight::Chat(waiting) | InFlight::Result(waiting, _) => self.accept(waiting, plan),
-            InFlight::Join(joining) => self.join(joining, plan),
-            InFlight::Repair(repairing) => self.repair(repairing, plan),
+            InFlight::Request(caller, request) => self.handle(caller, request, plan),
             InFlight::Turn(turn) => self.place_turn(turn, plan),
-            InFlight::Owner(change) => self.set_owner(change, plan),
             InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
         }
     }
 
-    /// Tells what waited that it could not be decided.
     fn fail(&mut self, in_flight: InFlight, error: SessionError, plan: &mut Plan) {
         match in_flight {
             InFlight::Nothing => {}
             InFlight::Chat(waiting) | InFlight::Result(waiting, _) => {
                 plan.answer(waiting.reply, Err(error))
             }
-            InFlight::Join(joining) => plan.answer(joining.reply, Err(error)),
-            InFlight::Repair(repairing) => plan.answer(repairing.reply, Err(error)),
-            InFlight::Owner(change) => plan.answer(change.reply, Err(error)),
+            InFlight::Request(_, request) => request.refuse(error, plan),
             InFlight::Turn(turn) => {
                 log::warn!("session {}: no reload to store a turn: {error}", self.id);
                 let message = error.to_string();
@@ -506,34 +451,15 @@ impl State {
         }
     }
 
-    /// A write failed in the store itself: recovery is left to the next
-    /// load, a turn's reply is reported unsaved, anything else is told.
-    fn write_failed(&mut self, in_flight: InFlight, error: StoreError, plan: &mut Plan) {
-        log::warn!("session {}: a write failed: {error}", self.id);
-        match in_flight {
-            InFlight::Nothing => {}
-            InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
-            InFlight::Turn(turn) => {
-                // `DatabaseError` (HTTP 503) when unreachable, `internal` otherwise.
-                let message = "Database not reachable; the turn's result was not saved";
-                self.turn_not_saved(turn, error.error_type(), message, plan);
-            }
-            in_flight => self.fail(in_flight, error.into(), plan),
-        }
-    }
-
-    /// Answers `error`, a 409 decided on this copy, once the copy is known
-    /// current: another process may have made the call pending or stored the
-    /// parent since. Other refusals (validation) do not depend on the session.
+    /// Answers `error`; a 409 only once the copy is known current (another
+    /// process may have made the call pending or stored the parent since).
     pub(super) fn refuse(&mut self, waiting: Waiting, error: SessionError, plan: &mut Plan) {
         if self.current || !matches!(error, SessionError::Conflict(_)) {
             return plan.answer(waiting.reply, Err(error));
         }
-        self.reload(waiting.into(), plan);
+        self.reload(InFlight::Chat(waiting), plan);
     }
 }
-
-// ---- small helpers ---------------------------------------------------------
 
 impl State {
     /// The row as the store should hold it: the pending call from the phase
@@ -546,7 +472,6 @@ impl State {
         record
     }
 
-    /// The call a host result is awaited for.
     pub(super) fn pending(&self) -> Option<&Arc<PendingAction>> {
         match &self.phase {
             Phase::AwaitingHost(pending) => Some(pending),
@@ -562,7 +487,6 @@ impl State {
         matches!(self.phase, Phase::Running(_))
     }
 
-    /// A write of `record` and `messages`, conditional on this copy's version.
     pub(super) fn write(&self, record: SessionRecord, messages: Option<Messages>) -> Write {
         Write {
             version: self.version(),
@@ -572,7 +496,7 @@ impl State {
         }
     }
 
-    /// The version every write names (0: not stored yet).
+    /// 0: not stored yet.
     pub(super) fn version(&self) -> Version {
         match self.loaded {
             Loaded::Stored(version) => version,
@@ -580,7 +504,7 @@ impl State {
         }
     }
 
-    /// Asks the live turn to stop; whether one is live.
+    /// Whether a turn is live (asked to stop).
     pub(super) fn cancel_live(&mut self, plan: &mut Plan) -> bool {
         let Phase::Running(live) = &mut self.phase else {
             return false;
@@ -590,59 +514,36 @@ impl State {
         true
     }
 
-    fn ready(&self) -> Result<(), SessionError> {
+    /// One not stored is `NotFound` to an admin, `Forbidden` to anyone else:
+    /// a refusal never tells whether someone else's session exists.
+    pub(super) fn authorize_read(&self, caller: &Caller) -> SessionResult<()> {
         match &self.loaded {
-            Loaded::Absent | Loaded::Stored(_) => Ok(()),
             Loaded::Loading => Err(SessionError::ActorUnavailable(
                 "session still loading".into(),
             )),
             Loaded::Failed(error) => Err(error.clone().into()),
+            Loaded::Absent if caller.admin => Err(SessionError::NotFound(self.id.to_string())),
+            Loaded::Stored(_) if caller.may_touch(self.record.owner_id.as_deref()) => Ok(()),
+            _ => Err(SessionError::forbidden(&self.id)),
         }
     }
 
-    /// Whether `caller` may read or change this session. One not stored is
-    /// `NotFound` to an admin and `Forbidden` to anyone else, so a refusal
-    /// never tells whether someone else's session exists.
-    pub(super) fn authorize_read(&self, caller: &Caller) -> Result<(), SessionError> {
-        self.ready()?;
-        if !self.is_stored() {
-            return Err(match caller.admin {
-                true => SessionError::NotFound(self.id.to_string()),
-                false => SessionError::forbidden(&self.id),
-            });
+    /// A session not stored yet becomes the caller's by this write.
+    pub(super) fn authorize_write(&mut self, caller: &Caller) -> SessionResult<()> {
+        if !matches!(self.loaded, Loaded::Absent) {
+            return self.authorize_read(caller);
         }
-        self.check_owner(caller)
+        self.record.owner_id = Some(caller.principal.clone());
+        Ok(())
     }
 
-    /// Whether `caller` may write (a message or a join). A session not stored
-    /// yet is created by this write, so it becomes the caller's.
-    pub(super) fn authorize_write(&mut self, caller: &Caller) -> Result<(), SessionError> {
-        self.ready()?;
-        if !self.is_stored() {
-            self.record.owner_id = Some(caller.principal.clone());
-            return Ok(());
-        }
-        self.check_owner(caller)
-    }
-
-    fn check_owner(&self, caller: &Caller) -> Result<(), SessionError> {
-        match caller.may_touch(self.record.owner_id.as_deref()) {
-            true => Ok(()),
-            false => Err(SessionError::forbidden(&self.id)),
-        }
-    }
-
-    /// This request's context: its own, or the session's last. Borrowed: a
-    /// context may carry megabytes of attachments.
+    /// This request's context, or the session's last.
     pub(super) fn current_context<'a>(
         &'a self,
         request: &'a ChatRequest,
     ) -> Option<&'a HostContext> {
-        (request.host_context.as_ref()).or(self
-            .record
-            .host_context
-            .as_deref()
-            .map(StoredContext::context))
+        let kept = (self.record.host_context.as_deref()).map(StoredContext::context);
+        request.host_context.as_ref().or(kept)
     }
 }
 

@@ -1,28 +1,22 @@
-//! A message resent with its `Idempotency-Key` (the IETF draft): answered
-//! with the first one's outcome instead of a duplicate-id 409. The key lives
-//! on the stored user message (`IdempotencyMark`), so it is scoped to the
-//! session, kept as long as the message, and survives a restart.
+//! A message resent with its `Idempotency-Key` (the IETF draft) is answered
+//! with the first one's outcome, not a duplicate-id 409. The key lives on the
+//! stored user message: scoped to the session, it survives a restart.
 
-use std::sync::Arc;
-
-use super::accepting::accepted;
-use super::core::{Phase, Plan, State, Waiting};
-use super::turns::{TurnEnding, TurnFailure};
+use super::core::{InFlight, Phase, Plan, State, Waiting};
+use super::turns::{Outcome, TurnFailure};
 use crate::contract::OutputMode;
 use crate::conversation::{now_millis, IdempotencyMark, Message as StoredMessage, Role};
 use crate::error_type::ErrorType;
-use crate::events::{Decision, TurnStatus};
+use crate::events::Decision;
 use crate::ids::MessageId;
 use crate::session::SessionError;
 
-/// The id of the reply to the user message `user`.
 pub(super) fn reply_id(user: &MessageId) -> MessageId {
     MessageId::new(format!("{user}:reply"))
 }
 
 /// What a message sent with a key finds of an earlier one with that key.
 pub(super) enum Earlier {
-    /// No message of the session carries the key: the message is new.
     None,
     /// Another body under the key (422), or its turn still running (409).
     Refused(SessionError),
@@ -34,67 +28,46 @@ pub(super) enum Earlier {
 }
 
 impl State {
-    /// The earlier message sent with `mark`'s key, and what to answer.
+    /// The earlier message sent with `mark`'s key (waiting or stored).
     pub(super) fn earlier(&self, mark: &IdempotencyMark) -> Earlier {
-        let found = self.tree.all().rev().find(|message| {
-            message.role == Role::User
-                && message
-                    .idempotency
-                    .as_deref()
-                    .is_some_and(|stored| stored.key == mark.key)
-        });
-        let Some(user) = found else {
-            return self.waiting_with(mark);
+        let keyed = |earlier: Option<&IdempotencyMark>| earlier.is_some_and(|e| e.key == mark.key);
+        let waiting =
+            (self.waiting.iter()).find(|waiting| keyed(waiting.request.idempotency.as_deref()));
+        let stored = (self.tree.all().rev())
+            .find(|message| message.role == Role::User && keyed(message.idempotency.as_deref()));
+        let (id, earlier) = match (waiting, stored) {
+            (Some(waiting), _) => (&waiting.request.id, waiting.request.idempotency.as_deref()),
+            (None, Some(user)) => (&user.id, user.idempotency.as_deref()),
+            (None, None) => return Earlier::None,
         };
-        if user.idempotency.as_deref().map(|stored| &stored.body) != Some(&mark.body) {
-            return Earlier::Refused(different_body());
+        if earlier.map(|earlier| &earlier.body) != Some(&mark.body) {
+            return Earlier::Refused(SessionError::validation(
+                "Idempotency-Key",
+                "this key was already used with another request body in this session; a resend must repeat the body byte for byte, or use a new key",
+            ));
         }
-        let reply = reply_id(&user.id);
+        let reply = reply_id(id);
         let running = matches!(&self.phase, Phase::Running(live) if live.message_id == reply);
-        if running
-            || self
-                .waiting
-                .iter()
-                .any(|waiting| waiting.request.id == user.id)
-        {
-            return Earlier::Refused(in_progress(&user.id));
-        }
-        if self.tree.contains(&reply) {
+        if running || waiting.is_some() {
+            let id = id.as_str();
+            Earlier::Refused(SessionError::Conflict(format!(
+                "message {id:?} sent with this Idempotency-Key is in progress; send it again once its turn has ended to get its final response"
+            )))
+        } else if self.tree.contains(&reply) {
             Earlier::Answered(reply)
         } else {
-            Earlier::Unanswered(user.id.clone())
+            Earlier::Unanswered(id.clone())
         }
     }
 
-    /// A message not stored yet may wait behind a live turn with the key.
-    fn waiting_with(&self, mark: &IdempotencyMark) -> Earlier {
-        let waiting = self.waiting.iter().find(|deferred| {
-            deferred
-                .request
-                .idempotency
-                .as_deref()
-                .is_some_and(|earlier| earlier.key == mark.key)
-        });
-        match waiting {
-            None => Earlier::None,
-            Some(deferred) if deferred.request.idempotency.as_deref() == Some(mark) => {
-                Earlier::Refused(in_progress(&deferred.request.id))
-            }
-            Some(_) => Earlier::Refused(different_body()),
-        }
-    }
-
-    /// The stored reply's final response, as its turn ended: its text,
-    /// usage, pending call and error type.
+    /// The stored reply's final response, as its turn ended.
     pub(super) fn answer_again(&self, waiting: Waiting, reply_id: &MessageId, plan: &mut Plan) {
         let Some(assistant) = self.tree.get(reply_id) else {
             let error = SessionError::Internal("a stored reply went missing".into());
             return plan.answer(waiting.reply, Err(error));
         };
-        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
         let pending =
             (self.pending()).filter(|pending| pending.assistant_message_id == assistant.id);
-        let failure = stored_failure(assistant);
         let output_mode = waiting.request.output_mode;
         let decision = match (output_mode == OutputMode::HostTools, &pending) {
             (false, _) => None,
@@ -104,24 +77,19 @@ impl State {
                 .any(|tool| tool.name == crate::tools::HOLD_TOOL)
                 .then_some(Decision::Hold),
         };
-        let sink = &waiting.sink;
-        plan.status(sink, &self.id, TurnStatus::Started);
-        let ending = TurnEnding {
-            assistant,
-            model: assistant.model.clone().unwrap_or_default(),
-            pending: pending.map(Arc::as_ref),
-            decision,
-            output_mode,
+        let failure = stored_failure(assistant);
+        let outcome = Outcome {
             failure,
+            ..Outcome::decided(pending.cloned(), decision)
         };
-        self.end_turn(sink, ending, plan);
+        self.end_at_once(waiting, assistant, output_mode, None, outcome, plan);
     }
 
     /// Runs the turn of a stored message whose turn never ended, on a copy
-    /// known current (another process may have stored its reply since).
+    /// known current (another process may have stored its reply).
     pub(super) fn answer_unanswered(&mut self, waiting: Waiting, user: MessageId, plan: &mut Plan) {
         if !self.current {
-            return self.reload(waiting.into(), plan);
+            return self.reload(InFlight::Chat(waiting), plan);
         }
         if matches!(self.phase, Phase::AwaitingHost(_)) {
             let error = SessionError::Conflict(format!(
@@ -137,7 +105,6 @@ impl State {
     }
 }
 
-/// How a stored reply's turn ended, if it failed.
 fn stored_failure(assistant: &StoredMessage) -> Option<TurnFailure> {
     let error_type = assistant.error_type.as_deref().and_then(ErrorType::parse)?;
     let message = format!(
@@ -145,20 +112,6 @@ fn stored_failure(assistant: &StoredMessage) -> Option<TurnFailure> {
         error_type.as_str()
     );
     Some(TurnFailure::new(error_type, message, true))
-}
-
-fn different_body() -> SessionError {
-    SessionError::validation(
-        "Idempotency-Key",
-        "this key was already used with another request body in this session; a resend must repeat the body byte for byte, or use a new key",
-    )
-}
-
-fn in_progress(id: &MessageId) -> SessionError {
-    SessionError::Conflict(format!(
-        "message {:?} sent with this Idempotency-Key is in progress; send it again once its turn has ended to get its final response",
-        id.as_str()
-    ))
 }
 
 #[cfg(test)]

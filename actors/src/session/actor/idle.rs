@@ -6,25 +6,21 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::core::Phase;
 use super::SessionActor;
 use crate::session::grace::FIRST_EXCHANGE_GRACE;
 use crate::session::requests::CheckIdle;
 
-/// With an idle timeout of zero (the in-memory default), a session longer
-/// than this stays resident for `HOT_WINDOW`: its reload decodes every
-/// message, which a conversation in progress would pay on every turn.
+/// With a zero timeout (the in-memory default), a longer session stays for
+/// `HOT_WINDOW`: a conversation would pay its reload on every turn.
 const HOT_MESSAGES: usize = 16;
 const HOT_WINDOW: Duration = Duration::from_secs(5);
-/// With a zero timeout, how long a session in conversation stays (one
-/// waiting for a host result, or past its first exchange): its next request
-/// usually comes within it; an abandoned one leaves within a second.
+/// With a zero timeout, a session in conversation stays this long: its next
+/// request usually comes within it; an abandoned one leaves within a second.
 const SHORT_WINDOW: Duration = Duration::from_millis(500);
-/// How long a session waiting for a host result keeps its (unstored) screenshot.
+/// How long a session waiting for a host result keeps its screenshot.
 const SCREENSHOT_GRACE: Duration = Duration::from_secs(300);
-/// How soon a busy actor is asked again, in case nothing tells the sweeper.
 const BUSY_RECHECK: Duration = Duration::from_secs(1);
-/// The messages of a session's first exchange (the user's and the reply).
+/// The user's message and the reply.
 const FIRST_EXCHANGE: usize = 2;
 
 impl Handler<CheckIdle> for SessionActor {
@@ -38,10 +34,9 @@ impl Handler<CheckIdle> for SessionActor {
 }
 
 impl SessionActor {
-    /// Stops when nothing is live or waiting and it has been quiet for
-    /// `after`. Returns whether it stops.
+    /// Stops (true) when nothing is live or waiting and quiet for `after`.
     fn stop_if_idle(&self, ctx: &mut Context<Self>, after: Duration) -> bool {
-        let stops = self.is_quiet(ctx) && self.last_activity.elapsed() >= self.window(after);
+        let stops = self.is_quiet(ctx) && self.last_activity.elapsed() >= after;
         if stops {
             ctx.stop();
         }
@@ -49,26 +44,12 @@ impl SessionActor {
     }
 
     fn is_quiet(&self, ctx: &Context<Self>) -> bool {
-        let state = &self.state;
-        matches!(state.phase, Phase::Idle | Phase::AwaitingHost(_))
-            && state.waiting.is_empty()
-            && !ctx.waiting()
+        !self.state.is_running() && self.state.waiting.is_empty() && !ctx.waiting()
     }
 
-    /// How long the actor stays after its last request. One waiting for a
-    /// host result keeps its screenshot (never stored) for the resumed turn.
-    fn window(&self, after: Duration) -> Duration {
-        let state = &self.state;
-        match state.screenshot.is_some() && matches!(state.phase, Phase::AwaitingHost(_)) {
-            true => after.max(SCREENSHOT_GRACE),
-            false => after,
-        }
-    }
-
-    /// Tells the sweeper when this actor is next worth asking: once its
-    /// window has passed, or while busy, a while from now.
+    /// Tells the sweeper when this actor is next worth asking.
     pub(super) fn schedule_idle_check(&self, ctx: &Context<Self>) {
-        let window = self.window(self.idle_after());
+        let window = self.idle_after();
         let due = match self.is_quiet(ctx) {
             true => self.last_activity + window,
             false => Instant::now() + window.max(BUSY_RECHECK),
@@ -76,31 +57,29 @@ impl SessionActor {
         self.idle_check.set(due);
     }
 
-    /// The configured timeout, or with zero: `HOT_WINDOW` for a long
-    /// session, `SHORT_WINDOW` for one in conversation, and for one of a
-    /// single exchange `FIRST_EXCHANGE_GRACE` while it holds a grace slot,
-    /// none otherwise. That last kind is most idle sessions (a burst of new
-    /// ones would all stay resident, a peak the allocator keeps); it costs
-    /// one reload if it continues.
+    /// The configured timeout, or with zero the window for its size. One
+    /// waiting for a host result keeps its (unstored) screenshot longer.
     fn idle_after(&self) -> Duration {
-        match self.state.deps.config.idle_timeout {
+        let state = &self.state;
+        let after = match state.deps.config.idle_timeout {
             timeout if !timeout.is_zero() => timeout,
-            _ if self.state.tree.len() > HOT_MESSAGES => HOT_WINDOW,
+            _ if state.tree.len() > HOT_MESSAGES => HOT_WINDOW,
             _ if !self.is_first_exchange() => SHORT_WINDOW,
             _ if self.grace.is_some() => FIRST_EXCHANGE_GRACE,
             _ => Duration::ZERO,
+        };
+        match state.screenshot.is_some() && state.pending().is_some() {
+            true => after.max(SCREENSHOT_GRACE),
+            false => after,
         }
     }
 
-    /// At most one exchange, not waiting for a host result.
     fn is_first_exchange(&self) -> bool {
-        let state = &self.state;
-        state.tree.len() <= FIRST_EXCHANGE && !matches!(state.phase, Phase::AwaitingHost(_))
+        self.state.tree.len() <= FIRST_EXCHANGE && self.state.pending().is_none()
     }
 
-    /// With a zero timeout, a session of one exchange stops as soon as its
-    /// turn ends unless it gets a grace slot; others at the sweeper's first
-    /// look past their window.
+    /// With a zero timeout, a session of one exchange stops at once unless
+    /// it gets a grace slot (`grace.rs`).
     pub(super) fn hibernate_if_configured(&mut self, ctx: &mut Context<Self>) {
         self.last_activity = Instant::now();
         let may_stay = self.state.deps.config.idle_timeout.is_zero() && self.is_first_exchange();

@@ -1,7 +1,6 @@
-//! The session actor, the one owner of a session: a shell around the pure
-//! core (`core.rs`). Each request and each outcome of a plan is an `Input`;
-//! the shell carries out the `Plan`. Writes hold the mailbox (`ctx.wait`) and
-//! their outcome is the next input: memory changes after the store did.
+//! The session actor, the one owner of a session: a shell that carries out
+//! the pure core's (`core.rs`) `Plan`s. Writes hold the mailbox (`ctx.wait`)
+//! and their outcome is the next `Input`: memory changes after the store did.
 
 mod accepting;
 mod admin;
@@ -11,7 +10,6 @@ mod idle;
 mod inbox;
 #[cfg(test)]
 mod model_test;
-mod owner;
 mod rules;
 mod screenshot;
 #[cfg(test)]
@@ -27,29 +25,26 @@ use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
 use self::core::{decide, Chat, Input, Io, Life, Out, Plan, State};
-use self::owner::OwnerChange;
+pub(super) use self::core::{ReplyTo, Request};
 use self::turns::{Start, TurnEnded};
 use super::deps::SessionDeps;
 use super::error::SessionError;
 use super::grace::Grace;
 use super::registry::{IdleCheck, SessionRegistry};
 use super::requests::*;
+use super::Caller;
 use crate::ids::SessionId;
 use crate::store::StoreResult;
 use crate::turn::{TurnInput, TurnLimits, TurnPlan};
 
-/// How long an actor whose load failed keeps answering its queued requests.
-const FAILED_LOAD_LINGER: Duration = Duration::from_millis(100);
-/// How long the actor of a session that does not exist outlives a read of it.
-const ABSENT_LINGER: Duration = Duration::from_millis(100);
+/// How long an actor about to stop lingers, to answer what is queued.
+const LINGER: Duration = Duration::from_millis(100);
 
 pub struct SessionActor {
     state: State,
     registry: Arc<SessionRegistry>,
     last_activity: Instant,
-    /// When the idle sweeper should next ask this actor (`idle.rs`).
     idle_check: Arc<IdleCheck>,
-    /// A slot to stay a moment after the first exchange (`session::grace`).
     grace: Option<Grace>,
 }
 
@@ -74,25 +69,30 @@ impl Actor for SessionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        // Nothing else is handled until the session is loaded.
         self.perform(Io::Load(Box::new(core::InFlight::Nothing)), ctx);
     }
 
     fn stopped(&mut self, ctx: &mut Context<Self>) {
         self.registry.remove(&self.state.id, &ctx.address());
-        // The memory store kept this actor's messages as they are while it
-        // was resident (`Store::settle`); now it may compact them.
+        // The memory store may compact the messages it kept as they were.
         self.state.deps.store.settle(&self.state.id);
     }
 }
 
-// ---- requests: each one input ----------------------------------------------
-
-/// A request other than a message, sent by the `Runtime` (made in `ask`):
-/// it makes its `Input` around the reply end; `touch`: idle-clock activity.
+/// A request other than a message, made around its reply end.
 pub struct Ask<T> {
-    input: Box<dyn FnOnce(core::ReplyTo<T>) -> Input + Send>,
-    touch: bool,
+    caller: Caller,
+    request: Box<dyn FnOnce(ReplyTo<T>) -> Request + Send>,
+}
+
+impl<T> Ask<T> {
+    pub(in crate::session) fn new(
+        caller: &Caller,
+        request: impl FnOnce(ReplyTo<T>) -> Request + Send + 'static,
+    ) -> Ask<T> {
+        let (caller, request) = (caller.clone(), Box::new(request));
+        Ask { caller, request }
+    }
 }
 
 impl<T: Send + 'static> actix::Message for Ask<T> {
@@ -103,70 +103,13 @@ impl<T: Send + 'static> Handler<Ask<T>> for SessionActor {
     type Result = Response<Result<T, SessionError>>;
 
     fn handle(&mut self, ask: Ask<T>, ctx: &mut Context<Self>) -> Self::Result {
-        if ask.touch {
+        let (reply, answered) = reply_channel();
+        let request = (ask.request)(reply);
+        if request.is_activity() {
             self.last_activity = Instant::now();
         }
-        let (reply, answered) = reply_channel();
-        self.run((ask.input)(reply), ctx);
+        self.run(Input::Request(ask.caller, request), ctx);
         answered.response()
-    }
-}
-
-/// The requests, one function each (documented at their `Runtime` methods).
-pub(super) mod ask {
-    use super::core::{Input, Joining, Read, Repairing, ReplyTo};
-    use super::{Ask, OwnerChange, SessionInfo};
-    use crate::session::Caller;
-    use crate::{contract::HostContext, conversation::Message, ids::MessageId};
-
-    fn ask<T>(touch: bool, input: impl FnOnce(ReplyTo<T>) -> Input + Send + 'static) -> Ask<T> {
-        let input = Box::new(input);
-        Ask { input, touch }
-    }
-
-    pub fn join(caller: Caller, host_context: Option<HostContext>) -> Ask<()> {
-        ask(true, |reply| {
-            let joining = Joining {
-                caller,
-                host_context,
-                reply,
-            };
-            Input::Join(Box::new(joining))
-        })
-    }
-
-    pub fn set_owner(caller: Caller, owner_id: Option<std::sync::Arc<str>>) -> Ask<()> {
-        ask(true, |reply| {
-            Input::Owner(OwnerChange {
-                caller,
-                owner_id,
-                reply,
-            })
-        })
-    }
-
-    pub fn cancel(caller: Caller) -> Ask<bool> {
-        ask(true, |reply| Input::Cancel(caller, reply))
-    }
-
-    pub fn delete(caller: Caller) -> Ask<bool> {
-        ask(false, |reply| Input::Delete(caller, reply))
-    }
-
-    pub fn info(caller: Caller) -> Ask<SessionInfo> {
-        ask(false, |reply| Input::Read(caller, Read::Info(reply)))
-    }
-
-    pub fn repair(caller: Caller) -> Ask<SessionInfo> {
-        ask(true, |reply| Input::Repair(Repairing { caller, reply }))
-    }
-
-    pub fn path(caller: Caller, leaf: Option<MessageId>) -> Ask<Vec<Message>> {
-        ask(false, |reply| Input::Read(caller, Read::Path(leaf, reply)))
-    }
-
-    pub fn tree(caller: Caller) -> Ask<Vec<Message>> {
-        ask(false, |reply| Input::Read(caller, Read::Tree(reply)))
     }
 }
 
@@ -175,11 +118,7 @@ impl Handler<SendMessage> for SessionActor {
 
     fn handle(&mut self, message: SendMessage, ctx: &mut Context<Self>) -> Self::Result {
         self.last_activity = Instant::now();
-        let taken = message
-            .slot
-            .lock()
-            .map(|mut slot| slot.take())
-            .unwrap_or(None);
+        let taken = message.slot.lock().ok().and_then(|mut slot| slot.take());
         let Some((request, sink)) = taken else {
             let twice = SessionError::Internal("a message was delivered twice".into());
             return Response::reply(Err(twice));
@@ -199,13 +138,10 @@ impl Handler<SendMessage> for SessionActor {
     }
 }
 
-/// An input the actor sends itself, to be decided after the store write
-/// that holds the mailbox and what that write goes on with.
+/// An input decided after the write that holds the mailbox.
+#[derive(Message)]
+#[rtype(result = "()")]
 struct Later(Input);
-
-impl actix::Message for Later {
-    type Result = ();
-}
 
 impl Handler<Later> for SessionActor {
     type Result = ();
@@ -215,10 +151,7 @@ impl Handler<Later> for SessionActor {
     }
 }
 
-// ---- carrying out a plan ---------------------------------------------------
-
 impl SessionActor {
-    /// Decides `input` and carries out the plan.
     fn run(&mut self, input: Input, ctx: &mut Context<Self>) {
         let plan = decide(&mut self.state, input);
         self.carry_out(plan, ctx);
@@ -254,17 +187,19 @@ impl SessionActor {
             self.perform(io, ctx);
         }
         if plan.run_waiting {
-            if ctx.waiting() {
-                // A write holds the mailbox: go on after it and what it goes
-                // on with (a `ctx.wait` here would run first: waits run
-                // newest first, and two requests would each start a turn).
-                ctx.address().do_send(Later(Input::RunWaiting));
-            } else {
-                self.run(Input::RunWaiting, ctx);
-            }
+            self.run_after_write(Input::RunWaiting, ctx);
         }
         if let Some(life) = plan.life {
             self.live(life, ctx);
+        }
+    }
+
+    /// Decides `input` now, or after the write holding the mailbox and what it
+    /// goes on with (not `ctx.wait`: waits run newest first; two turns could start).
+    fn run_after_write(&mut self, input: Input, ctx: &mut Context<Self>) {
+        match ctx.waiting() {
+            true => ctx.address().do_send(Later(input)),
+            false => self.run(input, ctx),
         }
     }
 
@@ -273,19 +208,17 @@ impl SessionActor {
             Life::Settled => self.hibernate_if_configured(ctx),
             Life::Stop => ctx.stop(),
             Life::StopIfAbsent => {
-                // Not at once: a first message may be queued behind the read,
-                // and a burst of reads would start and stop actors under it.
-                ctx.run_later(ABSENT_LINGER, |actor, ctx| {
+                // Not at once: a first message may be queued behind the read.
+                ctx.run_later(LINGER, |actor, ctx| {
                     if actor.state.is_absent() && !ctx.waiting() {
                         ctx.stop();
                     }
                 });
             }
             Life::LoadFailed => {
-                // Leave the registry now, so the next request starts an actor
-                // that tries the store again; answer what is queued, then stop.
+                // The next request starts an actor that tries the store again.
                 self.registry.remove(&self.state.id, &ctx.address());
-                ctx.run_later(FAILED_LOAD_LINGER, |_actor, ctx| ctx.stop());
+                ctx.run_later(LINGER, |_actor, ctx| ctx.stop());
             }
         }
     }
@@ -298,11 +231,8 @@ impl SessionActor {
                 let write = &writing.write;
                 let future = match &write.messages {
                     None => store.save_session(write.version, &write.record),
-                    Some(messages) if write.taken.is_empty() => {
-                        store.save_messages(write.version, &write.record, messages)
-                    }
-                    // The inbox items the message's turn opens with leave
-                    // the inbox in this same write (`inbox.rs`).
+                    // The inbox items its turn opens with leave the inbox in
+                    // this same write (`inbox.rs`); none is `save_messages`.
                     Some(messages) => {
                         let taken: Vec<String> =
                             (write.taken.iter()).map(|item| item.id.clone()).collect();
@@ -324,10 +254,8 @@ impl SessionActor {
         }
     }
 
-    /// Feeds the outcome of `future` back as an input. One done when first
-    /// polled (the memory store's, for a session of ordinary size) goes on
-    /// at once: holding the mailbox for it would box and schedule a future
-    /// with nothing left to wait for (two per turn).
+    /// Feeds the outcome of `future` back as an input; at once if it is
+    /// ready (the memory store's), not boxed and scheduled for nothing.
     fn then<T: 'static>(
         &mut self,
         mut future: BoxFuture<'static, StoreResult<T>>,
@@ -341,8 +269,7 @@ impl SessionActor {
         ctx.wait(future.map(move |done, actor, ctx| actor.run(input(done), ctx)));
     }
 
-    /// Runs the turn the core started beside the actor, with its history
-    /// jobs, tools, settings and trace; its end is an input.
+    /// Runs the turn beside the actor with its history jobs; its end is an input.
     fn spawn_turn(&mut self, start: Box<Start>, ctx: &mut Context<Self>) {
         let (state, deps, turn_id) = (&self.state, &self.state.deps, start.turn_id);
         let (request, assistant) = (start.request, start.assistant);
@@ -360,21 +287,17 @@ impl SessionActor {
         let jobs = crate::history::plan_jobs(&deps.config.history, context, deps.models.as_ref());
         let plan = self.turn_plan(&request, start.model_id, start.model);
         let trace = (deps.config.traces).begin(&request, &plan.model_id, request.output_mode);
-        let (sink, cancel, steering) = (start.sink, start.cancel, start.steering);
         let input = TurnInput {
             trace,
             plan,
             history,
             assistant,
-            sink,
-            cancel,
-            steering,
+            sink: start.sink,
+            cancel: start.cancel,
+            steering: start.steering,
         };
-        // The turn ends in the actor's context: actix polls no spawned future
-        // while a write holds it (`ctx.wait`), so no decision is made beside
-        // an in-flight write on stale state; should one hold it all the same,
-        // the end goes through the mailbox, which waits. Boxed here: the
-        // future is kilobytes, and each adapter would move it once more.
+        // Ends in the actor's context (after a write that holds it). Boxed:
+        // the future is kilobytes, and each adapter would move it.
         let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
         let turn = turn.into_actor(self);
         ctx.spawn(turn.map(move |(output, history), actor, ctx| {
@@ -384,14 +307,10 @@ impl SessionActor {
                 output,
                 summary,
             });
-            match ctx.waiting() {
-                true => ctx.address().do_send(Later(ended)),
-                false => actor.run(ended, ctx),
-            }
+            actor.run_after_write(ended, ctx);
         }));
     }
 
-    /// What the turn runs with: its model, tools, settings and limits.
     fn turn_plan(
         &self,
         request: &crate::contract::ChatRequest,
@@ -403,9 +322,7 @@ impl SessionActor {
         let context = state.current_context(request);
         let tools = (state.deps.tools).tool_set(context, state.screenshot.is_some(), output_mode);
         let asked = &request.config;
-        let max_requests = asked
-            .max_turns
-            .map_or(config.max_turns, |n| n.min(config.max_turns));
+        let max_requests = config.max_turns.min(asked.max_turns.unwrap_or(u32::MAX));
         let thinking_budget =
             crate::turn::thinking_budget(asked.thinking_budget, config.thinking_budget);
         TurnPlan {
@@ -433,7 +350,7 @@ impl SessionActor {
 /// The reply end a request's decision answers and its other end. A reply
 /// dropped unanswered means the actor stopped first: nothing was decided,
 /// so the caller may send again.
-fn reply_channel<T: Send + 'static>() -> (core::ReplyTo<T>, Answered<T>) {
+fn reply_channel<T: Send + 'static>() -> (ReplyTo<T>, Answered<T>) {
     let (reply, receiver) = oneshot::channel();
     (reply, Answered(receiver))
 }

@@ -27,6 +27,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use crate::budget::AttachmentBudget;
 use crate::contract::ChatRequest;
 use crate::events::{EventSink, EventStream, TurnEvent, TurnStatus};
 use crate::history::HistoryConfig;
@@ -37,9 +38,7 @@ use crate::model::{
 };
 use crate::prompt::profile::Profile;
 use crate::prompt::system::system_prompt;
-use crate::session::{
-    AcceptedAs, AttachmentBudget, Caller, Runtime, SessionConfig, SessionDeps, SessionError,
-};
+use crate::session::{AcceptedAs, Caller, Runtime, SessionConfig, SessionDeps, SessionError};
 use crate::store::memory::MemoryStore;
 use crate::store::{Store, Written};
 use crate::tools::ToolRegistry;
@@ -637,7 +636,11 @@ impl World {
         if !open.is_empty() {
             return Err(format!("calls without a result and not pending: {open:?}"));
         }
-        let path = tree.path_to(snapshot.record.active_leaf.as_ref());
+        self.check_path(&tree.path_to(snapshot.record.active_leaf.as_ref()))
+    }
+
+    /// Every acknowledged message and accepted result is on the stored path.
+    fn check_path(&self, path: &[&crate::conversation::Message]) -> Checked {
         for acked in &self.state.acked {
             if !path.iter().any(|message| message.id.as_str() == acked) {
                 return Err(format!(

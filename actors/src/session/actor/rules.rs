@@ -1,7 +1,6 @@
-//! Rules of the core that only read: which pending call a result answers
-//! (or the 409 naming why none), where a finished turn's reply goes, how a
-//! turn's end and a host's result are recorded. Tested here on a `State`
-//! without a runtime; the whole protocol by `model_test.rs`.
+//! Rules of the core that only read: which pending call a result answers,
+//! where a finished turn's reply goes, how a turn's end and a host's result
+//! are recorded. The whole protocol is tested by `model_test.rs`.
 
 use std::sync::Arc;
 
@@ -9,88 +8,57 @@ use serde_json::Value;
 
 use super::core::State;
 use crate::contract::{OutputMode, ToolOutcome};
-use crate::conversation::{
-    CallOutcome, CallStatus, Message as StoredMessage, PendingAction, ToolRecord,
-};
+use crate::conversation::{CallOutcome, CallStatus, Message as StoredMessage, PendingAction};
 use crate::error_type::ErrorType;
 use crate::events::{Decision, TurnErrorEvent};
 use crate::ids::ToolCallId;
-use crate::session::SessionError;
+use crate::session::{SessionError, SessionResult};
 use crate::turn::TurnEnd;
 
-/// Where a finished turn's reply goes.
+/// `Superseded`: off the path (a newer message or result was taken
+/// meanwhile); `Gone`: the session or the turn's own message was deleted.
 #[derive(Debug, PartialEq)]
 pub(super) enum Placement {
-    /// On the active path, as the session's next message.
     OnPath,
-    /// Off the path: a newer message or result was taken meanwhile.
     Superseded,
-    /// Nowhere: the session (or the turn's own message) was deleted.
     Gone,
 }
 
 impl State {
-    /// The pending call a host result for `call_id` answers, or the 409
-    /// saying why it answers none.
-    pub(super) fn result_target(
-        &self,
-        call_id: &ToolCallId,
-    ) -> Result<Arc<PendingAction>, SessionError> {
-        if !self.is_stored() {
-            return Err(SessionError::Conflict(format!(
-                "session {:?} does not exist, so call {:?} is not pending",
-                self.id.as_str(),
-                call_id.as_str()
-            )));
-        }
-        match self.pending() {
-            Some(pending) if &pending.tool_call_id == call_id => Ok(pending.clone()),
+    /// The pending call a result for `call_id` answers, or the 409 saying why none.
+    pub(super) fn result_target(&self, call_id: &ToolCallId) -> SessionResult<Arc<PendingAction>> {
+        let call = call_id.as_str();
+        let message = match self.pending() {
+            _ if !self.is_stored() => {
+                let id = self.id.as_str();
+                format!("session {id:?} does not exist, so call {call:?} is not pending")
+            }
+            Some(pending) if &pending.tool_call_id == call_id => return Ok(pending.clone()),
             Some(pending) if pending.queued.contains(call_id) => {
-                Err(SessionError::Conflict(format!(
-                    "call {:?} is queued behind call {:?}; answer {:?} first",
-                    call_id.as_str(),
-                    pending.tool_call_id.as_str(),
-                    pending.tool_call_id.as_str()
-                )))
+                let first = pending.tool_call_id.as_str();
+                format!("call {call:?} is queued behind call {first:?}; answer {first:?} first")
             }
-            _ => Err(self.not_pending(call_id)),
-        }
-    }
-
-    /// Why a result for `call_id` cannot be taken now.
-    fn not_pending(&self, call_id: &ToolCallId) -> SessionError {
-        let pending_now = match self.pending() {
-            Some(pending) => format!("; call {:?} is pending", pending.tool_call_id.as_str()),
-            None => "; nothing is pending".to_string(),
+            pending => match self.tree.all().rev().find_map(|m| m.find_tool(call_id)) {
+                Some(record) if record.status == Some(CallStatus::Superseded) => format!(
+                    "call {call:?} was superseded by a newer message; its result is not applied"
+                ),
+                Some(record) if record.has_result() => format!(
+                    "the result of call {call:?} was already recorded (status: {}); a duplicate is never applied twice",
+                    record.status_word()
+                ),
+                _ => match pending {
+                    Some(pending) => {
+                        let pending = pending.tool_call_id.as_str();
+                        format!("call {call:?} is not pending; call {pending:?} is pending")
+                    }
+                    None => format!("call {call:?} is not pending; nothing is pending"),
+                },
+            },
         };
-        let message = match self.find_call(call_id) {
-            Some(record) if record.status == Some(CallStatus::Superseded) => {
-                format!(
-                    "call {:?} was superseded by a newer message; its result is not applied",
-                    call_id.as_str()
-                )
-            }
-            Some(record) if record.has_result() => {
-                let status = record.status_word();
-                format!(
-                    "the result of call {:?} was already recorded (status: {status}); a duplicate is never applied twice",
-                    call_id.as_str()
-                )
-            }
-            _ => format!("call {:?} is not pending{pending_now}", call_id.as_str()),
-        };
-        SessionError::Conflict(message)
+        Err(SessionError::Conflict(message))
     }
 
-    fn find_call(&self, call_id: &ToolCallId) -> Option<&ToolRecord> {
-        self.tree
-            .all()
-            .rev()
-            .find_map(|message| message.find_tool(call_id))
-    }
-
-    /// Where the reply of a turn that just ended goes: on the path if the
-    /// session still ends where the turn began and waits for nothing else.
+    /// On the path if the session still ends where the turn began.
     pub(super) fn placement(&self, assistant: &StoredMessage) -> Placement {
         let parent = assistant.parent_id.as_ref();
         if !self.is_stored() || !parent.is_some_and(|parent| self.tree.contains(parent)) {
@@ -123,9 +91,8 @@ pub(super) fn pending_for(
     }))
 }
 
-/// Answers every record of the pending call id (ids are unique in
-/// practice; should a provider repeat one, none stays open). Returns the
-/// call's tool name.
+/// Answers every record of the call id (should a provider repeat one,
+/// none stays open); the call's tool name.
 pub(super) fn record_result(
     assistant: &mut StoredMessage,
     pending: &PendingAction,
@@ -148,32 +115,53 @@ pub(super) fn record_result(
     tool_name
 }
 
-/// How a turn's end is recorded: the call it leaves pending, a silent
-/// decision's verdict, and why it did not complete. Unresolved calls of a
-/// turn that stopped short are marked `cancelled` in `assistant`.
+/// How a turn (or a result) ended, as its final response says.
+#[derive(Default)]
+pub(super) struct Outcome {
+    pub(super) pending: Option<Arc<PendingAction>>,
+    pub(super) decision: Option<Decision>,
+    pub(super) failure: Option<TurnFailure>,
+}
+
+impl Outcome {
+    pub(super) fn decided(pending: Option<Arc<PendingAction>>, decision: Option<Decision>) -> Self {
+        Outcome {
+            pending,
+            decision,
+            failure: None,
+        }
+    }
+
+    pub(super) fn failed(failure: TurnFailure) -> Outcome {
+        let failure = Some(failure);
+        Outcome {
+            failure,
+            ..Outcome::default()
+        }
+    }
+}
+
+/// How a turn's end is recorded. Unresolved calls of a turn that stopped
+/// short are marked `cancelled` in `assistant`.
 pub(super) fn turn_outcome(
     assistant: &mut StoredMessage,
     end: &TurnEnd,
     output_mode: OutputMode,
-) -> (
-    Option<Arc<PendingAction>>,
-    Option<Decision>,
-    Option<TurnFailure>,
-) {
+) -> Outcome {
     let failure = match end {
-        TurnEnd::Completed => return (None, None, None),
+        TurnEnd::Completed => return Outcome::default(),
         TurnEnd::HostCalls(calls) => {
             let Some((first, queued)) = calls.split_first() else {
-                return (None, None, None);
+                return Outcome::default();
             };
-            let next = pending_for(assistant, first, queued.to_vec(), output_mode);
+            let pending = pending_for(assistant, first, queued.to_vec(), output_mode);
             let decision = (output_mode == OutputMode::HostTools).then_some(Decision::Pending);
-            return (next, decision, None);
+            return Outcome::decided(pending, decision);
         }
-        TurnEnd::Hold => return (None, Some(Decision::Hold), None),
+        TurnEnd::Hold => return Outcome::decided(None, Some(Decision::Hold)),
         TurnEnd::InvalidDecision(reason) => {
             let failure = TurnFailure::new(ErrorType::InvalidDecision, reason.clone(), false);
-            return (None, None, Some(failure));
+            return Outcome::failed(failure);
         }
         TurnEnd::Cancelled => {
             TurnFailure::new(ErrorType::Cancelled, "The turn was cancelled.", true)
@@ -193,15 +181,12 @@ pub(super) fn turn_outcome(
         ),
     };
     assistant.interrupt_unresolved(CallStatus::Cancelled);
-    (None, None, Some(failure))
+    Outcome::failed(failure)
 }
 
-/// Why a turn did not complete: its final response's error fields and its
-/// terminal `error` event.
+/// Why a turn did not complete: its final response's and `error` event's.
 pub(super) struct TurnFailure {
-    /// How it ended (`cancelled`, `usage_limit`, a model error's kind…).
     pub(super) error_type: ErrorType,
-    /// The sentence the client shows.
     pub(super) message: String,
     /// Whether sending the message again may succeed.
     pub(super) retry_allowed: bool,
@@ -220,7 +205,6 @@ impl TurnFailure {
         }
     }
 
-    /// The terminal `error` event that follows the final response.
     pub(super) fn into_event(self) -> TurnErrorEvent {
         TurnErrorEvent {
             kind: "error",
@@ -237,7 +221,7 @@ mod tests {
     use super::super::core::{Loaded, Phase};
     use super::super::test_support::{deps_on, ScriptedModel};
     use super::*;
-    use crate::conversation::{MessageTree, Role, Segment, ToolCategory};
+    use crate::conversation::{MessageTree, Role, Segment, ToolCategory, ToolRecord};
     use crate::ids::{MessageId, SessionId};
     use crate::store::memory::MemoryStore;
 

@@ -7,9 +7,7 @@ use serde_json::Value;
 /// What stands in a host result for a screenshot removed from it.
 const SCREENSHOT_PLACEHOLDER: &str = "[screenshot removed; call look_at_screen to see it]";
 
-/// Removes `data:image/...` URIs anywhere in a host result (a whole string or
-/// inside one), returning the cleaned value and the last screenshot found
-/// (offered to `look_at_screen`).
+/// Removes `data:image/...` URIs anywhere in a host result; `found`: the last.
 pub(super) fn strip_screenshots(value: &Value, found: &mut Option<String>) -> Value {
     match value {
         Value::String(text) if text.contains("data:image/") => {

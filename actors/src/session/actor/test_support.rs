@@ -10,6 +10,7 @@ use futures_util::{stream, StreamExt};
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use crate::budget::AttachmentBudget;
 use crate::contract::ChatRequest;
 use crate::events::{EventSink, EventStream, FinalResponse, TurnEvent, TurnStatus};
 use crate::history::HistoryConfig;
@@ -19,9 +20,7 @@ use crate::model::{
 };
 use crate::prompt::profile::Profile;
 use crate::prompt::system::system_prompt;
-use crate::session::{
-    AttachmentBudget, Caller, Runtime, SessionConfig, SessionDeps, SessionError, TurnAccepted,
-};
+use crate::session::{Caller, Runtime, SessionConfig, SessionDeps, SessionError, TurnAccepted};
 use crate::store::memory::MemoryStore;
 use crate::tools::ToolRegistry;
 

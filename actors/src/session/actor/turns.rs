@@ -1,6 +1,5 @@
-//! Turns (core): start one, record how it ended (`finish_turn`), place and
-//! store its reply, send its final response, promote steering that missed
-//! it, and answer what waited for it (`run_waiting`).
+//! Turns (core): start one, record how it ended, place and store its reply,
+//! send its final response, and answer what waited for it (`run_waiting`).
 
 use std::sync::Arc;
 
@@ -8,21 +7,20 @@ use tokio::sync::oneshot;
 
 use super::accepting::accepted;
 use super::core::{Chat, InFlight, LiveTurn, Phase, Plan, State, Waiting, MAX_QUEUED_STEERING};
-pub(super) use super::rules::TurnFailure;
 use super::rules::{turn_outcome, Placement};
+pub(super) use super::rules::{Outcome, TurnFailure};
 use crate::contract::{ChatRequest, MessageType, OutputMode};
-use crate::conversation::{CallStatus, Message as StoredMessage, NoteOrigin, PendingAction};
-use crate::conversation::{Segment, SessionRecord};
+use crate::conversation::SessionRecord;
+use crate::conversation::{CallStatus, Message as StoredMessage};
 use crate::error_type::ErrorType;
-use crate::events::{Decision, EventSink, FinalResponse, NoteEvent, PendingToolCall};
+use crate::events::{EventSink, FinalResponse, PendingToolCall};
 use crate::events::{TurnEvent, TurnStatus};
 use crate::model::{ModelId, SharedModelClient};
 use crate::trace::TurnTrace;
 use crate::turn::{steering_queue, CancelHandle, CancelToken, SteeringNote, SteeringReceiver};
 use crate::turn::{TurnEnd, TurnOutput};
 
-/// A turn the shell starts: what the core decided; the shell adds the
-/// history, tools and settings (`SessionActor::spawn_turn`).
+/// A turn the shell starts (`SessionActor::spawn_turn`).
 pub(super) struct Start {
     pub(super) turn_id: u64,
     pub(super) request: ChatRequest,
@@ -34,15 +32,13 @@ pub(super) struct Start {
     pub(super) steering: SteeringReceiver,
 }
 
-/// A turn's end, as its task reports it.
 pub(super) struct TurnEnded {
     pub(super) turn_id: u64,
     pub(super) output: TurnOutput,
-    /// A summary node made for this turn (history compaction), stored with it.
+    /// Made for this turn (history compaction).
     pub(super) summary: Option<Arc<StoredMessage>>,
 }
 
-/// A finished turn's trace, for the shell to export or store.
 pub(super) struct TraceEnd {
     pub(super) trace: Box<TurnTrace>,
     pub(super) outcome: &'static str,
@@ -52,40 +48,21 @@ pub(super) struct TraceEnd {
 /// A turn that ended, on its way to the store.
 pub(super) struct FinishedTurn {
     live: LiveTurn,
-    /// Shared with the store once written.
     assistant: Arc<StoredMessage>,
-    next: Option<Arc<PendingAction>>,
-    decision: Option<Decision>,
-    failure: Option<TurnFailure>,
-    /// Whether the reply becomes the active leaf (not once another
-    /// process's newer message superseded the turn).
+    outcome: Outcome,
+    /// Not once another process's newer message superseded the turn.
     on_path: bool,
     summary: Option<Arc<StoredMessage>>,
 }
 
-/// What a turn's final response reports: the reply, and how the turn ended.
-pub(super) struct TurnEnding<'a> {
-    pub(super) assistant: &'a StoredMessage,
-    pub(super) model: Arc<str>,
-    /// The call now pending, if the turn (or a result) left one.
-    pub(super) pending: Option<&'a PendingAction>,
-    /// A silent decision's verdict.
-    pub(super) decision: Option<Decision>,
-    /// `host_tools` sends no content.
-    pub(super) output_mode: OutputMode,
-    /// Why it did not complete: sent as the terminal `error` event too.
-    pub(super) failure: Option<TurnFailure>,
-}
-
 impl State {
-    /// Starts the model loop for `assistant` (new, or resumed after host
-    /// results). `opening` (a continuation's `tool_result`) follows
-    /// `status: started`, which stays the turn's first event.
+    /// Starts the model loop for `assistant` (new, or resumed after a host
+    /// result); `opening` follows `status: started`, the first event.
     pub(super) fn start_turn(
         &mut self,
         waiting: Waiting,
         mut assistant: StoredMessage,
-        opening: Option<TurnEvent>,
+        opening: impl IntoIterator<Item = TurnEvent>,
         plan: &mut Plan,
     ) {
         let (request, sink) = (waiting.request, waiting.sink);
@@ -110,9 +87,8 @@ impl State {
         });
         plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
         plan.status(&sink, &self.id, TurnStatus::Started);
-        if let Some(event) = opening {
+        for event in opening {
             plan.event(&sink, event);
-            announce_context_note(&sink, &assistant, plan);
         }
         plan.start = Some(Box::new(Start {
             turn_id: self.next_turn_id,
@@ -126,7 +102,6 @@ impl State {
         }));
     }
 
-    /// Records how a turn ended, then places its reply.
     pub(super) fn finish_turn(&mut self, ended: TurnEnded, plan: &mut Plan) {
         let live = match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Running(live) if live.id == ended.turn_id => live,
@@ -136,16 +111,13 @@ impl State {
                 return log::error!("session {}: finished turn {turn_id} was not live", self.id);
             }
         };
-        // A call another process left pending while the turn ran (found on
-        // a reload) is the session's pending call now.
-        if let Some(pending) = self.record.pending_action.take() {
-            self.phase = Phase::AwaitingHost(pending);
-        }
+        // A call another process left pending meanwhile is pending now.
+        self.phase = Phase::awaiting(self.record.pending_action.take());
         let output = ended.output;
         let (mut assistant, end) = (output.assistant, output.end);
         self.late_steering(output.steering, &end, &live);
-        let (next, decision, failure) = turn_outcome(&mut assistant, &end, live.output_mode);
-        let error_type = failure.as_ref().map(|failure| failure.error_type);
+        let outcome = turn_outcome(&mut assistant, &end, live.output_mode);
+        let error_type = outcome.failure.as_ref().map(|failure| failure.error_type);
         assistant.error_type = error_type.map(|error_type| error_type.as_str().to_string());
         plan.trace = output.trace.map(|trace| TraceEnd {
             trace,
@@ -155,9 +127,7 @@ impl State {
         let turn = FinishedTurn {
             live,
             assistant: Arc::new(assistant),
-            next,
-            decision,
-            failure,
+            outcome,
             on_path: true,
             summary: ended.summary,
         };
@@ -167,27 +137,21 @@ impl State {
     /// Steering that arrived as the turn ended: the next turn after a
     /// completed turn, dropped (and logged) otherwise.
     fn late_steering(&mut self, mut late: SteeringReceiver, end: &TurnEnd, live: &LiveTurn) {
-        let mut notes = Vec::new();
+        let mut n = 0;
         while let Some(note) = late.try_recv() {
-            notes.push(note);
+            // Ahead of anything else waiting.
+            if *end == TurnEnd::Completed {
+                self.waiting.insert(n, promoted(note, live, &self.id));
+            }
+            n += 1;
         }
-        if notes.is_empty() {
-            return;
-        }
-        if *end != TurnEnd::Completed {
-            let n = notes.len();
-            return log::info!("session {}: {n} steering message(s) arrived as the turn ended ({end:?}); not delivered", self.id);
-        }
-        // Ahead of anything else waiting, with its events on the same stream.
-        for note in notes.into_iter().rev() {
-            self.waiting.push_front(promoted(note, live, &self.id));
+        if n > 0 && *end != TurnEnd::Completed {
+            log::info!("session {}: {n} steering message(s) arrived as the turn ended ({end:?}); not delivered", self.id);
         }
     }
 
-    /// Where a finished turn's reply goes, on the copy as it is now (maybe
-    /// reloaded): on the path if the session still ends where the turn began;
-    /// else a newer message or result superseded it (serial order): stored off
-    /// the path, calls `superseded`, reported cancelled. Acknowledged messages never move.
+    /// A reply a newer message or result superseded is stored off the path,
+    /// its calls `superseded`, reported cancelled. Stored messages never move.
     pub(super) fn place_turn(&mut self, mut turn: FinishedTurn, plan: &mut Plan) {
         match self.placement(&turn.assistant) {
             Placement::OnPath => {}
@@ -202,21 +166,18 @@ impl State {
                 let assistant = Arc::make_mut(&mut turn.assistant);
                 assistant.interrupt_unresolved(CallStatus::Superseded);
                 assistant.error_type = Some(ErrorType::Cancelled.as_str().into());
-                turn.next = None;
-                turn.decision = None;
-                turn.failure = Some(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
+                turn.outcome = Outcome::failed(TurnFailure::new(ErrorType::Cancelled, "A newer message or result for this session was taken by another process while this turn ran; the turn was superseded.", true));
             }
         }
         self.store_turn(turn, plan);
     }
 
-    /// Stores the reply with the pending call it made (a new summary node
-    /// with it, parents first). Stale: `place_turn` again on the reloaded copy.
+    /// Stores the reply, its pending call and summary. Stale: placed again.
     fn store_turn(&mut self, turn: FinishedTurn, plan: &mut Plan) {
         let mut record = self.stored_record();
         if turn.on_path {
             record.active_leaf = Some(turn.assistant.id.clone());
-            record.pending_action = turn.next.clone();
+            record.pending_action = turn.outcome.pending.clone();
         }
         let messages = match &turn.summary {
             None => smallvec::smallvec![turn.assistant.clone()],
@@ -225,7 +186,6 @@ impl State {
         plan.write(self.write(record, Some(messages)), InFlight::Turn(turn));
     }
 
-    /// The reply is stored: its final response, then what waited.
     pub(super) fn turn_stored(
         &mut self,
         turn: FinishedTurn,
@@ -238,28 +198,15 @@ impl State {
         if turn.on_path {
             record.pending_action = None;
             self.record = record;
-            self.phase = match &turn.next {
-                Some(pending) => Phase::AwaitingHost(pending.clone()),
-                None => Phase::Idle,
-            };
+            self.phase = Phase::awaiting(turn.outcome.pending.clone());
         }
-        let (live, assistant) = (turn.live, turn.assistant);
-        let ending = TurnEnding {
-            assistant: &assistant,
-            model: live.model,
-            pending: turn.next.as_deref(),
-            decision: turn.decision,
-            output_mode: live.output_mode,
-            failure: turn.failure,
-        };
-        self.end_turn(&live.sink, ending, plan);
-        self.tree.upsert(assistant);
+        self.end_live(turn.live, &turn.assistant, turn.outcome, plan);
+        self.tree.upsert(turn.assistant);
         plan.run_waiting = true;
         plan.life = Some(super::core::Life::Settled);
     }
 
-    /// Ends a turn whose reply could not be stored: its final response and
-    /// a terminal error, then whatever waited for it.
+    /// Ends a turn whose reply could not be stored, then what waited.
     pub(super) fn turn_not_saved(
         &mut self,
         turn: FinishedTurn,
@@ -267,45 +214,66 @@ impl State {
         message: &str,
         plan: &mut Plan,
     ) {
-        let failure = TurnFailure::new(error_type, message, true);
-        self.end_failed(turn.live, &turn.assistant, failure, plan);
+        let outcome = Outcome::failed(TurnFailure::new(error_type, message, true));
+        self.end_live(turn.live, &turn.assistant, outcome, plan);
         plan.run_waiting = true;
     }
 
-    /// Ends `live`'s stream with `failure`; `assistant` is its reply as it is.
-    pub(super) fn end_failed(
+    pub(super) fn end_live(
         &self,
         live: LiveTurn,
         assistant: &StoredMessage,
-        failure: TurnFailure,
+        outcome: Outcome,
         plan: &mut Plan,
     ) {
-        let ending = TurnEnding {
-            assistant,
-            model: live.model,
-            pending: None,
-            decision: None,
-            output_mode: live.output_mode,
-            failure: Some(failure),
-        };
-        self.end_turn(&live.sink, ending, plan);
+        self.end_turn(&live.sink, live.output_mode, assistant, outcome, plan);
     }
 
-    /// Ends a turn's stream: its `final_response`, a terminal `error` if it
-    /// failed, and `status: completed`.
-    pub(super) fn end_turn(&self, sink: &EventSink, ending: TurnEnding<'_>, plan: &mut Plan) {
-        let (assistant, failure) = (ending.assistant, ending.failure);
-        let silent = ending.output_mode == OutputMode::HostTools;
+    /// A result's receipt, or a resent message's stored outcome.
+    pub(super) fn end_at_once(
+        &self,
+        waiting: Waiting,
+        assistant: &StoredMessage,
+        output_mode: OutputMode,
+        opening: Option<TurnEvent>,
+        outcome: Outcome,
+        plan: &mut Plan,
+    ) {
+        let sink = &waiting.sink;
+        plan.answer(waiting.reply, Ok(accepted(&assistant.id)));
+        plan.status(sink, &self.id, TurnStatus::Started);
+        if let Some(event) = opening {
+            plan.event(sink, event);
+        }
+        self.end_turn(sink, output_mode, assistant, outcome, plan);
+    }
+
+    /// `final_response` (the reply's model), a terminal `error` if it failed,
+    /// `status: completed`.
+    pub(super) fn end_turn(
+        &self,
+        sink: &EventSink,
+        output_mode: OutputMode,
+        assistant: &StoredMessage,
+        outcome: Outcome,
+        plan: &mut Plan,
+    ) {
+        let failure = outcome.failure;
         let final_response = FinalResponse {
-            content: if silent { None } else { Some(assistant.text()) },
-            model: ending.model,
+            content: (output_mode == OutputMode::Text).then(|| assistant.text()),
+            model: assistant.model.clone().unwrap_or_default(),
             streamed: sink.streamed,
             session_id: self.id.clone(),
             turn_number: self.record.turn_number,
             message_id: assistant.id.clone(),
             usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
-            pending_tool_call: ending.pending.map(pending_event),
-            decision: ending.decision,
+            pending_tool_call: outcome.pending.as_deref().map(|pending| PendingToolCall {
+                tool_name: pending.tool_name.clone(),
+                call_id: pending.tool_call_id.to_string(),
+                arguments: pending.arguments.clone(),
+                queued: pending.queued.iter().map(|id| id.to_string()).collect(),
+            }),
+            decision: outcome.decision,
             error: failure.as_ref().map(|_| true),
             error_type: (failure.as_ref()).map(|failure| failure.error_type.as_str().to_string()),
             error_message: failure.as_ref().map(|failure| failure.message.clone()),
@@ -317,9 +285,8 @@ impl State {
         plan.status(sink, &self.id, TurnStatus::Completed);
     }
 
-    /// Answers the next request that waited, unless a turn is live (then a
-    /// newer ordinary message waiting supersedes it). Steering waits here only
-    /// when it found its turn ending: it is a message of its own then.
+    /// Answers the next request that waited, unless a turn is live (then an
+    /// ordinary message waiting cancels it).
     pub(super) fn run_waiting(&mut self, plan: &mut Plan) {
         if !self.is_running() {
             if let Some(waiting) = self.waiting.pop_front() {
@@ -328,18 +295,13 @@ impl State {
             }
             return;
         }
-        if self
-            .waiting
-            .iter()
-            .any(|waiting| waiting.request.continuation.is_none())
-        {
+        if (self.waiting.iter()).any(|waiting| waiting.request.continuation.is_none()) {
             self.cancel_live(plan);
         }
     }
 }
 
-/// Steering that missed its turn, as a message of its own. Nobody waits
-/// for its reply: the steering was already acknowledged.
+/// Steering that missed its turn, already acknowledged: nobody waits for the reply.
 fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> Waiting {
     let request = ChatRequest {
         id: note.id,
@@ -361,38 +323,6 @@ fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> 
         caller: live.caller.clone(),
         reply,
     })
-}
-
-fn pending_event(pending: &PendingAction) -> PendingToolCall {
-    PendingToolCall {
-        tool_name: pending.tool_name.clone(),
-        call_id: pending.tool_call_id.to_string(),
-        arguments: pending.arguments.clone(),
-        queued: pending.queued.iter().map(|id| id.to_string()).collect(),
-    }
-}
-
-/// Announces the host-context note a continuation put after the tool
-/// results (its segment takes an index the client would otherwise never see).
-fn announce_context_note(sink: &EventSink, assistant: &StoredMessage, plan: &mut Plan) {
-    let index = assistant.segments.len().saturating_sub(1);
-    if let Some(Segment::Note {
-        origin: NoteOrigin::HostContext,
-        ..
-    }) = assistant.segments.last()
-    {
-        plan.event(
-            sink,
-            TurnEvent::Note(NoteEvent {
-                origin: NoteOrigin::HostContext,
-                message_id: None,
-                content: None,
-                segment_id: format!("{}:{index}", assistant.id),
-                segment_index: index,
-                segment_kind: "host_context",
-            }),
-        );
-    }
 }
 
 #[cfg(test)]

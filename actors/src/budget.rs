@@ -4,13 +4,11 @@
 //! memory allows. Each accepted message leases its attachments' bytes from
 //! its session's share and from the process's until its turn is over (the
 //! lease rides on the turn's `EventSink`); a message that would go past
-//! either is refused (`SessionError::TooLarge`, HTTP 413) before anything
-//! is stored.
+//! either is refused (`OverBudget`, HTTP 413) before anything is stored.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::error::SessionError;
 use crate::contract::{Attachment, AttachmentSource};
 use crate::ids::SessionId;
 
@@ -38,6 +36,10 @@ impl PartialEq for AttachmentBudget {
         self.limits() == other.limits()
     }
 }
+
+/// A lease refused: the sentence for the host (`SessionError::TooLarge`).
+#[derive(Debug)]
+pub struct OverBudget(pub String);
 
 /// Bytes leased for one message's turn; given back when dropped.
 #[derive(Debug)]
@@ -76,25 +78,21 @@ impl AttachmentBudget {
         &self,
         session: &SessionId,
         attachments: &[Attachment],
-    ) -> Result<Option<AttachmentLease>, SessionError> {
+    ) -> Result<Option<AttachmentLease>, OverBudget> {
         let bytes: usize = attachments.iter().map(attachment_bytes).sum();
         if bytes == 0 {
             return Ok(None);
         }
-        let Ok(mut leased) = self.inner.leased.lock() else {
-            return Err(SessionError::Internal(
-                "the attachment budget is unusable".into(),
-            ));
-        };
+        let mut leased = self.inner.leased();
         let session_now = leased.by_session.get(session).copied().unwrap_or(0);
         if session_now + bytes > self.inner.per_session {
-            return Err(SessionError::TooLarge(format!(
+            return Err(OverBudget(format!(
                 "attachments: {bytes} bytes, with {session_now} bytes of this session's turns still running, exceed the per-session attachment budget of {} bytes",
                 self.inner.per_session
             )));
         }
         if leased.total + bytes > self.inner.per_process {
-            return Err(SessionError::TooLarge(format!(
+            return Err(OverBudget(format!(
                 "attachments: {bytes} bytes exceed what this server can hold right now (attachment budget {} bytes, {} in use); send them again later or smaller",
                 self.inner.per_process, leased.total
             )));
@@ -110,19 +108,20 @@ impl AttachmentBudget {
 
     /// Bytes leased now, in total.
     pub fn in_use(&self) -> usize {
-        self.inner
-            .leased
-            .lock()
-            .map(|leased| leased.total)
-            .unwrap_or(0)
+        self.inner.leased().total
+    }
+}
+
+impl Inner {
+    /// Only counts change under the lock: a poisoned one still holds them.
+    fn leased(&self) -> MutexGuard<'_, Leased> {
+        self.leased.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Drop for AttachmentLease {
     fn drop(&mut self) {
-        let Ok(mut leased) = self.inner.leased.lock() else {
-            return;
-        };
+        let mut leased = self.inner.leased();
         leased.total = leased.total.saturating_sub(self.bytes);
         if let Some(held) = leased.by_session.get_mut(&self.session) {
             *held = held.saturating_sub(self.bytes);
@@ -150,12 +149,12 @@ mod tests {
         let first = budget.lease(&a, &[text_attachment(80)]).unwrap();
         assert!(matches!(
             budget.lease(&a, &[text_attachment(30)]),
-            Err(SessionError::TooLarge(_))
+            Err(OverBudget(_))
         ));
         let second = budget.lease(&b, &[text_attachment(70)]).unwrap();
         assert!(matches!(
             budget.lease(&b, &[text_attachment(10)]),
-            Err(SessionError::TooLarge(_))
+            Err(OverBudget(_))
         ));
         drop(first);
         drop(second);
