@@ -1,26 +1,19 @@
-//! Session rooms: who follows a session's turns besides whoever asked for
-//! them. `Runtime::send_message` taps every turn's `EventSink` into the
-//! session's room, so each member gets the turn's events whichever door
-//! started it (a socket, HTTP, AG-UI, a background turn with no requester),
-//! except the member that sent the request, which reads its own stream: each
-//! event reaches a member once. Members are trait objects (`RoomMember`): the
-//! core never names a transport.
+//! Session rooms: the members (sockets, as `RoomMember` trait objects) that
+//! follow a session's turns besides whoever asked. Every turn's sink is tapped
+//! into its session's room, whichever door started it, skipping the member
+//! that sent the request (it reads its own stream): each gets an event once.
 //!
-//! Delivery never waits. A member takes each event into its own bounded
-//! queue (a socket's is its connection's outgoing limit) or refuses it; one
-//! that refuses leaves the room and is cut off from the rest of the turn,
-//! which goes on for the others. A member joins from the next event on:
-//! nothing it missed is replayed (the stored conversation is readable).
+//! Delivery never waits: a member takes each event into its bounded queue or
+//! refuses it, and then leaves the room, cut off from the rest of the turn
+//! while the others go on. A member joins from the next event on: no replay.
 //!
-//! Most turns have nobody to tell: a turn's tap finds its room lazily. It
-//! looks the room up when it starts only if the room's shard has a member at
-//! all, and later only after a join into that shard (each shard counts its
-//! joins), so a turn with no room costs two atomic loads an event; once it
-//! found its room it holds it, and a member joining later sits in that room.
+//! Most turns have nobody to tell: a tap looks its room up (under the shard's
+//! lock) only while the shard has a room or after a join into the shard, and
+//! makes none, so a turn with no room costs two atomic loads an event.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use super::caller::Caller;
 use crate::events::{EventTap, TurnEvent};
@@ -28,17 +21,14 @@ use crate::ids::SessionId;
 
 const N_SHARDS: usize = 64;
 
-/// Members one room may hold; a join past it is refused (each member is a
-/// connection that may ask for every turn of the session in full).
+/// Members one room may hold (each a connection that may ask for every turn).
 pub const MAX_MEMBERS_PER_ROOM: usize = 256;
 
-/// Names a member across rooms (one per socket), so that the member that sent
-/// a request is skipped in the fan-out of its own turn.
+/// Names a member (one per socket) across rooms, so its own turns skip it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MemberId(u64);
 
 impl MemberId {
-    /// A process-wide unique id.
     pub fn next() -> MemberId {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         MemberId(NEXT.fetch_add(1, Ordering::Relaxed))
@@ -48,43 +38,38 @@ impl MemberId {
 /// Why a member was put out of a room other than by its own refusal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Removal {
-    /// The session was handed to another owner this member may not read.
+    /// The session was handed to an owner whose session it may not read.
     OwnerChanged,
-    /// The session was deleted.
     Deleted,
 }
 
 /// One follower of a session's turns (a socket, at the edge).
 pub trait RoomMember: Send + Sync {
-    /// Takes one event of the session's turn, without waiting; false when it
-    /// cannot (gone, or its queue is past its bound): it then leaves the room
-    /// and must tell its reader it was cut off (a socket's connection is closed).
+    /// Takes one event without waiting; false when it cannot (gone, or its
+    /// queue full): it has left the room and must tell its reader so.
     fn deliver(&self, session_id: &SessionId, event: &TurnEvent) -> bool;
-    /// The member was put out of the room (`Removal`).
     fn removed(&self, session_id: &SessionId, why: Removal);
 }
 
 /// Every session's room, sharded by session id as the registry is.
 pub struct Rooms {
-    shards: Vec<Shard>,
+    shards: [Shard; N_SHARDS],
 }
 
+#[derive(Default)]
 struct Shard {
+    /// A room is kept while it has a member or a turn's tap holds it.
     rooms: Mutex<HashMap<SessionId, Arc<Room>>>,
-    /// Joins into this shard so far, bumped under the lock: a tap that found
-    /// no room looks again only once this moved.
+    /// `rooms.len()`, and the joins so far (both set under the lock): a tap
+    /// that found no room looks again only after a join.
+    n_rooms: AtomicUsize,
     joins: AtomicU64,
-    /// Members of this shard's rooms, never fewer than there are: none, and
-    /// a new turn's tap need not look.
-    n_members: AtomicUsize,
 }
 
-/// One session's members. Kept in `Rooms` while it has a member or a turn's
-/// tap holds it, so a member that joins during a turn is seen by that turn.
+#[derive(Default)]
 struct Room {
-    session_id: SessionId,
     members: Mutex<Vec<Seat>>,
-    /// `members.len()`, read without the lock on every event.
+    /// `members.len()`, read without the lock at every event.
     n_members: AtomicUsize,
 }
 
@@ -101,9 +86,8 @@ struct RoomTap {
     shard: usize,
     /// The shard's `joins` when the tap last found no room.
     looked_at: AtomicU64,
-    /// The room, once found; held until the tap is dropped.
+    /// The room once found, held (and so kept in `Rooms`) until the turn ends.
     room: OnceLock<Arc<Room>>,
-    /// The member that sent the request, which reads its own stream.
     skip: Option<MemberId>,
 }
 
@@ -112,33 +96,15 @@ const NEVER_LOOKED: u64 = u64::MAX;
 
 impl Default for Rooms {
     fn default() -> Self {
-        let shard = || Shard {
-            rooms: Mutex::new(HashMap::new()),
-            joins: AtomicU64::new(0),
-            n_members: AtomicUsize::new(0),
-        };
         Rooms {
-            shards: (0..N_SHARDS).map(|_| shard()).collect(),
-        }
-    }
-}
-
-impl Room {
-    /// Sets the member count after `members` changed, from `before` members.
-    fn counted(&self, shard: &Shard, before: usize, members: &[Seat]) {
-        self.n_members.store(members.len(), Ordering::Release);
-        // Added to before a join takes its seat: the shard's count is never short.
-        if members.len() < before {
-            shard
-                .n_members
-                .fetch_sub(before - members.len(), Ordering::AcqRel);
+            shards: std::array::from_fn(|_| Shard::default()),
         }
     }
 }
 
 impl Rooms {
-    /// Puts `member` in the session's room (again: a member already in it
-    /// keeps one seat, with this caller). False when the room is full.
+    /// Seats `member` in the session's room (once: joining again only
+    /// replaces its caller). False when the room is full.
     pub fn join(
         &self,
         session_id: &SessionId,
@@ -148,61 +114,33 @@ impl Rooms {
     ) -> bool {
         let shard = self.shard_of(session_id);
         let mut rooms = lock(&shard.rooms);
-        let room = rooms.entry(session_id.clone()).or_insert_with(|| {
-            Arc::new(Room {
-                session_id: session_id.clone(),
-                members: Mutex::new(Vec::new()),
-                n_members: AtomicUsize::new(0),
-            })
+        let room = rooms.entry(session_id.clone()).or_default();
+        let joined = room.seats(|members| {
+            members.retain(|seat| seat.id != id);
+            let joined = members.len() < MAX_MEMBERS_PER_ROOM;
+            if joined {
+                members.push(Seat { id, caller, member });
+            }
+            joined
         });
-        let mut members = lock(&room.members);
-        shard.n_members.fetch_add(1, Ordering::AcqRel);
-        let before = members.len() + 1;
-        members.retain(|seat| seat.id != id);
-        let joined = members.len() < MAX_MEMBERS_PER_ROOM;
-        if joined {
-            members.push(Seat { id, caller, member });
-        }
-        room.counted(shard, before, &members);
-        drop(members);
+        // Counted before the join: a tap that reads this join sees the room.
+        shard.n_rooms.store(rooms.len(), Ordering::Release);
         shard.joins.fetch_add(1, Ordering::Release);
-        if !joined {
-            Rooms::release(&mut rooms, session_id);
-        }
         joined
     }
 
     /// Takes the member out of the session's room, if it is there.
     pub fn leave(&self, session_id: &SessionId, id: MemberId) {
-        let shard = self.shard_of(session_id);
-        let mut rooms = lock(&shard.rooms);
-        if let Some(room) = rooms.get(session_id) {
-            let mut members = lock(&room.members);
-            let before = members.len();
-            members.retain(|seat| seat.id != id);
-            room.counted(shard, before, &members);
-        }
-        Rooms::release(&mut rooms, session_id);
+        self.change_room(session_id, |members| members.retain(|seat| seat.id != id));
     }
 
     /// Puts out every member whose caller `keeps` refuses, telling each why
     /// (after an owner change, or with `|_| false` after a delete).
     pub fn evict(&self, session_id: &SessionId, keeps: impl Fn(&Caller) -> bool, why: Removal) {
         let mut evicted = Vec::new();
-        {
-            let shard = self.shard_of(session_id);
-            let mut rooms = lock(&shard.rooms);
-            if let Some(room) = rooms.get(session_id) {
-                let mut members = lock(&room.members);
-                let before = members.len();
-                let (kept, out): (Vec<Seat>, Vec<Seat>) =
-                    members.drain(..).partition(|seat| keeps(&seat.caller));
-                *members = kept;
-                room.counted(shard, before, &members);
-                evicted = out;
-            }
-            Rooms::release(&mut rooms, session_id);
-        }
+        self.change_room(session_id, |members| {
+            evicted.extend(members.extract_if(.., |seat| !keeps(&seat.caller)));
+        });
         // Told outside the locks: a member's own work never holds a room.
         for seat in evicted {
             seat.member.removed(session_id, why);
@@ -216,11 +154,9 @@ impl Rooms {
         session_id: &SessionId,
         skip: Option<MemberId>,
     ) -> Arc<dyn EventTap> {
-        let shard = Rooms::shard_index(session_id);
+        let shard = shard_index(session_id);
         let joins = self.shards[shard].joins.load(Ordering::Acquire);
-        // A join counted in `joins` added to `n_members` first: with no
-        // member in the shard, the room is found at a later join if ever.
-        let looked_at = match self.shards[shard].n_members.load(Ordering::Acquire) {
+        let looked_at = match self.shards[shard].n_rooms.load(Ordering::Acquire) {
             0 => joins,
             _ => NEVER_LOOKED,
         };
@@ -234,110 +170,107 @@ impl Rooms {
         })
     }
 
-    /// How many members the session's room has now.
-    pub fn n_members(&self, session_id: &SessionId) -> usize {
-        lock(&self.shard_of(session_id).rooms)
-            .get(session_id)
-            .map_or(0, |room| room.n_members.load(Ordering::Acquire))
-    }
-
-    /// How many rooms are kept (with members, or held by a live turn).
-    pub fn n_rooms(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| lock(&shard.rooms).len())
-            .sum()
-    }
-
-    fn shard_index(session_id: &SessionId) -> usize {
-        (session_id.shard_hash() as usize) % N_SHARDS
-    }
-
     fn shard_of(&self, session_id: &SessionId) -> &Shard {
-        &self.shards[Rooms::shard_index(session_id)]
+        &self.shards[shard_index(session_id)]
     }
 
-    /// Forgets the room when nobody is in it and no turn holds it.
-    fn release(rooms: &mut HashMap<SessionId, Arc<Room>>, session_id: &SessionId) {
-        let unused = rooms.get(session_id).is_some_and(|room| {
+    /// Changes the seats of the session's room, if it has one.
+    fn change_room(&self, session_id: &SessionId, change: impl FnOnce(&mut Vec<Seat>)) {
+        let shard = self.shard_of(session_id);
+        let mut rooms = lock(&shard.rooms);
+        if let Some(room) = rooms.get(session_id) {
+            room.seats(change);
+        }
+        shard.release(&mut rooms, session_id);
+    }
+}
+
+impl Shard {
+    /// Forgets the session's room when nobody is in it and no turn holds it.
+    fn release(&self, rooms: &mut HashMap<SessionId, Arc<Room>>, session_id: &SessionId) {
+        let unused = |room: &Arc<Room>| {
             Arc::strong_count(room) == 1 && room.n_members.load(Ordering::Acquire) == 0
-        });
-        if unused {
+        };
+        if rooms.get(session_id).is_some_and(unused) {
             rooms.remove(session_id);
+            self.n_rooms.store(rooms.len(), Ordering::Release);
         }
     }
+}
+
+impl Room {
+    /// Changes the seats under the room's lock, keeping `n_members` true.
+    fn seats<R>(&self, change: impl FnOnce(&mut Vec<Seat>) -> R) -> R {
+        let mut members = lock(&self.members);
+        let result = change(&mut members);
+        self.n_members.store(members.len(), Ordering::Release);
+        result
+    }
+}
+
+fn shard_index(session_id: &SessionId) -> usize {
+    (session_id.shard_hash() as usize) % N_SHARDS
 }
 
 /// Only plain list and map operations run under these locks; a poisoned one
 /// still holds a usable value.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl RoomTap {
-    /// The session's room, if it has been made: found at the first event
+    /// The session's room while anyone is in it. Looked up at the first event
     /// after a join into the shard, then held.
     fn room(&self) -> Option<&Arc<Room>> {
-        if let Some(room) = self.room.get() {
-            return Some(room);
-        }
-        let shard = &self.rooms.shards[self.shard];
-        if shard.joins.load(Ordering::Acquire) == self.looked_at.load(Ordering::Acquire) {
-            return None;
-        }
-        let rooms = lock(&shard.rooms);
-        match rooms.get(&self.session_id) {
-            // Cloned under the shard's lock: held, it stays in `Rooms`.
-            Some(room) => Some(self.room.get_or_init(|| room.clone())),
+        let room = match self.room.get() {
+            Some(room) => room,
             None => {
-                let joins = shard.joins.load(Ordering::Acquire);
-                self.looked_at.store(joins, Ordering::Release);
-                None
+                let shard = &self.rooms.shards[self.shard];
+                if shard.joins.load(Ordering::Acquire) == self.looked_at.load(Ordering::Acquire) {
+                    return None;
+                }
+                let rooms = lock(&shard.rooms);
+                let Some(room) = rooms.get(&self.session_id) else {
+                    let joins = shard.joins.load(Ordering::Acquire);
+                    self.looked_at.store(joins, Ordering::Release);
+                    return None;
+                };
+                // Cloned under the shard's lock: held, it stays in `Rooms`.
+                self.room.get_or_init(|| room.clone())
             }
-        }
+        };
+        (room.n_members.load(Ordering::Acquire) > 0).then_some(room)
     }
 }
 
 impl EventTap for RoomTap {
     fn listening(&self) -> bool {
-        self.room()
-            .is_some_and(|room| room.n_members.load(Ordering::Acquire) > 0)
+        self.room().is_some()
     }
 
     fn deliver(&self, event: &TurnEvent) {
-        let Some(room) = self.room() else {
-            return;
+        let deliver = |seat: &Seat| {
+            Some(seat.id) == self.skip || seat.member.deliver(&self.session_id, event)
         };
-        if room.n_members.load(Ordering::Acquire) == 0 {
-            return;
+        if let Some(room) = self.room() {
+            room.seats(|members| members.retain(deliver));
         }
-        let mut members = lock(&room.members);
-        let before = members.len();
-        let skip = self.skip;
-        members
-            .retain(|seat| Some(seat.id) == skip || seat.member.deliver(&room.session_id, event));
-        room.counted(&self.rooms.shards[self.shard], before, &members);
     }
 }
 
 impl Drop for RoomTap {
     fn drop(&mut self) {
-        if let Some(room) = self.room.take() {
-            drop(room);
-            let mut rooms = lock(&self.rooms.shards[self.shard].rooms);
-            Rooms::release(&mut rooms, &self.session_id);
+        // The room is let go (at the end of the condition) before `release`.
+        if self.room.take().is_some() {
+            let shard = &self.rooms.shards[self.shard];
+            shard.release(&mut lock(&shard.rooms), &self.session_id);
         }
     }
 }
 
 impl std::fmt::Debug for RoomTap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RoomTap")
-            .field("session_id", &self.session_id)
-            .field("skip", &self.skip)
-            .finish()
+        write!(f, "RoomTap({}, skip {:?})", self.session_id, self.skip)
     }
 }
 
@@ -345,6 +278,22 @@ impl std::fmt::Debug for RoomTap {
 mod tests {
     use super::*;
     use crate::events::{StatusEvent, TurnStatus};
+
+    impl Rooms {
+        fn n_members(&self, session_id: &SessionId) -> usize {
+            lock(&self.shard_of(session_id).rooms)
+                .get(session_id)
+                .map_or(0, |room| room.n_members.load(Ordering::Acquire))
+        }
+
+        /// Rooms kept (with members, or held by a live turn).
+        fn n_rooms(&self) -> usize {
+            self.shards
+                .iter()
+                .map(|shard| lock(&shard.rooms).len())
+                .sum()
+        }
+    }
 
     /// A member that records what it was given, refusing past `capacity`.
     struct Recorder {

@@ -13,7 +13,7 @@ use super::deps::SessionDeps;
 use super::error::{SessionError, SessionResult};
 use super::registry::SessionRegistry;
 use super::requests::*;
-use super::rooms::{MemberId, Removal, RoomMember, Rooms};
+use super::rooms::{MemberId, Removal, RoomMember, Rooms, MAX_MEMBERS_PER_ROOM};
 use crate::contract::{ChatRequest, HostContext};
 use crate::conversation::Message as StoredMessage;
 use crate::events::EventSink;
@@ -144,12 +144,8 @@ impl Runtime {
         }
     }
 
-    /// Hands a message body to its session; events of its turn go to `sink`
-    /// and to every member of the session's room. A mailbox error with the
-    /// body still in its slot means the actor stopped before it handled the
-    /// message (an idle stop, or a read of a not-yet-existing session that
-    /// stopped its actor while this first message was queued): nothing of it
-    /// was applied, so it goes once more to a fresh actor.
+    /// Hands a message body to its session; its turn's events go to `sink`
+    /// and to every member of the session's room.
     pub fn send_message<'a>(
         &'a self,
         caller: &'a Caller,
@@ -159,15 +155,9 @@ impl Runtime {
         self.send_message_from(caller, request, sink, None)
     }
 
-    /// `send_message` for a member of the session's room (a joined socket),
-    /// which reads its turn's events from `sink` and so is skipped in the
-    /// room's fan-out: it gets each event once. The tap goes on every sink,
-    /// whichever door the message came through (a turn started with no
-    /// requester too), so the room sees every turn of the session.
-    ///
-    /// The body goes into its slot before the future is made: the future,
-    /// which its callers' futures hold and move, carries a pointer to the
-    /// body rather than its 760 bytes.
+    /// `send_message` from a room's member, which reads its own turn from
+    /// `sink` and so is skipped in the room's fan-out. The body goes into its
+    /// slot first: the future holds a pointer to it, not its 760 bytes.
     pub fn send_message_from<'a>(
         &'a self,
         caller: &'a Caller,
@@ -175,39 +165,28 @@ impl Runtime {
         sink: EventSink,
         from: Option<MemberId>,
     ) -> impl Future<Output = Result<TurnAccepted, SessionError>> + Send + 'a {
-        let slotted = self.slot_message(request, sink, from);
-        async move {
-            let (id, slot) = slotted?;
-            self.hand_over(caller, &id, slot).await
-        }
-    }
-
-    /// The message in its slot, its sink tapped into the session's room and
-    /// holding the lease of its attachments.
-    fn slot_message(
-        &self,
-        request: ChatRequest,
-        sink: EventSink,
-        from: Option<MemberId>,
-    ) -> Result<(SessionId, MessageSlot), SessionError> {
         let id = request.session_id.clone();
         let sink = sink.with_tap(self.rooms.tap(&id, from));
-        // Held by the turn's sink: given back when the turn is over.
-        let sink = match self
-            .deps
-            .config
-            .attachment_budget
-            .lease(&id, &request.attachments)?
-        {
-            Some(lease) => sink.with_lease(lease),
-            None => sink,
+        let budget = &self.deps.config.attachment_budget;
+        // The lease is held by the turn's sink, given back when the turn is over.
+        // (A match, not `map`: a closure would copy the body once more.)
+        let slot = match budget.lease(&id, &request.attachments) {
+            Ok(lease) => {
+                let sink = match lease {
+                    Some(lease) => sink.with_lease(lease),
+                    None => sink,
+                };
+                let body = Some((request, sink));
+                Ok(MessageSlot::new(std::sync::Mutex::new(body)))
+            }
+            Err(error) => Err(error),
         };
-        let slot: MessageSlot = Arc::new(std::sync::Mutex::new(Some((request, sink))));
-        Ok((id, slot))
+        async move { self.hand_over(caller, &id, slot?).await }
     }
 
-    /// Sends the slotted message to the session's actor, again to a fresh
-    /// one while it comes back unhandled.
+    /// Sends the slotted message to the session's actor. A mailbox error with
+    /// the body still in its slot means the actor stopped before handling it
+    /// (idle, or a read of a new session stopped it): it goes to a fresh one.
     async fn hand_over(
         &self,
         caller: &Caller,
@@ -222,13 +201,10 @@ impl Runtime {
             let (request, sent_to) = self.registry.send(id, &self.deps, message);
             match request.await {
                 Ok(result) => return result,
-                Err(_) => {
-                    self.registry.forget(id, &sent_to);
-                    let unhandled = slot.lock().map(|slot| slot.is_some()).unwrap_or(false);
-                    if !unhandled {
-                        break;
-                    }
-                }
+                Err(_) => self.registry.forget(id, &sent_to),
+            }
+            if !slot.lock().is_ok_and(|slot| slot.is_some()) {
+                break;
             }
         }
         Err(self
@@ -246,8 +222,8 @@ impl Runtime {
         self.ask(caller, id, join).await
     }
 
-    /// `join`, then puts `member` in the session's room: it gets every turn
-    /// from the next event on (no replay: `messages` reads it).
+    /// `join`, then seats `member` in the session's room from the next event
+    /// on (`messages` reads what it missed). Refused like `join`, or when full.
     pub async fn join_room(
         &self,
         caller: &Caller,
@@ -257,12 +233,13 @@ impl Runtime {
         member: Arc<dyn RoomMember>,
     ) -> SessionResult<()> {
         self.join(caller, id, host_context).await?;
-        if !self.rooms.join(id, member_id, caller.clone(), member) {
-            let max = super::rooms::MAX_MEMBERS_PER_ROOM;
-            let full = format!("the session's room is full ({max} members)");
-            return Err(SessionError::validation("session_id", full));
+        match self.rooms.join(id, member_id, caller.clone(), member) {
+            true => Ok(()),
+            false => Err(SessionError::validation(
+                "session_id",
+                format!("the session's room is full ({MAX_MEMBERS_PER_ROOM} members)"),
+            )),
         }
-        Ok(())
     }
 
     pub async fn cancel(&self, caller: &Caller, id: &SessionId) -> SessionResult<bool> {
