@@ -42,3 +42,22 @@ median() {
   printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END {
     if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
+
+# Runs one SQL statement (in DATABASE, default postgres) on the cluster that
+# PGHOST, PGPORT and PGUSER name, printing its rows unaligned.
+sql() { psql -X -Atq -d "${2:-postgres}" -c "$1"; }
+
+# Seconds of CPU (user + system) of that cluster: its postmaster, its live
+# children, and the children it has reaped (the postmaster's cutime, cstime).
+# Run on the cluster's machine.
+postgres_cpu() {
+  local postmaster total pid ticks
+  ticks=$(getconf CLK_TCK)
+  postmaster=$(sql "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'" |
+    xargs -I{} awk '{ print $4 }' /proc/{}/stat)
+  total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
+  for pid in $(pgrep -P "$postmaster"); do
+    total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+  done
+  awk -v t="$total" -v hz="$ticks" 'BEGIN { printf "%.3f", t / hz }'
+}

@@ -21,20 +21,6 @@ sessions=${SESSIONS:-200}
 turns_each=${TURNS:-30}
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
 port=7413
-ticks=$(getconf CLK_TCK)
-
-sql() { psql -X -Atq -d "${2:-postgres}" -c "$1"; }
-
-postgres_cpu() {
-  local postmaster total pid
-  postmaster=$(sql "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'" |
-    xargs -I{} awk '{ print $4 }' /proc/{}/stat)
-  total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
-  for pid in $(pgrep -P "$postmaster"); do
-    total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-  done
-  awk -v t="$total" -v hz="$ticks" 'BEGIN { printf "%.3f", t / hz }'
-}
 
 database="ar_pgprofile_$$_$RANDOM"
 sql "CREATE DATABASE $database"

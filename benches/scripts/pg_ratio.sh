@@ -23,22 +23,6 @@ export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postg
 port=7411
 cpu_file=$(mktemp)
 trap 'rm -f "$cpu_file"' EXIT
-ticks=$(getconf CLK_TCK)
-
-sql() { psql -X -Atq -c "$1"; }
-
-# Seconds of CPU (user + system) of the cluster: its postmaster, its live
-# children, and the children it has reaped (the postmaster's cutime, cstime).
-postgres_cpu() {
-  local postmaster total pid
-  postmaster=$(sql "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'" |
-    xargs -I{} awk '{ print $4 }' /proc/{}/stat)
-  total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
-  for pid in $(pgrep -P "$postmaster"); do
-    total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-  done
-  awk -v t="$total" -v hz="$ticks" 'BEGIN { printf "%.3f", t / hz }'
-}
 
 # Serves BINARY with ENV (a DATABASE_URL or nothing), warms it up, runs the
 # measured load 3 times; prints "MEDIAN_TURNS_PER_SECOND TURNS RUNTIME_CPU_S".
