@@ -14,7 +14,7 @@ binary_a=${1:?usage: ab_pairs.sh BINARY_A BINARY_B [RUNS] [pinned]}
 binary_b=${2:?usage: ab_pairs.sh BINARY_A BINARY_B [RUNS] [pinned]}
 runs=${3:-10}
 pinning "${4:-}"
-port=7401
+port=${PORT:-7401}
 
 # Serves BINARY, measures it, and prints "TURNS_PER_SECOND CPU_MS_PER_TURN".
 measure() {

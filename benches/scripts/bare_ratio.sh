@@ -27,8 +27,8 @@ sessions=${SESSIONS:-100}
 turns=${TURNS:-10}
 rounds=${ROUNDS:-40}
 compare=${COMPARE:-}
-bare_port=7398
-server_port=7400
+server_port=${PORT:-7400}
+bare_port=$((server_port - 2))
 
 echo "load: $sessions sessions x $turns turns x $rounds rounds, after 50 x 2"
 

@@ -1,5 +1,7 @@
 # Shared by the benchmark scripts here: sourced, not run. Sets `root` (the
 # repository) and `loadgen` (its release build).
+# Every script but instructions.sh (its third argument) and hold_many.sh
+# takes the port its server listens on from PORT, so two can run at once.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 loadgen="$root/target/release/loadgen"
 

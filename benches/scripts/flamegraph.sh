@@ -16,7 +16,7 @@ source "$(dirname "$0")/common.sh"
 binary=${1:?usage: flamegraph.sh SERVER_BINARY|bare [turns|roundtrips] [OUT.svg]}
 mode=${2:-turns}
 svg=${3:-flamegraph-$mode.svg}
-port=7511
+port=${PORT:-7511}
 for tool in perf inferno-collapse-perf inferno-flamegraph; do
   command -v "$tool" >/dev/null || { echo "flamegraph.sh: $tool is not installed" >&2; exit 1; }
 done

@@ -11,7 +11,7 @@ source "$(dirname "$0")/common.sh"
 runs=${1:?usage: idle_memory.sh RUNS BINARY...}
 shift
 sioload="$root/target/release/sioload"
-port=7421
+port=${PORT:-7421}
 read -r -a server_env <<<"${SERVER_ENV:-}"
 
 # KiB per idle session of one fresh server.

@@ -20,7 +20,7 @@ runs=${2:-3}
 sessions=${SESSIONS:-200}
 turns_each=${TURNS:-30}
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
-port=7413
+port=${PORT:-7413}
 
 database="ar_pgprofile_$$_$RANDOM"
 sql "CREATE DATABASE $database"

@@ -20,7 +20,7 @@ binary_a=${1:?usage: pg_ratio.sh BINARY_A BINARY_B [PAIRS]}
 binary_b=${2:?usage: pg_ratio.sh BINARY_A BINARY_B [PAIRS]}
 pairs=${3:-3}
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
-port=7411
+port=${PORT:-7411}
 cpu_file=$(mktemp)
 trap 'rm -f "$cpu_file"' EXIT
 

@@ -14,7 +14,7 @@ source "$(dirname "$0")/common.sh"
 binary=${1:?usage: roundtrip_ratio.sh SERVER_BINARY [RUNS]}
 runs=${2:-5}
 compare=${COMPARE:-}
-port=7401
+port=${PORT:-7401}
 
 # Serves a fresh process of BINARY, runs load MODE against it, prints its rate.
 measure() {
