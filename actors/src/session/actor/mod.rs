@@ -34,7 +34,7 @@ use super::registry::{IdleCheck, SessionRegistry};
 use super::requests::*;
 use super::Caller;
 use crate::ids::SessionId;
-use crate::store::StoreResult;
+use crate::store::{StoreResult, WriteOutcome};
 use crate::turn::{TurnInput, TurnLimits, TurnPlan};
 
 /// How long an actor about to stop lingers, to answer what is queued.
@@ -229,17 +229,16 @@ impl SessionActor {
         match io {
             Io::Write(writing) => {
                 let write = &writing.write;
-                let future = match &write.messages {
-                    None => store.save_session(write.version, &write.record),
-                    // The inbox items its turn opens with leave the inbox in
-                    // this same write (`inbox.rs`); none is `save_messages`.
-                    Some(messages) => {
-                        let taken: Vec<String> =
-                            (write.taken.iter()).map(|item| item.id.clone()).collect();
-                        store.save_messages_taking(write.version, &write.record, messages, &taken)
+                // The inbox items its turn opens with leave the inbox in this
+                // same write (`inbox.rs`); none is `save_messages`.
+                let taken: Vec<String> = (write.taken.iter()).map(|item| item.id.clone()).collect();
+                let messages = write.messages.as_deref();
+                match store.write(write.version, &write.record, messages, &taken) {
+                    WriteOutcome::Now(written) => self.run(Input::Written(written, writing), ctx),
+                    WriteOutcome::Later(future) => {
+                        self.then(future, ctx, move |written| Input::Written(written, writing))
                     }
-                };
-                self.then(future, ctx, move |written| Input::Written(written, writing));
+                }
             }
             Io::Load(in_flight) => {
                 let future = store.load(&self.state.id);
