@@ -49,9 +49,9 @@ pub async fn post_chat(
     // The reply is the final response alone: the turn's other events are
     // dropped where they are sent.
     let (sink, final_response) = EventSink::final_only();
-    // The request (760 bytes) lives in this block only, handed to its slot
-    // before the turn is waited for: the handler's future, which actix
-    // moves and boxes with every request, keeps no room for it.
+    // The request is boxed as it is parsed (760 bytes, moved as a pointer
+    // from there to its turn), handed to its slot before the turn is
+    // waited for.
     let (_live, observer, sent) = {
         let request = parse_request(&http, &caller, key, body).await?;
         note_session(&http, request.session_id.as_str());
@@ -89,7 +89,7 @@ async fn parse_request(
     caller: &Caller,
     key: Option<String>,
     body: web::Bytes,
-) -> Result<ChatRequest, ApiError> {
+) -> Result<Box<ChatRequest>, ApiError> {
     let query = http.query_string().to_string();
     // With the key only: the principal scopes it.
     let keyed = key.map(|key| (key, caller.principal.clone()));
@@ -119,15 +119,15 @@ async fn parse_request(
 fn parse_chat(
     body: &[u8],
     query: &str,
-) -> Result<Result<ChatRequest, (Option<String>, ValidationError)>, ApiError> {
+) -> Result<Result<Box<ChatRequest>, (Option<String>, ValidationError)>, ApiError> {
     if query.is_empty() {
         if let Some(request) = ChatRequest::parse_plain(body) {
-            return Ok(Ok(request));
+            return Ok(Ok(Box::new(request)));
         }
     }
     let mut value = parse_json(body)?;
     merge_query_session(&mut value, query)?;
-    Ok(ChatRequest::parse(&value).map_err(|error| {
+    Ok(ChatRequest::parse(&value).map(Box::new).map_err(|error| {
         let session_id = value
             .get("session_id")
             .or_else(|| value.get("sessionId"))

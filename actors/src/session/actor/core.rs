@@ -87,7 +87,7 @@ pub(super) struct LiveTurn {
 pub(super) type Waiting = Box<Chat>;
 
 pub(super) struct Chat {
-    pub(super) request: ChatRequest,
+    pub(super) request: Box<ChatRequest>,
     pub(super) sink: EventSink,
     pub(super) caller: Caller,
     pub(super) reply: ReplyTo<TurnAccepted>,
@@ -582,7 +582,7 @@ mod tests {
         let (reply, mut answered) = oneshot::channel();
         let caller = Caller::new("tester", false);
         let chat = Input::Chat(Box::new(Chat {
-            request,
+            request: Box::new(request),
             sink,
             caller,
             reply,

@@ -23,7 +23,7 @@ use crate::turn::{TurnEnd, TurnOutput};
 /// A turn the shell starts (`SessionActor::spawn_turn`).
 pub(super) struct Start {
     pub(super) turn_id: u64,
-    pub(super) request: ChatRequest,
+    pub(super) request: Box<ChatRequest>,
     pub(super) assistant: StoredMessage,
     pub(super) sink: EventSink,
     pub(super) model_id: ModelId,
@@ -303,7 +303,7 @@ impl State {
 
 /// Steering that missed its turn, already acknowledged: nobody waits for the reply.
 fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> Waiting {
-    let request = ChatRequest {
+    let request = Box::new(ChatRequest {
         id: note.id,
         session_id: id.clone(),
         content: note.text,
@@ -315,7 +315,7 @@ fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> 
         config: Default::default(),
         continuation: None,
         idempotency: None,
-    };
+    });
     let (reply, _unanswered) = oneshot::channel();
     Box::new(Chat {
         request,
