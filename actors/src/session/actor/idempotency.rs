@@ -11,8 +11,14 @@ use crate::events::Decision;
 use crate::ids::MessageId;
 use crate::session::SessionError;
 
+/// Every turn names its reply so: pushed, not `format!`ted (a third of
+/// the cost).
 pub(super) fn reply_id(user: &MessageId) -> MessageId {
-    MessageId::new(format!("{user}:reply"))
+    const SUFFIX: &str = ":reply";
+    let mut id = String::with_capacity(user.as_str().len() + SUFFIX.len());
+    id.push_str(user.as_str());
+    id.push_str(SUFFIX);
+    MessageId::new(id)
 }
 
 /// What a message sent with a key finds of an earlier one with that key.
