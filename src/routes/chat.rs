@@ -114,12 +114,12 @@ async fn parse_request(
     })
 }
 
+/// A request, or the field it fails on with the session it names.
+type Parsed = Result<Box<ChatRequest>, (Option<String>, ValidationError)>;
+
 /// The body as a request, or the field it fails on with the session it
 /// names (for the access log).
-fn parse_chat(
-    body: &[u8],
-    query: &str,
-) -> Result<Result<Box<ChatRequest>, (Option<String>, ValidationError)>, ApiError> {
+fn parse_chat(body: &[u8], query: &str) -> Result<Parsed, ApiError> {
     if query.is_empty() {
         if let Some(request) = ChatRequest::parse_plain(body) {
             return Ok(Ok(Box::new(request)));

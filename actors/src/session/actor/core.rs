@@ -346,9 +346,9 @@ impl State {
         match in_flight {
             InFlight::Nothing => {}
             InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
-            InFlight::Chat(waiting) => self.message_stored(waiting, write, plan),
+            InFlight::Chat(waiting) => self.message_stored(*waiting, write, plan),
             InFlight::Result(waiting, applied) => {
-                self.result_applied(waiting, applied, write, plan)
+                self.result_applied(*waiting, applied, write, plan)
             }
             InFlight::Request(_, request) => self.request_written(request, write, plan),
             InFlight::Turn(turn) => self.turn_stored(turn, write.record, plan),

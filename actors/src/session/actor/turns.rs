@@ -60,7 +60,7 @@ impl State {
     /// result); `opening` follows `status: started`, the first event.
     pub(super) fn start_turn(
         &mut self,
-        waiting: Waiting,
+        waiting: Chat,
         mut assistant: StoredMessage,
         opening: impl IntoIterator<Item = TurnEvent>,
         plan: &mut Plan,
@@ -232,7 +232,7 @@ impl State {
     /// A result's receipt, or a resent message's stored outcome.
     pub(super) fn end_at_once(
         &self,
-        waiting: Waiting,
+        waiting: Chat,
         assistant: &StoredMessage,
         output_mode: OutputMode,
         opening: Option<TurnEvent>,
