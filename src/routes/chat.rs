@@ -122,7 +122,7 @@ type Parsed = Result<Box<ChatRequest>, (Option<String>, ValidationError)>;
 fn parse_chat(body: &[u8], query: &str) -> Result<Parsed, ApiError> {
     if query.is_empty() {
         if let Some(request) = ChatRequest::parse_plain(body) {
-            return Ok(Ok(Box::new(request)));
+            return Ok(Ok(request));
         }
     }
     let mut value = parse_json(body)?;

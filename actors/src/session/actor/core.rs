@@ -259,7 +259,9 @@ impl Plan {
     }
 
     pub(super) fn write(&mut self, write: Write, in_flight: InFlight) {
-        self.io(Io::Write(Box::new(Writing { write, in_flight })));
+        // Allocated first, so the two are moved in once (see `spawn_turn`).
+        let writing = Box::write(Box::new_uninit(), Writing { write, in_flight });
+        self.io(Io::Write(writing));
     }
 
     /// At most one store operation a plan: nothing is decided beside it.

@@ -296,8 +296,14 @@ impl SessionActor {
             steering: start.steering,
         };
         // Ends in the actor's context (after a write that holds it). Boxed:
-        // the future is kilobytes, and each adapter would move it.
-        let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
+        // the future is kilobytes, and each adapter would move it. Its room
+        // is allocated first, so the future is made in place: `Box::pin`
+        // of a made future copies all of it.
+        let turn = Box::write(
+            Box::new_uninit(),
+            crate::history::run_turn_with_history(jobs, input),
+        );
+        let turn = Box::into_pin(turn);
         let turn = turn.into_actor(self);
         ctx.spawn(turn.map(move |(output, history), actor, ctx| {
             let summary = history.summary.map(Arc::new);
