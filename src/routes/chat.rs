@@ -1,5 +1,7 @@
 //! `POST /api/chat` (a non-streaming turn) and its cancel route.
 
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::error_type::ErrorType;
@@ -74,10 +76,13 @@ pub async fn post_chat(
         );
     };
     observer.finish(&metrics, &outcome);
-    crate::observability::turn_failure::log_if_failed(
-        crate::observability::access_log::request_id(&http).as_ref(),
-        &outcome.response,
-    );
+    // The request's id is looked up only for a turn that may be logged.
+    if outcome.response.error_type.is_some() {
+        crate::observability::turn_failure::log_if_failed(
+            crate::observability::access_log::request_id(&http).as_ref(),
+            &outcome.response,
+        );
+    }
     Ok(final_reply(*outcome.response))
 }
 
@@ -182,11 +187,16 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
     let Some(error_type) = failed else {
         // The common answer, written straight from the struct into a
         // buffer its usual size (a few hundred bytes) needs no growing.
+        // Made directly, not through a builder: its content type is a
+        // static header value rather than one made from a `Mime`.
         let mut body = Vec::with_capacity(REPLY_CAPACITY);
         return match final_response.write_json(&mut body) {
-            Ok(()) => HttpResponse::Ok()
-                .content_type(actix_web::http::header::ContentType::json())
-                .body(body),
+            Ok(()) => {
+                let mut reply = HttpResponse::with_body(StatusCode::OK, body);
+                let json = HeaderValue::from_static("application/json");
+                reply.headers_mut().insert(header::CONTENT_TYPE, json);
+                reply.map_into_boxed_body()
+            }
             Err(_) => HttpResponse::Ok().json(&final_response),
         };
     };
