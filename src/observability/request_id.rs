@@ -47,16 +47,20 @@ impl RequestId {
         static KEY: OnceLock<RandomState> = OnceLock::new();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let key = KEY.get_or_init(RandomState::new);
-        let half = |salt: u64| {
-            let mut hasher = key.build_hasher();
-            hasher.write_u64(n);
-            hasher.write_u64(salt);
-            hasher.finish()
-        };
+        // Both halves hash the counter, then a salt: the counter is written
+        // once, into a state each half continues from.
+        let mut first = key.build_hasher();
+        first.write_u64(n);
+        let mut second = first.clone();
+        first.write_u64(1);
+        second.write_u64(2);
         // Written digit by digit into place: this runs for nearly every
         // request, and `format!` costs several times as much.
         let mut id = [0u8; 32];
-        for (digits, half) in id.chunks_exact_mut(16).zip([half(1), half(2)]) {
+        for (digits, half) in id
+            .chunks_exact_mut(16)
+            .zip([first.finish(), second.finish()])
+        {
             for (shift, digit) in (0..16).rev().zip(digits) {
                 *digit = HEX_DIGITS[((half >> (shift * 4)) & 0xf) as usize];
             }

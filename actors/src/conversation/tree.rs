@@ -190,11 +190,8 @@ impl MessageTree {
     /// as the shared items of each message: no message's items are copied
     /// or built twice.
     pub fn transcript_to(&self, leaf: Option<&MessageId>) -> Transcript {
-        let chunks = self
-            .path_items(leaf)
-            .into_iter()
-            .map(|(_, items)| items.clone());
-        Transcript::history(chunks.collect())
+        let steps = self.path_items(leaf);
+        Transcript::history_of(steps.iter().map(|(_, items)| *items))
     }
 
     /// [`Self::path_to`]'s messages, each beside its shared transcript items
