@@ -294,19 +294,20 @@ pub fn require_json(req: &HttpRequest, also: Option<&str>) -> Result<(), ApiErro
     if has_no_body(req) {
         return Ok(());
     }
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("");
+    let value = req.headers().get(header::CONTENT_TYPE);
     // Media types are case-insensitive; compared as they are, not lowered
-    // into a new string for every request.
-    let essence = content_type.split(';').next().unwrap_or("").trim();
-    if essence.eq_ignore_ascii_case("application/json")
-        || also.is_some_and(|also| essence.eq_ignore_ascii_case(also))
-    {
+    // into a new string for every request, and as bytes: a value that is
+    // not visible ASCII (not text) is refused, checked once it matches.
+    let bytes = value.map_or(&[][..], |value| value.as_bytes());
+    let essence = bytes.split(|&byte| byte == b';').next().unwrap_or(&[]);
+    let essence = essence.trim_ascii();
+    let matches = essence.eq_ignore_ascii_case(b"application/json")
+        || also.is_some_and(|also| essence.eq_ignore_ascii_case(also.as_bytes()));
+    let content_type = value.and_then(|value| value.to_str().ok());
+    if matches && content_type.is_some() {
         return Ok(());
     }
+    let content_type = content_type.unwrap_or("");
     Err(ApiError::UnsupportedMediaType(format!(
         "POST bodies must be sent as application/json, got {:?}",
         content_type

@@ -8,7 +8,6 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::HeaderValue;
 use actix_web::http::Method;
 use actix_web::{web, Error, HttpMessage, HttpRequest};
 
@@ -93,9 +92,7 @@ impl AccessLine {
             metrics.count_http_request(self.method.as_str(), status.as_u16());
         }
         let mut response = result?;
-        if let Ok(value) = HeaderValue::from_str(self.request_id.as_str()) {
-            response.headers_mut().insert(HEADER, value);
-        }
+        (response.headers_mut()).insert(HEADER, self.request_id.into_header_value());
         Ok(response)
     }
 }

@@ -9,7 +9,7 @@ use actors::conversation::{Message, SessionRecord};
 use actors::ids::SessionId;
 use actors::store::{
     InboxItem, SessionSnapshot, SessionSummary, SharedStore, Store, StoreResult, StoredTrace,
-    TraceBounds, Version, Written,
+    TraceBounds, Version, WriteOutcome, Written,
 };
 use futures_util::future::{self, BoxFuture, FutureExt};
 
@@ -92,6 +92,27 @@ impl Store for TimedStore {
             self.inner
                 .save_messages_taking(expected, record, messages, taken),
         )
+    }
+
+    fn write(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+        messages: Option<&[Arc<Message>]>,
+        taken: &[String],
+    ) -> WriteOutcome {
+        let operation = match messages {
+            None => "save_session",
+            Some(_) => "save_messages",
+        };
+        match self.inner.write(expected, record, messages, taken) {
+            // As `timed` counts a future that is done at once.
+            WriteOutcome::Now(result) => {
+                (self.metrics).observe_store(operation, Duration::ZERO, result.is_ok());
+                WriteOutcome::Now(result)
+            }
+            WriteOutcome::Later(future) => WriteOutcome::Later(self.timed(operation, future)),
+        }
     }
 
     fn inbox_add(&self, item: &InboxItem) -> BoxFuture<'static, StoreResult<()>> {

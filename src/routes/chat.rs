@@ -1,5 +1,7 @@
 //! `POST /api/chat` (a non-streaming turn) and its cancel route.
 
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actors::contract::{ChatRequest, MessageType, ValidationError};
 use actors::error_type::ErrorType;
@@ -49,9 +51,9 @@ pub async fn post_chat(
     // The reply is the final response alone: the turn's other events are
     // dropped where they are sent.
     let (sink, final_response) = EventSink::final_only();
-    // The request (760 bytes) lives in this block only, handed to its slot
-    // before the turn is waited for: the handler's future, which actix
-    // moves and boxes with every request, keeps no room for it.
+    // The request is boxed as it is parsed (760 bytes, moved as a pointer
+    // from there to its turn), handed to its slot before the turn is
+    // waited for.
     let (_live, observer, sent) = {
         let request = parse_request(&http, &caller, key, body).await?;
         note_session(&http, request.session_id.as_str());
@@ -74,10 +76,13 @@ pub async fn post_chat(
         );
     };
     observer.finish(&metrics, &outcome);
-    crate::observability::turn_failure::log_if_failed(
-        crate::observability::access_log::request_id(&http).as_ref(),
-        &outcome.response,
-    );
+    // The request's id is looked up only for a turn that may be logged.
+    if outcome.response.error_type.is_some() {
+        crate::observability::turn_failure::log_if_failed(
+            crate::observability::access_log::request_id(&http).as_ref(),
+            &outcome.response,
+        );
+    }
     Ok(final_reply(*outcome.response))
 }
 
@@ -89,7 +94,7 @@ async fn parse_request(
     caller: &Caller,
     key: Option<String>,
     body: web::Bytes,
-) -> Result<ChatRequest, ApiError> {
+) -> Result<Box<ChatRequest>, ApiError> {
     let query = http.query_string().to_string();
     // With the key only: the principal scopes it.
     let keyed = key.map(|key| (key, caller.principal.clone()));
@@ -114,12 +119,12 @@ async fn parse_request(
     })
 }
 
+/// A request, or the field it fails on with the session it names.
+type Parsed = Result<Box<ChatRequest>, (Option<String>, ValidationError)>;
+
 /// The body as a request, or the field it fails on with the session it
 /// names (for the access log).
-fn parse_chat(
-    body: &[u8],
-    query: &str,
-) -> Result<Result<ChatRequest, (Option<String>, ValidationError)>, ApiError> {
+fn parse_chat(body: &[u8], query: &str) -> Result<Parsed, ApiError> {
     if query.is_empty() {
         if let Some(request) = ChatRequest::parse_plain(body) {
             return Ok(Ok(request));
@@ -127,7 +132,7 @@ fn parse_chat(
     }
     let mut value = parse_json(body)?;
     merge_query_session(&mut value, query)?;
-    Ok(ChatRequest::parse(&value).map_err(|error| {
+    Ok(ChatRequest::parse(&value).map(Box::new).map_err(|error| {
         let session_id = value
             .get("session_id")
             .or_else(|| value.get("sessionId"))
@@ -182,11 +187,16 @@ fn final_reply(final_response: FinalResponse) -> HttpResponse {
     let Some(error_type) = failed else {
         // The common answer, written straight from the struct into a
         // buffer its usual size (a few hundred bytes) needs no growing.
+        // Made directly, not through a builder: its content type is a
+        // static header value rather than one made from a `Mime`.
         let mut body = Vec::with_capacity(REPLY_CAPACITY);
         return match final_response.write_json(&mut body) {
-            Ok(()) => HttpResponse::Ok()
-                .content_type(actix_web::http::header::ContentType::json())
-                .body(body),
+            Ok(()) => {
+                let mut reply = HttpResponse::with_body(StatusCode::OK, body);
+                let json = HeaderValue::from_static("application/json");
+                reply.headers_mut().insert(header::CONTENT_TYPE, json);
+                reply.map_into_boxed_body()
+            }
             Err(_) => HttpResponse::Ok().json(&final_response),
         };
     };

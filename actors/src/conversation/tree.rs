@@ -190,21 +190,15 @@ impl MessageTree {
     /// as the shared items of each message: no message's items are copied
     /// or built twice.
     pub fn transcript_to(&self, leaf: Option<&MessageId>) -> Transcript {
-        let chunks = self
-            .path_items(leaf)
-            .into_iter()
-            .map(|(_, items)| items.clone());
-        Transcript::history(chunks.collect())
+        let steps = self.path_items(leaf);
+        Transcript::history_of(steps.iter().map(|(_, items)| *items))
     }
 
     /// [`Self::path_to`]'s messages, each beside its shared transcript items
     /// (built on first use), for readers that place something between them
     /// (`history::view` puts a summary before the first user message).
     pub fn path_items(&self, leaf: Option<&MessageId>) -> Vec<(&Message, &Arc<TranscriptChunk>)> {
-        self.path_indices(leaf)
-            .into_iter()
-            .map(|index| (&*self.messages[index], self.items_at(index)))
-            .collect()
+        self.path_map(leaf, |index| (&*self.messages[index], self.items_at(index)))
     }
 
     /// The shared transcript items of the message `id`, if stored.
@@ -230,14 +224,12 @@ impl MessageTree {
     /// for backwards from its child's position first: the walk is linear in
     /// the session's length, not quadratic.
     pub fn path_to(&self, leaf: Option<&MessageId>) -> Vec<&Message> {
-        self.path_indices(leaf)
-            .into_iter()
-            .map(|index| &*self.messages[index])
-            .collect()
+        self.path_map(leaf, |index| &*self.messages[index])
     }
 
-    /// The positions of [`Self::path_to`]'s messages, root first.
-    fn path_indices(&self, leaf: Option<&MessageId>) -> Vec<usize> {
+    /// What `at` makes of each of [`Self::path_to`]'s positions, root first,
+    /// walked into the one vector (every turn walks its whole path).
+    fn path_map<T>(&self, leaf: Option<&MessageId>, at: impl Fn(usize) -> T) -> Vec<T> {
         // The whole tree bounds the path: one allocation instead of a
         // doubling every few messages.
         let mut path = Vec::with_capacity(self.messages.len());
@@ -246,7 +238,7 @@ impl MessageTree {
             if path.len() > self.messages.len() {
                 break;
             }
-            path.push(index);
+            path.push(at(index));
             // A parent stored after its child was not found on insertion.
             cursor = self.parents[index].or_else(|| self.locate_parent(index));
         }

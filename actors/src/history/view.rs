@@ -52,11 +52,10 @@ pub fn path_and_transcript<'t>(
 /// [`render`] over the tree's shared items: the same items, chunked, as
 /// one shared history (each chunk counted once, here).
 fn shared(summary: Option<&str>, steps: &[(&Message, &Arc<TranscriptChunk>)]) -> Transcript {
-    let mut chunks: Vec<Arc<TranscriptChunk>> = Vec::with_capacity(steps.len() + 1);
     let Some(summary) = summary.map(summary_block) else {
-        chunks.extend(steps.iter().map(|(_, items)| Arc::clone(items)));
-        return Transcript::history(chunks);
+        return Transcript::history_of(steps.iter().map(|(_, items)| *items));
     };
+    let mut chunks: Vec<Arc<TranscriptChunk>> = Vec::with_capacity(steps.len() + 1);
     let lead = steps.iter().position(|(message, items)| {
         message.role == Role::User && matches!(items.first(), Some(ChatItem::User(_)))
     });

@@ -138,7 +138,8 @@ fn plan_reply(request: &ModelRequest) -> (Vec<Step>, Duration) {
                     reply.push('\n');
                     reply.push_str(line);
                 }
-                None => echoed = Some(format!("Echo: {line}")),
+                // Not `format!`: every echoed turn makes one.
+                None => echoed = Some(join(["Echo: ", line].into_iter(), "")),
             },
             _ => {}
         }

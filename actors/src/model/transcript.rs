@@ -90,6 +90,23 @@ impl Transcript {
         }
     }
 
+    /// `history` of chunks shared with their owner (the session's tree),
+    /// counted straight into the transcript's slice: when none is empty (as
+    /// usual) its length is known, so there is no vector to collect first.
+    pub fn history_of<'a, I>(chunks: I) -> Transcript
+    where
+        I: ExactSizeIterator<Item = &'a Arc<TranscriptChunk>> + Clone,
+    {
+        let history = match chunks.clone().all(|chunk| !chunk.is_empty()) {
+            true => chunks.cloned().collect(),
+            false => chunks.filter(|chunk| !chunk.is_empty()).cloned().collect(),
+        };
+        Transcript {
+            history,
+            own: Vec::new(),
+        }
+    }
+
     /// Appends a chunk (shared, not copied); empty chunks are skipped.
     pub fn push(&mut self, chunk: Arc<TranscriptChunk>) {
         if !chunk.is_empty() {

@@ -12,9 +12,11 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// The local operator of `ACCESS__MODE=trusted_local`: an admin.
+    /// The local operator of `ACCESS__MODE=trusted_local`: an admin. Its
+    /// name is shared, not allocated for each of its requests.
     pub fn operator() -> Caller {
-        Caller::new("local", true)
+        static LOCAL: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+        Caller::new(LOCAL.get_or_init(|| Arc::from("local")).clone(), true)
     }
 
     pub fn new(principal: impl Into<Arc<str>>, admin: bool) -> Caller {

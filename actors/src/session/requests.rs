@@ -21,7 +21,9 @@ pub struct SendMessage {
     pub caller: Caller,
 }
 
-pub type MessageSlot = std::sync::Arc<std::sync::Mutex<Option<(ChatRequest, EventSink)>>>;
+/// The request is boxed where it is parsed (760 bytes): from there to the
+/// turn it moves as a pointer.
+pub type MessageSlot = std::sync::Arc<std::sync::Mutex<Option<(Box<ChatRequest>, EventSink)>>>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

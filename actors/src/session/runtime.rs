@@ -149,7 +149,7 @@ impl Runtime {
     pub fn send_message<'a>(
         &'a self,
         caller: &'a Caller,
-        request: ChatRequest,
+        request: impl Into<Box<ChatRequest>>,
         sink: EventSink,
     ) -> impl Future<Output = Result<TurnAccepted, SessionError>> + Send + 'a {
         self.send_message_from(caller, request, sink, None)
@@ -161,15 +161,15 @@ impl Runtime {
     pub fn send_message_from<'a>(
         &'a self,
         caller: &'a Caller,
-        request: ChatRequest,
+        request: impl Into<Box<ChatRequest>>,
         sink: EventSink,
         from: Option<MemberId>,
     ) -> impl Future<Output = Result<TurnAccepted, SessionError>> + Send + 'a {
+        let request = request.into();
         let id = request.session_id.clone();
         let sink = sink.with_tap(self.rooms.tap(&id, from));
         let budget = &self.deps.config.attachment_budget;
         // The lease is held by the turn's sink, given back when the turn is over.
-        // (A match, not `map`: a closure would copy the body once more.)
         let slot = match budget.lease(&id, &request.attachments) {
             Ok(lease) => {
                 let sink = match lease {

@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 use super::readback;
 use super::{
     SessionSnapshot, SessionSummary, Store, StoreCause, StoreError, StoreResult, StoredTrace,
-    TraceBounds, Version, Written,
+    TraceBounds, Version, WriteOutcome, Written,
 };
 use crate::conversation::{Message, PendingAction, SessionRecord, StoredContext};
 use crate::ids::{fnv1a, MessageId, SessionId};
@@ -716,6 +716,16 @@ impl Store for MemoryStore {
         messages: &[Arc<Message>],
     ) -> BoxFuture<'static, StoreResult<Written>> {
         future::ready(self.upsert(expected, record, messages)).boxed()
+    }
+
+    fn write(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+        messages: Option<&[Arc<Message>]>,
+        _taken: &[String],
+    ) -> WriteOutcome {
+        WriteOutcome::Now(self.upsert(expected, record, messages.unwrap_or_default()))
     }
 
     fn settle(&self, id: &SessionId) {

@@ -201,6 +201,12 @@ impl From<&str> for StoreCause {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// What [`Store::write`] gives: the outcome itself, or a future of it.
+pub enum WriteOutcome {
+    Now(StoreResult<Written>),
+    Later(BoxFuture<'static, StoreResult<Written>>),
+}
+
 /// Session storage. Every method is one atomic change.
 pub trait Store: Send + Sync + 'static {
     /// The session and its messages, or `None` if it was never stored.
@@ -244,6 +250,22 @@ pub trait Store: Send + Sync + 'static {
         _taken: &[String],
     ) -> BoxFuture<'static, StoreResult<Written>> {
         self.save_messages(expected, record, messages)
+    }
+
+    /// The actor's write: `save_session` (no `messages`) or
+    /// `save_messages_taking`. A store that never waits (the memory store)
+    /// answers at once, so a turn's two writes box no future.
+    fn write(
+        &self,
+        expected: Version,
+        record: &SessionRecord,
+        messages: Option<&[Arc<Message>]>,
+        taken: &[String],
+    ) -> WriteOutcome {
+        WriteOutcome::Later(match messages {
+            None => self.save_session(expected, record),
+            Some(messages) => self.save_messages_taking(expected, record, messages, taken),
+        })
     }
 
     /// Stores a new inbox item. A store without an inbox table ignores it.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::core::{InFlight, Phase, Plan, State, Waiting, Write, MAX_QUEUED_STEERING};
+use super::core::{Chat, InFlight, Phase, Plan, State, Waiting, Write, MAX_QUEUED_STEERING};
 use super::idempotency::{reply_id, Earlier};
 use super::rules::{pending_for, record_result};
 use super::screenshot::strip_screenshots;
@@ -143,7 +143,7 @@ impl State {
                 }
             }
             Earlier::Refused(error) => return plan.answer(waiting.reply, Err(error)),
-            Earlier::Answered(reply_id) => return self.answer_again(waiting, &reply_id, plan),
+            Earlier::Answered(reply_id) => return self.answer_again(*waiting, &reply_id, plan),
             Earlier::Unanswered(user) if !self.is_running() => {
                 return self.answer_unanswered(waiting, user, plan);
             }
@@ -179,7 +179,7 @@ impl State {
         plan.write(write, InFlight::Chat(waiting));
     }
 
-    pub(super) fn message_stored(&mut self, waiting: Waiting, write: Write, plan: &mut Plan) {
+    pub(super) fn message_stored(&mut self, waiting: Chat, write: Write, plan: &mut Plan) {
         for message in write.messages.unwrap_or_default() {
             self.tree.upsert(message);
         }
@@ -367,7 +367,7 @@ impl State {
     /// call pending, or a silent decision ended).
     pub(super) fn result_applied(
         &mut self,
-        mut waiting: Waiting,
+        mut waiting: Chat,
         applied: AppliedResult,
         write: Write,
         plan: &mut Plan,

