@@ -197,7 +197,7 @@ async fn run_batch(
     let mut messages = Messages::Append;
     let mut attempt = 1;
     loop {
-        let client = shared.client().await?;
+        let client = shared.writer_client().await?;
         let committed = commit_batch(&client, writes, messages, turn.take()).await;
         if messages == Messages::Append && matches!(&committed, Err(error) if is_duplicate(error)) {
             messages = Messages::Replace;

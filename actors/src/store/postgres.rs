@@ -88,6 +88,14 @@ pub struct PgStore {
 
 pub(super) struct Shared {
     pool: Pool,
+    /// The group-commit writers' connections, used only on their thread.
+    /// A pooled connection's I/O runs as a task on the runtime that opened
+    /// it: a writer on a connection an HTTP worker opened (for a load)
+    /// waited for that worker, busy with requests, to send its statement
+    /// and to read each answer, two cross-thread wake-ups more a round
+    /// trip. Opened only by the writers, these stay on their thread.
+    /// The same pool as `pool` when there are too few connections to part.
+    writer_pool: Pool,
     /// `DATABASE__SCHEMA`: every connection's `search_path`, so the SQL
     /// stays unqualified; created by the migrations.
     schema: String,
@@ -134,35 +142,45 @@ impl PgStore {
         // ended (restart, admin shutdown) reports; a connection that failed a
         // query for connection reasons is also dropped instead of returned
         // (`settle`). Verified would add a round trip to every checkout.
-        let manager = Manager::from_config(
-            pg_config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|error| format!("cannot build the connection pool: {error}"))?;
-        let shared = Arc::new(Shared {
-            pool,
-            schema: schema.to_string(),
-            schema_ready: AtomicBool::new(false),
-            migrating: tokio::sync::Mutex::new(()),
-        });
+        let build_pool = |max_size: usize| {
+            let manager = Manager::from_config(
+                pg_config.clone(),
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(max_size)
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+                .create_timeout(Some(CONNECT_TIMEOUT))
+                .recycle_timeout(Some(CONNECT_TIMEOUT))
+                .build()
+                .map_err(|error| format!("cannot build the connection pool: {error}"))
+        };
         // Two writers: one runs its batch while the other's commit flushes
         // (`group_commit`: they take turns, never running side by side).
         // More only cut the batches smaller: at 200 busy sessions, 8
         // writers committed 16 writes a batch and 2 commit 57 or more, and
         // the statement's fixed cost made PostgreSQL's CPU a turn 1.8 times
-        // as large (BENCHMARKS.md, "PostgreSQL"). Each holds one pooled
-        // connection while it commits, half the pool at most.
+        // as large (BENCHMARKS.md, "PostgreSQL"). Each holds one connection
+        // of its own while it commits, half the pool at most.
+        let pool_size = pool_size.max(1);
         let n_writers = (pool_size / 2).clamp(1, WRITERS);
+        let writer_pool = build_pool(n_writers)?;
+        let pool = if pool_size > n_writers {
+            build_pool(pool_size - n_writers)?
+        } else {
+            writer_pool.clone()
+        };
+        let shared = Arc::new(Shared {
+            pool,
+            writer_pool,
+            schema: schema.to_string(),
+            schema_ready: AtomicBool::new(false),
+            migrating: tokio::sync::Mutex::new(()),
+        });
         let writes = Arc::new(GroupCommit::start(shared.clone(), n_writers)?);
         Ok(PgStore { shared, writes })
     }
@@ -224,7 +242,16 @@ impl PgStore {
 impl Shared {
     /// A pooled connection to a migrated database.
     pub(super) async fn client(&self) -> StoreResult<Object> {
-        let mut client = self.pool.get().await.map_err(pool_error)?;
+        self.checkout(&self.pool).await
+    }
+
+    /// `client` for a group-commit writer, on the writers' thread.
+    pub(super) async fn writer_client(&self) -> StoreResult<Object> {
+        self.checkout(&self.writer_pool).await
+    }
+
+    async fn checkout(&self, pool: &Pool) -> StoreResult<Object> {
+        let mut client = pool.get().await.map_err(pool_error)?;
         if !self.schema_ready.load(Ordering::Acquire) {
             let _migrating = self.migrating.lock().await;
             if !self.schema_ready.load(Ordering::Acquire) {
