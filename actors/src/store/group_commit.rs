@@ -18,6 +18,7 @@ use tokio_postgres::types::ToSql;
 
 use super::postgres::{settle, MessageRow, SessionRow, Shared, OPERATION_TIMEOUT};
 use super::{StoreError, StoreResult, Version, Written};
+use crate::ids::SessionId;
 
 /// The most writes one transaction carries; more wait for the next batch.
 /// Also the most advisory locks a batch holds (`batch_head!`).
@@ -108,7 +109,7 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         let mut turn = queue.clone().lock_owned().await;
         let waiting = &mut *turn;
         let mut batch: Vec<Queued> = Vec::new();
-        let mut sessions: HashSet<String> = HashSet::new();
+        let mut sessions: HashSet<SessionId> = HashSet::new();
         // A write of a session already in the batch waits for the next one
         // (whichever writer takes it), so a batch never holds two conditions
         // on one row. Carried writes are shared, never kept by a writer:
@@ -420,13 +421,13 @@ async fn commit_batch(
     // queued on drop, costs nothing where it is not.
     transaction.open = done.is_err();
     let rows = done?;
-    let versions: HashMap<String, Version> = rows
+    let versions: HashMap<&str, Version> = rows
         .iter()
-        .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as Version))
+        .map(|row| (row.get::<_, &str>(0), row.get::<_, i64>(1) as Version))
         .collect();
     Ok(writes
         .iter()
-        .map(|write| match versions.get(&write.row.id) {
+        .map(|write| match versions.get(write.row.id.as_str()) {
             Some(&version) => Written::Committed(version),
             None => Written::Stale,
         })
@@ -471,7 +472,10 @@ impl<'a> SessionColumns<'a> {
             titles: rows.clone().map(|row| row.title.as_deref()).collect(),
             created_ats: rows.clone().map(|row| row.created_at).collect(),
             turn_numbers: rows.clone().map(|row| row.turn_number).collect(),
-            active_leaves: rows.clone().map(|row| row.active_leaf.as_deref()).collect(),
+            active_leaves: rows
+                .clone()
+                .map(|row| row.active_leaf.as_ref().map(|id| id.as_str()))
+                .collect(),
             host_contexts: rows
                 .clone()
                 .map(|row| row.host_context.as_deref())
@@ -497,7 +501,11 @@ impl<'a> MessageColumns<'a> {
         let mut columns = MessageColumns::default();
         for write in writes {
             // One row per message id (the last wins): a multi-row upsert may
-            // not touch one row twice.
+            // not touch one row twice. Most writes carry one message.
+            if let [message] = write.messages.as_slice() {
+                columns.push(write, message);
+                continue;
+            }
             let mut seen = HashSet::new();
             let unique: Vec<&MessageRow> = write
                 .messages
@@ -506,14 +514,19 @@ impl<'a> MessageColumns<'a> {
                 .filter(|message| seen.insert(message.id.as_str()))
                 .collect();
             for message in unique.into_iter().rev() {
-                columns.session_ids.push(write.row.id.as_str());
-                columns.ids.push(message.id.as_str());
-                columns.parent_ids.push(message.parent_id.as_deref());
-                columns.roles.push(message.role);
-                columns.bodies.push(message.body.as_str());
-                columns.created_ats.push(message.created_at);
+                columns.push(write, message);
             }
         }
         columns
+    }
+
+    fn push(&mut self, write: &'a SessionWrite, message: &'a MessageRow) {
+        self.session_ids.push(write.row.id.as_str());
+        self.ids.push(message.id.as_str());
+        self.parent_ids
+            .push(message.parent_id.as_ref().map(|id| id.as_str()));
+        self.roles.push(message.role);
+        self.bodies.push(message.body.as_str());
+        self.created_ats.push(message.created_at);
     }
 }

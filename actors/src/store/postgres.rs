@@ -24,7 +24,7 @@ use super::{
     TraceBounds, Version, Written,
 };
 use crate::conversation::{Message, PendingAction, Role, SessionRecord};
-use crate::ids::SessionId;
+use crate::ids::{MessageId, SessionId};
 
 /// The schema of the runtime's tables unless `DATABASE__SCHEMA` names another.
 pub const DEFAULT_SCHEMA: &str = "assistant_runtime";
@@ -396,13 +396,14 @@ fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> StoreRes
 }
 
 /// The session row's columns, serialized once before the future is built.
+/// Text the record shares (ids, owner, title) is shared here too, not copied.
 pub(super) struct SessionRow {
-    pub id: String,
-    pub owner_id: Option<String>,
-    pub title: Option<String>,
+    pub id: SessionId,
+    pub owner_id: Option<Arc<str>>,
+    pub title: Option<Arc<str>>,
     pub created_at: i64,
     pub turn_number: i32,
-    pub active_leaf: Option<String>,
+    pub active_leaf: Option<MessageId>,
     pub host_context: Option<String>,
     pub pending_action: Option<String>,
 }
@@ -410,12 +411,12 @@ pub(super) struct SessionRow {
 impl SessionRow {
     fn from_record(record: &SessionRecord) -> StoreResult<SessionRow> {
         Ok(SessionRow {
-            id: record.id.to_string(),
-            owner_id: record.owner_id.as_deref().map(String::from),
-            title: record.title.as_deref().map(String::from),
+            id: record.id.clone(),
+            owner_id: record.owner_id.clone(),
+            title: record.title.clone(),
             created_at: record.created_at as i64,
             turn_number: record.turn_number as i32,
-            active_leaf: record.active_leaf.as_ref().map(|id| id.to_string()),
+            active_leaf: record.active_leaf.clone(),
             host_context: optional_json(record.host_context.as_ref())?,
             pending_action: optional_json(record.pending_action.as_ref())?,
         })
@@ -423,8 +424,8 @@ impl SessionRow {
 }
 
 pub(super) struct MessageRow {
-    pub id: String,
-    pub parent_id: Option<String>,
+    pub id: MessageId,
+    pub parent_id: Option<MessageId>,
     pub role: &'static str,
     pub body: String,
     pub created_at: i64,
@@ -433,8 +434,8 @@ pub(super) struct MessageRow {
 impl MessageRow {
     fn from_message(message: &Message) -> StoreResult<MessageRow> {
         Ok(MessageRow {
-            id: message.id.to_string(),
-            parent_id: message.parent_id.as_ref().map(|id| id.to_string()),
+            id: message.id.clone(),
+            parent_id: message.parent_id.clone(),
             role: match message.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
