@@ -850,6 +850,40 @@ async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
 }
 
 #[actix_web::test]
+async fn a_host_context_written_again_unchanged_is_kept_and_a_changed_one_replaces_it() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let client = db.client().await;
+    // Large enough to be kept out of line (TOAST), where keeping the
+    // stored value matters most.
+    let context = |n: u64| {
+        let issues: Vec<Value> = (0..300)
+            .map(|i| json!({"number": i, "title": format!("issue {i} of {n}")}))
+            .collect();
+        json!({"version": 1, "view": {"name": "tasks", "data": {"n": n, "issues": issues}}})
+    };
+    let stored = || async {
+        let row = client
+            .query_one(
+                "SELECT host_context::text, turn_number FROM sessions WHERE id = 'ctx'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let text: Option<String> = row.get(0);
+        let context: Value = serde_json::from_str(&text.expect("a stored context")).unwrap();
+        (context["view"]["data"].clone(), row.get::<_, i32>(1))
+    };
+    for (id, n, turns) in [("m1", 1, 1), ("m2", 1, 2), ("m3", 2, 3), ("m4", 2, 4)] {
+        let (status, body) = app.say("ctx", id, "hello", Some(context(n))).await;
+        assert_eq!(status, 200, "{body}");
+        let (data, turn_number) = stored().await;
+        assert_eq!(data, context(n)["view"]["data"], "after {id}");
+        assert_eq!(turn_number, turns, "after {id}");
+    }
+}
+
+#[actix_web::test]
 async fn a_silent_decision_survives_a_restart_and_its_receipt_stays_silent() {
     let db = TestDb::create().await;
     let decision = json!({

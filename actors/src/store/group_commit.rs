@@ -242,6 +242,10 @@ fn is_duplicate(error: &tokio_postgres::Error) -> bool {
 ///   re-checked against its new version, and skipped); it moves `updated_at`
 ///   (indexed, for the TTL purge) only when that is over a minute old, so
 ///   most updates change no indexed column and are HOT: no index entries;
+///   a host context or pending action equal to the stored text keeps the
+///   stored value: not parsed again, nor, when large enough to be kept out
+///   of line, copied again into the TOAST table and the WAL (most writes
+///   carry their session's context unchanged);
 /// - `created` inserts a new session once: a second creator finds the row;
 /// - `stored` (`stored!`) appends (in array order, which keeps `seq` in tree
 ///   order) or replaces the messages of the sessions that were written, and
@@ -268,7 +272,10 @@ macro_rules! batch_head {
             updated_at = CASE WHEN s.updated_at >= now() - interval '1 minute'
                               THEN s.updated_at ELSE now() END,
             turn_number = v.turn_number, active_leaf = v.active_leaf,
-            host_context = v.host_context::json, pending_action = v.pending_action::json,
+            host_context = CASE WHEN v.host_context IS NOT DISTINCT FROM s.host_context::text
+                                THEN s.host_context ELSE v.host_context::json END,
+            pending_action = CASE WHEN v.pending_action IS NOT DISTINCT FROM s.pending_action::text
+                                  THEN s.pending_action ELSE v.pending_action::json END,
             version = nextval('session_versions')
         FROM v
         WHERE (SELECT n FROM locked) >= 0
