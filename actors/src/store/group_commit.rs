@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot, Mutex, OwnedMutexGuard};
@@ -40,6 +41,9 @@ pub(super) struct SessionWrite {
 struct Queued {
     write: SessionWrite,
     answer: oneshot::Sender<StoreResult<Written>>,
+    /// When it was submitted: a write that waited `OPERATION_TIMEOUT` for
+    /// a batch is answered instead of batched (`submit`).
+    submitted: Instant,
 }
 
 /// What waits for a batch: the queue, and the writes a batch left for the
@@ -87,10 +91,26 @@ impl GroupCommit {
     }
 
     /// Queues `write`; the answer comes once its batch committed (or failed).
+    ///
+    /// It always comes within twice `OPERATION_TIMEOUT`, with no timer of
+    /// the caller's: the queue is unbounded (sending never waits), and a
+    /// writer answers every write it takes. A write waits for a writer to
+    /// take it while other batches hold the turn, each bounded, and is
+    /// answered `Unavailable` when taken after `OPERATION_TIMEOUT` (those
+    /// ahead of it in the queue are older, so a write is never left behind
+    /// by a full batch of them); once in a batch, everything that can wait
+    /// (the pool's checkout, a migration, the statement, the commit) runs
+    /// under the batch's `OPERATION_TIMEOUT`, and a batch that fails or
+    /// times out answers all of its writes. A writer that stopped (a
+    /// panic) drops its answers, and `submit` reads that as a failure.
     pub async fn submit(&self, write: SessionWrite) -> StoreResult<Written> {
         let (answer, answered) = oneshot::channel();
         self.sender
-            .send(Queued { write, answer })
+            .send(Queued {
+                write,
+                answer,
+                submitted: Instant::now(),
+            })
             .map_err(|_| StoreError::Failed("the database writer has stopped".into()))?;
         answered
             .await
@@ -108,6 +128,7 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         // pages and cut each other small) and the next one fills meanwhile.
         let mut turn = queue.clone().lock_owned().await;
         let waiting = &mut *turn;
+        let now = Instant::now();
         let mut batch: Vec<Queued> = Vec::new();
         let mut sessions: HashSet<SessionId> = HashSet::new();
         // A write of a session already in the batch waits for the next one
@@ -116,17 +137,22 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         // one waiting for new writes (below) would otherwise hold the turn
         // while another writer's carried writes wait for it.
         for queued in std::mem::take(&mut waiting.carried) {
+            let Some(queued) = unless_expired(queued, now) else {
+                continue;
+            };
             if sessions.insert(queued.write.row.id.clone()) {
                 batch.push(queued);
             } else {
                 waiting.carried.push(queued);
             }
         }
-        if batch.is_empty() {
+        while batch.is_empty() {
             match waiting.receiver.recv().await {
                 Some(queued) => {
-                    sessions.insert(queued.write.row.id.clone());
-                    batch.push(queued);
+                    if let Some(queued) = unless_expired(queued, now) {
+                        sessions.insert(queued.write.row.id.clone());
+                        batch.push(queued);
+                    }
                 }
                 None => return,
             }
@@ -134,6 +160,9 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         while batch.len() < MAX_BATCH {
             let Ok(queued) = waiting.receiver.try_recv() else {
                 break;
+            };
+            let Some(queued) = unless_expired(queued, now) else {
+                continue;
             };
             if sessions.insert(queued.write.row.id.clone()) {
                 batch.push(queued);
@@ -166,6 +195,18 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// `queued`, unless it has waited `OPERATION_TIMEOUT` for a batch by
+/// `now`: then it is answered `Unavailable` (`GroupCommit::submit`).
+fn unless_expired(queued: Queued, now: Instant) -> Option<Queued> {
+    if now.saturating_duration_since(queued.submitted) < OPERATION_TIMEOUT {
+        return Some(queued);
+    }
+    let _ = queued.answer.send(Err(StoreError::Unavailable(
+        format!("no batch took the write within {OPERATION_TIMEOUT:?}").into(),
+    )));
+    None
 }
 
 /// The turn to run a batch: the queue, held from taking a batch until its
