@@ -441,7 +441,9 @@ impl MessageRow {
                 Role::Assistant => "assistant",
                 Role::Summary => "summary",
             },
-            body: to_json(message)?,
+            body: super::message_json::message_json(message).map_err(|error| {
+                StoreError::Failed(StoreCause::caused_by(error.to_string(), error))
+            })?,
             created_at: message.created_at as i64,
         })
     }
