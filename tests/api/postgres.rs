@@ -850,6 +850,40 @@ async fn the_store_round_trips_a_record_and_keeps_json_key_order() {
 }
 
 #[actix_web::test]
+async fn a_host_context_written_again_unchanged_is_kept_and_a_changed_one_replaces_it() {
+    let db = TestDb::create().await;
+    let app = spawn_app_with(&[("DATABASE_URL", db.url.as_str())]).await;
+    let client = db.client().await;
+    // Large enough to be kept out of line (TOAST), where keeping the
+    // stored value matters most.
+    let context = |n: u64| {
+        let issues: Vec<Value> = (0..300)
+            .map(|i| json!({"number": i, "title": format!("issue {i} of {n}")}))
+            .collect();
+        json!({"version": 1, "view": {"name": "tasks", "data": {"n": n, "issues": issues}}})
+    };
+    let stored = || async {
+        let row = client
+            .query_one(
+                "SELECT host_context::text, turn_number FROM sessions WHERE id = 'ctx'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let text: Option<String> = row.get(0);
+        let context: Value = serde_json::from_str(&text.expect("a stored context")).unwrap();
+        (context["view"]["data"].clone(), row.get::<_, i32>(1))
+    };
+    for (id, n, turns) in [("m1", 1, 1), ("m2", 1, 2), ("m3", 2, 3), ("m4", 2, 4)] {
+        let (status, body) = app.say("ctx", id, "hello", Some(context(n))).await;
+        assert_eq!(status, 200, "{body}");
+        let (data, turn_number) = stored().await;
+        assert_eq!(data, context(n)["view"]["data"], "after {id}");
+        assert_eq!(turn_number, turns, "after {id}");
+    }
+}
+
+#[actix_web::test]
 async fn a_silent_decision_survives_a_restart_and_its_receipt_stays_silent() {
     let db = TestDb::create().await;
     let decision = json!({
@@ -1186,7 +1220,11 @@ async fn a_stored_message_written_again_is_replaced_in_place_and_new_ones_append
 
 /// A batch that outlives the operation timeout (its session's row held by
 /// another client) is rolled back once it runs, never committed by a later
-/// batch on the same connection, and the store goes on.
+/// batch on the same connection, and the store goes on. Writes queued
+/// behind it (one writer: a pool of 2) are answered `Unavailable` within
+/// twice the operation timeout (10 s), with no timer of their own: one
+/// runs in the next batch and times out there, one waits for it (same
+/// session) and is answered once it has waited the timeout.
 #[actix_web::test]
 async fn a_batch_that_times_out_is_rolled_back_and_the_store_goes_on() {
     let db = TestDb::create().await;
@@ -1203,11 +1241,26 @@ async fn a_batch_that_times_out_is_rolled_back_and_the_store_goes_on() {
         .unwrap();
     let mut late = record.clone();
     late.turn_number = 1;
-    let timed_out = store.save_session(version, &late).await;
-    assert!(
-        matches!(timed_out, Err(StoreError::Unavailable(_))),
-        "{timed_out:?}"
-    );
+    let started = Instant::now();
+    let queued_behind = |delay_ms: u64| {
+        let write = store.save_session(version, &late);
+        async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let answer = write.await;
+            (answer, started.elapsed())
+        }
+    };
+    let ((timed_out, _), (second, second_after), (third, third_after)) =
+        futures_util::join!(queued_behind(0), queued_behind(200), queued_behind(400));
+    for answer in [&timed_out, &second, &third] {
+        assert!(
+            matches!(answer, Err(StoreError::Unavailable(_))),
+            "{answer:?}"
+        );
+    }
+    for after in [second_after, third_after] {
+        assert!(after < Duration::from_secs(22), "answered after {after:?}");
+    }
     holder.batch_execute("COMMIT").await.unwrap();
     let mut next = record.clone();
     next.turn_number = 2;

@@ -10,14 +10,17 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot, Mutex, OwnedMutexGuard};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::Statement;
 
 use super::postgres::{settle, MessageRow, SessionRow, Shared, OPERATION_TIMEOUT};
 use super::{StoreError, StoreResult, Version, Written};
+use crate::ids::SessionId;
 
 /// The most writes one transaction carries; more wait for the next batch.
 /// Also the most advisory locks a batch holds (`batch_head!`).
@@ -39,6 +42,9 @@ pub(super) struct SessionWrite {
 struct Queued {
     write: SessionWrite,
     answer: oneshot::Sender<StoreResult<Written>>,
+    /// When it was submitted: a write that waited `OPERATION_TIMEOUT` for
+    /// a batch is answered instead of batched (`submit`).
+    submitted: Instant,
 }
 
 /// What waits for a batch: the queue, and the writes a batch left for the
@@ -86,10 +92,26 @@ impl GroupCommit {
     }
 
     /// Queues `write`; the answer comes once its batch committed (or failed).
+    ///
+    /// It always comes within twice `OPERATION_TIMEOUT`, with no timer of
+    /// the caller's: the queue is unbounded (sending never waits), and a
+    /// writer answers every write it takes. A write waits for a writer to
+    /// take it while other batches hold the turn, each bounded, and is
+    /// answered `Unavailable` when taken after `OPERATION_TIMEOUT` (those
+    /// ahead of it in the queue are older, so a write is never left behind
+    /// by a full batch of them); once in a batch, everything that can wait
+    /// (the pool's checkout, a migration, the statement, the commit) runs
+    /// under the batch's `OPERATION_TIMEOUT`, and a batch that fails or
+    /// times out answers all of its writes. A writer that stopped (a
+    /// panic) drops its answers, and `submit` reads that as a failure.
     pub async fn submit(&self, write: SessionWrite) -> StoreResult<Written> {
         let (answer, answered) = oneshot::channel();
         self.sender
-            .send(Queued { write, answer })
+            .send(Queued {
+                write,
+                answer,
+                submitted: Instant::now(),
+            })
             .map_err(|_| StoreError::Failed("the database writer has stopped".into()))?;
         answered
             .await
@@ -101,31 +123,38 @@ impl GroupCommit {
 /// least one write, at most `MAX_BATCH`, one write per session), runs the
 /// batch's statement, hands the turn on, commits, answers, repeats.
 async fn write_batches(queue: Queue, shared: Arc<Shared>) {
+    let mut prepared = Prepared::default();
     loop {
         // The turn: held from taking a batch until its statement has run,
         // so batches never run side by side (they contended for the same
         // pages and cut each other small) and the next one fills meanwhile.
         let mut turn = queue.clone().lock_owned().await;
         let waiting = &mut *turn;
+        let now = Instant::now();
         let mut batch: Vec<Queued> = Vec::new();
-        let mut sessions: HashSet<String> = HashSet::new();
+        let mut sessions: HashSet<SessionId> = HashSet::new();
         // A write of a session already in the batch waits for the next one
         // (whichever writer takes it), so a batch never holds two conditions
         // on one row. Carried writes are shared, never kept by a writer:
         // one waiting for new writes (below) would otherwise hold the turn
         // while another writer's carried writes wait for it.
         for queued in std::mem::take(&mut waiting.carried) {
+            let Some(queued) = unless_expired(queued, now) else {
+                continue;
+            };
             if sessions.insert(queued.write.row.id.clone()) {
                 batch.push(queued);
             } else {
                 waiting.carried.push(queued);
             }
         }
-        if batch.is_empty() {
+        while batch.is_empty() {
             match waiting.receiver.recv().await {
                 Some(queued) => {
-                    sessions.insert(queued.write.row.id.clone());
-                    batch.push(queued);
+                    if let Some(queued) = unless_expired(queued, now) {
+                        sessions.insert(queued.write.row.id.clone());
+                        batch.push(queued);
+                    }
                 }
                 None => return,
             }
@@ -133,6 +162,9 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         while batch.len() < MAX_BATCH {
             let Ok(queued) = waiting.receiver.try_recv() else {
                 break;
+            };
+            let Some(queued) = unless_expired(queued, now) else {
+                continue;
             };
             if sessions.insert(queued.write.row.id.clone()) {
                 batch.push(queued);
@@ -143,7 +175,7 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         let writes: Vec<&SessionWrite> = batch.iter().map(|queued| &queued.write).collect();
         let outcome = match tokio::time::timeout(
             OPERATION_TIMEOUT,
-            run_batch(&shared, &writes, turn),
+            run_batch(&shared, &mut prepared, &writes, turn),
         )
         .await
         {
@@ -165,6 +197,18 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// `queued`, unless it has waited `OPERATION_TIMEOUT` for a batch by
+/// `now`: then it is answered `Unavailable` (`GroupCommit::submit`).
+fn unless_expired(queued: Queued, now: Instant) -> Option<Queued> {
+    if now.saturating_duration_since(queued.submitted) < OPERATION_TIMEOUT {
+        return Some(queued);
+    }
+    let _ = queued.answer.send(Err(StoreError::Unavailable(
+        format!("no batch took the write within {OPERATION_TIMEOUT:?}").into(),
+    )));
+    None
 }
 
 /// The turn to run a batch: the queue, held from taking a batch until its
@@ -190,6 +234,7 @@ enum Messages {
 /// the turn: rare, and a batch of them alongside another costs only time.
 async fn run_batch(
     shared: &Shared,
+    prepared: &mut Prepared,
     writes: &[&SessionWrite],
     turn: Turn,
 ) -> StoreResult<Vec<Written>> {
@@ -197,8 +242,8 @@ async fn run_batch(
     let mut messages = Messages::Append;
     let mut attempt = 1;
     loop {
-        let client = shared.client().await?;
-        let committed = commit_batch(&client, writes, messages, turn.take()).await;
+        let client = shared.writer_client().await?;
+        let committed = commit_batch(&client, prepared, writes, messages, turn.take()).await;
         if messages == Messages::Append && matches!(&committed, Err(error) if is_duplicate(error)) {
             messages = Messages::Replace;
             continue;
@@ -241,6 +286,10 @@ fn is_duplicate(error: &tokio_postgres::Error) -> bool {
 ///   re-checked against its new version, and skipped); it moves `updated_at`
 ///   (indexed, for the TTL purge) only when that is over a minute old, so
 ///   most updates change no indexed column and are HOT: no index entries;
+///   a host context or pending action equal to the stored text keeps the
+///   stored value: not parsed again, nor, when large enough to be kept out
+///   of line, copied again into the TOAST table and the WAL (most writes
+///   carry their session's context unchanged);
 /// - `created` inserts a new session once: a second creator finds the row;
 /// - `stored` (`stored!`) appends (in array order, which keeps `seq` in tree
 ///   order) or replaces the messages of the sessions that were written, and
@@ -267,7 +316,10 @@ macro_rules! batch_head {
             updated_at = CASE WHEN s.updated_at >= now() - interval '1 minute'
                               THEN s.updated_at ELSE now() END,
             turn_number = v.turn_number, active_leaf = v.active_leaf,
-            host_context = v.host_context::json, pending_action = v.pending_action::json,
+            host_context = CASE WHEN v.host_context IS NOT DISTINCT FROM s.host_context::text
+                                THEN s.host_context ELSE v.host_context::json END,
+            pending_action = CASE WHEN v.pending_action IS NOT DISTINCT FROM s.pending_action::text
+                                  THEN s.pending_action ELSE v.pending_action::json END,
             version = nextval('session_versions')
         FROM v
         WHERE (SELECT n FROM locked) >= 0
@@ -347,7 +399,7 @@ macro_rules! replacing {
 /// The batch statements, by how they store messages and whether they take
 /// inbox items. Each returns the id and new version of every session
 /// written. A statement is planned per connection once and kept
-/// (`prepare_cached`), so the four cost nothing each batch.
+/// (`Prepared`), so the four cost nothing each batch.
 const APPEND: &str = concat!(batch_head!(), stored!(""), no_inbox!());
 const APPEND_TAKING: &str = concat!(batch_head!(), stored!(""), taking_inbox!());
 const REPLACE: &str = concat!(batch_head!(), stored!(replacing!()), no_inbox!());
@@ -358,6 +410,7 @@ const REPLACE_TAKING: &str = concat!(batch_head!(), stored!(replacing!()), takin
 /// commit flushes.
 async fn commit_batch(
     client: &deadpool_postgres::Object,
+    prepared: &mut Prepared,
     writes: &[&SessionWrite],
     messages: Messages,
     turn: Option<Turn>,
@@ -396,13 +449,13 @@ async fn commit_batch(
         params.push(&taken_sessions);
         params.push(&taken_ids);
     }
-    let sql = match (messages, taking) {
-        (Messages::Append, false) => APPEND,
-        (Messages::Append, true) => APPEND_TAKING,
-        (Messages::Replace, false) => REPLACE,
-        (Messages::Replace, true) => REPLACE_TAKING,
+    let which = match (messages, taking) {
+        (Messages::Append, false) => 0,
+        (Messages::Append, true) => 1,
+        (Messages::Replace, false) => 2,
+        (Messages::Replace, true) => 3,
     };
-    let statement = client.prepare_cached(sql).await?;
+    let statement = prepared.statement(client, which).await?;
     // `BEGIN` goes in the statement's round trip: under load each round
     // trip waits for two wake-ups, and this one holds the turn.
     let mut transaction = OpenTransaction { client, open: true };
@@ -420,17 +473,69 @@ async fn commit_batch(
     // queued on drop, costs nothing where it is not.
     transaction.open = done.is_err();
     let rows = done?;
-    let versions: HashMap<String, Version> = rows
+    let versions: HashMap<&str, Version> = rows
         .iter()
-        .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as Version))
+        .map(|row| (row.get::<_, &str>(0), row.get::<_, i64>(1) as Version))
         .collect();
     Ok(writes
         .iter()
-        .map(|write| match versions.get(&write.row.id) {
+        .map(|write| match versions.get(write.row.id.as_str()) {
             Some(&version) => Written::Committed(version),
             None => Written::Stale,
         })
         .collect())
+}
+
+/// The batch statements, in `Prepared`'s order.
+const STATEMENTS: [&str; 4] = [APPEND, APPEND_TAKING, REPLACE, REPLACE_TAKING];
+
+/// How many connections' statements a writer keeps: more than the writers'
+/// pool holds, so a connection's are dropped only once it is gone.
+const PREPARED_CONNECTIONS: usize = 2 * WRITERS;
+
+/// A writer's batch statements, by connection. The pool's statement cache
+/// (`prepare_cached`) finds a statement by hashing its text, some 2.5 kB
+/// here, on every batch; this finds it by the connection's cache (its
+/// address, kept alive by the clone held here, names the connection) and
+/// the statement's index. A statement is prepared through that cache, so
+/// a connection prepares each at most once either way.
+#[derive(Default)]
+struct Prepared {
+    by_connection: Vec<(
+        Arc<deadpool_postgres::StatementCache>,
+        [Option<Statement>; 4],
+    )>,
+}
+
+impl Prepared {
+    async fn statement(
+        &mut self,
+        client: &deadpool_postgres::Object,
+        which: usize,
+    ) -> Result<Statement, tokio_postgres::Error> {
+        let cache = &client.statement_cache;
+        let at = match self
+            .by_connection
+            .iter()
+            .position(|(of, _)| Arc::ptr_eq(of, cache))
+        {
+            Some(at) => at,
+            None => {
+                if self.by_connection.len() == PREPARED_CONNECTIONS {
+                    self.by_connection.remove(0);
+                }
+                self.by_connection.push((cache.clone(), Default::default()));
+                self.by_connection.len() - 1
+            }
+        };
+        let statements = &mut self.by_connection[at].1;
+        if let Some(statement) = &statements[which] {
+            return Ok(statement.clone());
+        }
+        let statement = client.prepare_cached(STATEMENTS[which]).await?;
+        statements[which] = Some(statement.clone());
+        Ok(statement)
+    }
 }
 
 /// A batch's transaction while it may be open: dropped half done (the
@@ -471,7 +576,10 @@ impl<'a> SessionColumns<'a> {
             titles: rows.clone().map(|row| row.title.as_deref()).collect(),
             created_ats: rows.clone().map(|row| row.created_at).collect(),
             turn_numbers: rows.clone().map(|row| row.turn_number).collect(),
-            active_leaves: rows.clone().map(|row| row.active_leaf.as_deref()).collect(),
+            active_leaves: rows
+                .clone()
+                .map(|row| row.active_leaf.as_ref().map(|id| id.as_str()))
+                .collect(),
             host_contexts: rows
                 .clone()
                 .map(|row| row.host_context.as_deref())
@@ -497,7 +605,11 @@ impl<'a> MessageColumns<'a> {
         let mut columns = MessageColumns::default();
         for write in writes {
             // One row per message id (the last wins): a multi-row upsert may
-            // not touch one row twice.
+            // not touch one row twice. Most writes carry one message.
+            if let [message] = write.messages.as_slice() {
+                columns.push(write, message);
+                continue;
+            }
             let mut seen = HashSet::new();
             let unique: Vec<&MessageRow> = write
                 .messages
@@ -506,14 +618,19 @@ impl<'a> MessageColumns<'a> {
                 .filter(|message| seen.insert(message.id.as_str()))
                 .collect();
             for message in unique.into_iter().rev() {
-                columns.session_ids.push(write.row.id.as_str());
-                columns.ids.push(message.id.as_str());
-                columns.parent_ids.push(message.parent_id.as_deref());
-                columns.roles.push(message.role);
-                columns.bodies.push(message.body.as_str());
-                columns.created_ats.push(message.created_at);
+                columns.push(write, message);
             }
         }
         columns
+    }
+
+    fn push(&mut self, write: &'a SessionWrite, message: &'a MessageRow) {
+        self.session_ids.push(write.row.id.as_str());
+        self.ids.push(message.id.as_str());
+        self.parent_ids
+            .push(message.parent_id.as_ref().map(|id| id.as_str()));
+        self.roles.push(message.role);
+        self.bodies.push(message.body.as_str());
+        self.created_ats.push(message.created_at);
     }
 }

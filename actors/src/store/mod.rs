@@ -12,6 +12,7 @@ mod group_commit;
 pub mod inbox;
 mod inbox_pg;
 pub mod memory;
+mod message_json;
 pub mod migrations;
 pub mod postgres;
 pub mod readback;

@@ -24,7 +24,7 @@ use super::{
     TraceBounds, Version, Written,
 };
 use crate::conversation::{Message, PendingAction, Role, SessionRecord};
-use crate::ids::SessionId;
+use crate::ids::{MessageId, SessionId};
 
 /// The schema of the runtime's tables unless `DATABASE__SCHEMA` names another.
 pub const DEFAULT_SCHEMA: &str = "assistant_runtime";
@@ -88,6 +88,14 @@ pub struct PgStore {
 
 pub(super) struct Shared {
     pool: Pool,
+    /// The group-commit writers' connections, used only on their thread.
+    /// A pooled connection's I/O runs as a task on the runtime that opened
+    /// it: a writer on a connection an HTTP worker opened (for a load)
+    /// waited for that worker, busy with requests, to send its statement
+    /// and to read each answer, two cross-thread wake-ups more a round
+    /// trip. Opened only by the writers, these stay on their thread.
+    /// The same pool as `pool` when there are too few connections to part.
+    writer_pool: Pool,
     /// `DATABASE__SCHEMA`: every connection's `search_path`, so the SQL
     /// stays unqualified; created by the migrations.
     schema: String,
@@ -134,35 +142,45 @@ impl PgStore {
         // ended (restart, admin shutdown) reports; a connection that failed a
         // query for connection reasons is also dropped instead of returned
         // (`settle`). Verified would add a round trip to every checkout.
-        let manager = Manager::from_config(
-            pg_config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|error| format!("cannot build the connection pool: {error}"))?;
-        let shared = Arc::new(Shared {
-            pool,
-            schema: schema.to_string(),
-            schema_ready: AtomicBool::new(false),
-            migrating: tokio::sync::Mutex::new(()),
-        });
+        let build_pool = |max_size: usize| {
+            let manager = Manager::from_config(
+                pg_config.clone(),
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(max_size)
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+                .create_timeout(Some(CONNECT_TIMEOUT))
+                .recycle_timeout(Some(CONNECT_TIMEOUT))
+                .build()
+                .map_err(|error| format!("cannot build the connection pool: {error}"))
+        };
         // Two writers: one runs its batch while the other's commit flushes
         // (`group_commit`: they take turns, never running side by side).
         // More only cut the batches smaller: at 200 busy sessions, 8
         // writers committed 16 writes a batch and 2 commit 57 or more, and
         // the statement's fixed cost made PostgreSQL's CPU a turn 1.8 times
-        // as large (BENCHMARKS.md, "PostgreSQL"). Each holds one pooled
-        // connection while it commits, half the pool at most.
+        // as large (BENCHMARKS.md, "PostgreSQL"). Each holds one connection
+        // of its own while it commits, half the pool at most.
+        let pool_size = pool_size.max(1);
         let n_writers = (pool_size / 2).clamp(1, WRITERS);
+        let writer_pool = build_pool(n_writers)?;
+        let pool = if pool_size > n_writers {
+            build_pool(pool_size - n_writers)?
+        } else {
+            writer_pool.clone()
+        };
+        let shared = Arc::new(Shared {
+            pool,
+            writer_pool,
+            schema: schema.to_string(),
+            schema_ready: AtomicBool::new(false),
+            migrating: tokio::sync::Mutex::new(()),
+        });
         let writes = Arc::new(GroupCommit::start(shared.clone(), n_writers)?);
         Ok(PgStore { shared, writes })
     }
@@ -224,7 +242,16 @@ impl PgStore {
 impl Shared {
     /// A pooled connection to a migrated database.
     pub(super) async fn client(&self) -> StoreResult<Object> {
-        let mut client = self.pool.get().await.map_err(pool_error)?;
+        self.checkout(&self.pool).await
+    }
+
+    /// `client` for a group-commit writer, on the writers' thread.
+    pub(super) async fn writer_client(&self) -> StoreResult<Object> {
+        self.checkout(&self.writer_pool).await
+    }
+
+    async fn checkout(&self, pool: &Pool) -> StoreResult<Object> {
+        let mut client = pool.get().await.map_err(pool_error)?;
         if !self.schema_ready.load(Ordering::Acquire) {
             let _migrating = self.migrating.lock().await;
             if !self.schema_ready.load(Ordering::Acquire) {
@@ -369,13 +396,14 @@ fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> StoreRes
 }
 
 /// The session row's columns, serialized once before the future is built.
+/// Text the record shares (ids, owner, title) is shared here too, not copied.
 pub(super) struct SessionRow {
-    pub id: String,
-    pub owner_id: Option<String>,
-    pub title: Option<String>,
+    pub id: SessionId,
+    pub owner_id: Option<Arc<str>>,
+    pub title: Option<Arc<str>>,
     pub created_at: i64,
     pub turn_number: i32,
-    pub active_leaf: Option<String>,
+    pub active_leaf: Option<MessageId>,
     pub host_context: Option<String>,
     pub pending_action: Option<String>,
 }
@@ -383,12 +411,12 @@ pub(super) struct SessionRow {
 impl SessionRow {
     fn from_record(record: &SessionRecord) -> StoreResult<SessionRow> {
         Ok(SessionRow {
-            id: record.id.to_string(),
-            owner_id: record.owner_id.as_deref().map(String::from),
-            title: record.title.as_deref().map(String::from),
+            id: record.id.clone(),
+            owner_id: record.owner_id.clone(),
+            title: record.title.clone(),
             created_at: record.created_at as i64,
             turn_number: record.turn_number as i32,
-            active_leaf: record.active_leaf.as_ref().map(|id| id.to_string()),
+            active_leaf: record.active_leaf.clone(),
             host_context: optional_json(record.host_context.as_ref())?,
             pending_action: optional_json(record.pending_action.as_ref())?,
         })
@@ -396,8 +424,8 @@ impl SessionRow {
 }
 
 pub(super) struct MessageRow {
-    pub id: String,
-    pub parent_id: Option<String>,
+    pub id: MessageId,
+    pub parent_id: Option<MessageId>,
     pub role: &'static str,
     pub body: String,
     pub created_at: i64,
@@ -406,14 +434,16 @@ pub(super) struct MessageRow {
 impl MessageRow {
     fn from_message(message: &Message) -> StoreResult<MessageRow> {
         Ok(MessageRow {
-            id: message.id.to_string(),
-            parent_id: message.parent_id.as_ref().map(|id| id.to_string()),
+            id: message.id.clone(),
+            parent_id: message.parent_id.clone(),
             role: match message.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
                 Role::Summary => "summary",
             },
-            body: to_json(message)?,
+            body: super::message_json::message_json(message).map_err(|error| {
+                StoreError::Failed(StoreCause::caused_by(error.to_string(), error))
+            })?,
             created_at: message.created_at as i64,
         })
     }
@@ -644,7 +674,10 @@ impl Store for PgStore {
             })
         });
         let writes = self.writes.clone();
-        self.run(async move { writes.submit(write?).await })
+        // Not under `run`'s timer: the answer is bounded already
+        // (`GroupCommit::submit`), and a timer per write costs as much as
+        // the rest of the wait for its answer.
+        async move { writes.submit(write?).await }.boxed()
     }
 
     fn list(
