@@ -16,7 +16,6 @@ use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot, Mutex, OwnedMutexGuard};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Statement;
 
 use super::postgres::{settle, MessageRow, SessionRow, Shared, OPERATION_TIMEOUT};
 use super::{StoreError, StoreResult, Version, Written};
@@ -123,7 +122,6 @@ impl GroupCommit {
 /// least one write, at most `MAX_BATCH`, one write per session), runs the
 /// batch's statement, hands the turn on, commits, answers, repeats.
 async fn write_batches(queue: Queue, shared: Arc<Shared>) {
-    let mut prepared = Prepared::default();
     loop {
         // The turn: held from taking a batch until its statement has run,
         // so batches never run side by side (they contended for the same
@@ -175,7 +173,7 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         let writes: Vec<&SessionWrite> = batch.iter().map(|queued| &queued.write).collect();
         let outcome = match tokio::time::timeout(
             OPERATION_TIMEOUT,
-            run_batch(&shared, &mut prepared, &writes, turn),
+            run_batch(&shared, &writes, turn),
         )
         .await
         {
@@ -234,7 +232,6 @@ enum Messages {
 /// the turn: rare, and a batch of them alongside another costs only time.
 async fn run_batch(
     shared: &Shared,
-    prepared: &mut Prepared,
     writes: &[&SessionWrite],
     turn: Turn,
 ) -> StoreResult<Vec<Written>> {
@@ -243,7 +240,7 @@ async fn run_batch(
     let mut attempt = 1;
     loop {
         let client = shared.writer_client().await?;
-        let committed = commit_batch(&client, prepared, writes, messages, turn.take()).await;
+        let committed = commit_batch(&client, writes, messages, turn.take()).await;
         if messages == Messages::Append && matches!(&committed, Err(error) if is_duplicate(error)) {
             messages = Messages::Replace;
             continue;
@@ -399,7 +396,7 @@ macro_rules! replacing {
 /// The batch statements, by how they store messages and whether they take
 /// inbox items. Each returns the id and new version of every session
 /// written. A statement is planned per connection once and kept
-/// (`Prepared`), so the four cost nothing each batch.
+/// (`prepare_cached`), so the four cost nothing each batch.
 const APPEND: &str = concat!(batch_head!(), stored!(""), no_inbox!());
 const APPEND_TAKING: &str = concat!(batch_head!(), stored!(""), taking_inbox!());
 const REPLACE: &str = concat!(batch_head!(), stored!(replacing!()), no_inbox!());
@@ -410,7 +407,6 @@ const REPLACE_TAKING: &str = concat!(batch_head!(), stored!(replacing!()), takin
 /// commit flushes.
 async fn commit_batch(
     client: &deadpool_postgres::Object,
-    prepared: &mut Prepared,
     writes: &[&SessionWrite],
     messages: Messages,
     turn: Option<Turn>,
@@ -449,13 +445,13 @@ async fn commit_batch(
         params.push(&taken_sessions);
         params.push(&taken_ids);
     }
-    let which = match (messages, taking) {
-        (Messages::Append, false) => 0,
-        (Messages::Append, true) => 1,
-        (Messages::Replace, false) => 2,
-        (Messages::Replace, true) => 3,
+    let sql = match (messages, taking) {
+        (Messages::Append, false) => APPEND,
+        (Messages::Append, true) => APPEND_TAKING,
+        (Messages::Replace, false) => REPLACE,
+        (Messages::Replace, true) => REPLACE_TAKING,
     };
-    let statement = prepared.statement(client, which).await?;
+    let statement = client.prepare_cached(sql).await?;
     // `BEGIN` goes in the statement's round trip: under load each round
     // trip waits for two wake-ups, and this one holds the turn.
     let mut transaction = OpenTransaction { client, open: true };
@@ -484,58 +480,6 @@ async fn commit_batch(
             None => Written::Stale,
         })
         .collect())
-}
-
-/// The batch statements, in `Prepared`'s order.
-const STATEMENTS: [&str; 4] = [APPEND, APPEND_TAKING, REPLACE, REPLACE_TAKING];
-
-/// How many connections' statements a writer keeps: more than the writers'
-/// pool holds, so a connection's are dropped only once it is gone.
-const PREPARED_CONNECTIONS: usize = 2 * WRITERS;
-
-/// A writer's batch statements, by connection. The pool's statement cache
-/// (`prepare_cached`) finds a statement by hashing its text, some 2.5 kB
-/// here, on every batch; this finds it by the connection's cache (its
-/// address, kept alive by the clone held here, names the connection) and
-/// the statement's index. A statement is prepared through that cache, so
-/// a connection prepares each at most once either way.
-#[derive(Default)]
-struct Prepared {
-    by_connection: Vec<(
-        Arc<deadpool_postgres::StatementCache>,
-        [Option<Statement>; 4],
-    )>,
-}
-
-impl Prepared {
-    async fn statement(
-        &mut self,
-        client: &deadpool_postgres::Object,
-        which: usize,
-    ) -> Result<Statement, tokio_postgres::Error> {
-        let cache = &client.statement_cache;
-        let at = match self
-            .by_connection
-            .iter()
-            .position(|(of, _)| Arc::ptr_eq(of, cache))
-        {
-            Some(at) => at,
-            None => {
-                if self.by_connection.len() == PREPARED_CONNECTIONS {
-                    self.by_connection.remove(0);
-                }
-                self.by_connection.push((cache.clone(), Default::default()));
-                self.by_connection.len() - 1
-            }
-        };
-        let statements = &mut self.by_connection[at].1;
-        if let Some(statement) = &statements[which] {
-            return Ok(statement.clone());
-        }
-        let statement = client.prepare_cached(STATEMENTS[which]).await?;
-        statements[which] = Some(statement.clone());
-        Ok(statement)
-    }
 }
 
 /// A batch's transaction while it may be open: dropped half done (the
