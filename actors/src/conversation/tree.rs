@@ -51,9 +51,10 @@ pub struct MessageTree {
     summaries: Vec<usize>,
     /// The path the last turn read, which the next turn of the conversation
     /// extends (its new message hangs from this leaf) instead of walking the
-    /// whole conversation again. Forgotten whenever a message is replaced or
-    /// a summary stored: those are the only changes that can alter a walked
-    /// path (or its view), so what is kept is always what a walk would give.
+    /// whole conversation again. Forgotten whenever a summary is stored or
+    /// replaced, or a message on the path replaced: those are the only
+    /// changes that can alter a walked path (or its view), so what is kept
+    /// is always what a walk would give.
     remembered: Option<Box<RememberedPath>>,
 }
 
@@ -179,8 +180,14 @@ impl MessageTree {
     }
 
     fn replace(&mut self, index: usize, message: Arc<Message>) {
-        self.remembered = None;
         let was_summary = self.messages[index].role == Role::Summary;
+        // Off the remembered path a message is no step of it (only its own
+        // parent link changes), as when a turn's reply is stored again.
+        let on_path = (self.remembered.as_ref())
+            .is_some_and(|remembered| remembered.positions.contains(&index));
+        if on_path || was_summary || message.role == Role::Summary {
+            self.remembered = None;
+        }
         if was_summary != (message.role == Role::Summary) {
             if was_summary {
                 self.summaries.retain(|&at| at != index);
@@ -281,12 +288,13 @@ impl MessageTree {
     /// that loops and a short one are not remembered.
     pub fn remember_path(&mut self, leaf: Option<&MessageId>) {
         let mut base = self.remembered.take();
+        // A tree this small holds no path long enough to keep.
+        if self.messages.len() < REMEMBERED_FROM || self.has_summaries() {
+            return;
+        }
         let Some(leaf_at) = leaf.and_then(|id| self.position(id)) else {
             return;
         };
-        if self.has_summaries() {
-            return;
-        }
         // The new part, leaf first.
         let mut fresh = Vec::new();
         let mut cursor = Some(leaf_at);
@@ -569,6 +577,15 @@ mod tests {
         assert!(tree.remembered_path(Some(&MessageId::new("n2"))).is_none());
         tree.upsert(said("c", Some("m8")));
         assert!(remembered_is_walked(&mut tree, "c"));
+        assert!(remembered_is_walked(&mut tree, "n2"));
+        // A reply below the leaf stored again (a turn ended after a host
+        // result) and a message off the path edited: still remembered.
+        tree.upsert(said("r", Some("n2")));
+        tree.upsert(said("r", Some("n2")));
+        tree.upsert(said("b", Some("m3")));
+        assert!(tree.remembered_path(Some(&MessageId::new("n2"))).is_some());
+        tree.upsert(said("u", Some("r")));
+        assert!(remembered_is_walked(&mut tree, "u"));
         assert!(remembered_is_walked(&mut tree, "n2"));
         // An edit on the path, and a move of a message to another parent.
         let mut edited = said("m5", Some("m4"));
