@@ -24,6 +24,11 @@ const FIRST_CAPACITY: usize = 16;
 /// How many of the newest messages `position` compares before hashing.
 const NEWEST: usize = 2;
 
+/// Paths at least this long are remembered for the next turn
+/// (`remember_path`): a shorter one is walked in less than it would cost an
+/// idle session to keep it.
+const REMEMBERED_FROM: usize = 8;
+
 #[derive(Clone, Debug, Default)]
 pub struct MessageTree {
     /// Shared with the store that holds them (see the module's doc);
@@ -44,6 +49,27 @@ pub struct MessageTree {
     /// Where the summaries are, in stored order: every turn looks for the
     /// newest one on its path, and most sessions have none.
     summaries: Vec<usize>,
+    /// The path the last turn read, which the next turn of the conversation
+    /// extends (its new message hangs from this leaf) instead of walking the
+    /// whole conversation again. Forgotten whenever a summary is stored or
+    /// replaced, or a message on the path replaced: those are the only
+    /// changes that can alter a walked path (or its view), so what is kept
+    /// is always what a walk would give.
+    remembered: Option<Box<RememberedPath>>,
+}
+
+/// A walked path (see `MessageTree::remembered`).
+#[derive(Clone, Debug)]
+struct RememberedPath {
+    /// The leaf's position.
+    leaf: usize,
+    /// The path's positions, root first. Its root has no parent: a walk cut
+    /// short at a parent not stored yet would go further once it is.
+    positions: Vec<usize>,
+    /// The path's non-empty transcript items, shared with the transcripts
+    /// made from them (`Transcript::shared_history`); grown in place once
+    /// the turn that read them has ended and dropped them.
+    chunks: Arc<Vec<Arc<TranscriptChunk>>>,
 }
 
 /// Trees are equal when their messages are; the item cache is derived.
@@ -87,6 +113,7 @@ impl MessageTree {
             parents: Vec::with_capacity(capacity),
             positions,
             summaries,
+            remembered: None,
         };
         for index in 0..n_messages {
             let parent = tree.locate_parent(index);
@@ -142,6 +169,7 @@ impl MessageTree {
                 free.insert(next);
                 if message.role == Role::Summary {
                     self.summaries.push(next);
+                    self.remembered = None;
                 }
                 self.messages.push(message);
                 self.items.push(OnceLock::new());
@@ -153,6 +181,13 @@ impl MessageTree {
 
     fn replace(&mut self, index: usize, message: Arc<Message>) {
         let was_summary = self.messages[index].role == Role::Summary;
+        // Off the remembered path a message is no step of it (only its own
+        // parent link changes), as when a turn's reply is stored again.
+        let on_path = (self.remembered.as_ref())
+            .is_some_and(|remembered| remembered.positions.contains(&index));
+        if on_path || was_summary || message.role == Role::Summary {
+            self.remembered = None;
+        }
         if was_summary != (message.role == Role::Summary) {
             if was_summary {
                 self.summaries.retain(|&at| at != index);
@@ -244,6 +279,78 @@ impl MessageTree {
         }
         path.reverse();
         path
+    }
+
+    /// Remembers the root-to-`leaf` path for [`Self::remembered_path`],
+    /// extending the one remembered when `leaf` descends from its leaf (the
+    /// next turn of a conversation), walking the tree otherwise. A path
+    /// through a summary, one whose walk ends at a parent not stored, one
+    /// that loops and a short one are not remembered.
+    pub fn remember_path(&mut self, leaf: Option<&MessageId>) {
+        let mut base = self.remembered.take();
+        // A tree this small holds no path long enough to keep.
+        if self.messages.len() < REMEMBERED_FROM || self.has_summaries() {
+            return;
+        }
+        let Some(leaf_at) = leaf.and_then(|id| self.position(id)) else {
+            return;
+        };
+        // The new part, leaf first.
+        let mut fresh = Vec::new();
+        let mut cursor = Some(leaf_at);
+        let joined = loop {
+            let Some(index) = cursor else {
+                break None;
+            };
+            if base.as_ref().is_some_and(|base| base.leaf == index) {
+                break base.take();
+            }
+            if fresh.len() > self.messages.len() {
+                return;
+            }
+            fresh.push(index);
+            cursor = self.parents[index].or_else(|| self.locate_parent(index));
+        };
+        let mut remembered = match joined {
+            Some(base) => base,
+            None => {
+                let rooted =
+                    (fresh.last()).is_some_and(|&root| self.messages[root].parent_id.is_none());
+                if !rooted || fresh.len() < REMEMBERED_FROM {
+                    return;
+                }
+                Box::new(RememberedPath {
+                    leaf: leaf_at,
+                    positions: Vec::with_capacity(fresh.len()),
+                    chunks: Arc::new(Vec::with_capacity(fresh.len())),
+                })
+            }
+        };
+        let chunks = Arc::make_mut(&mut remembered.chunks);
+        for &index in fresh.iter().rev() {
+            remembered.positions.push(index);
+            let items = self.items_at(index);
+            if !items.is_empty() {
+                chunks.push(Arc::clone(items));
+            }
+        }
+        remembered.leaf = leaf_at;
+        self.remembered = Some(remembered);
+    }
+
+    /// The root-to-`leaf` path and its transcript items (as
+    /// [`Transcript::history_of`] the path's would be), when it is the
+    /// remembered one (see [`Self::remember_path`]).
+    pub fn remembered_path(&self, leaf: Option<&MessageId>) -> Option<(Vec<&Message>, Transcript)> {
+        let remembered = self.remembered.as_deref()?;
+        if leaf.and_then(|id| self.position(id)) != Some(remembered.leaf) || self.has_summaries() {
+            return None;
+        }
+        let path = (remembered.positions.iter())
+            .map(|&index| &*self.messages[index])
+            .collect();
+        let history = Transcript::shared_history(Arc::clone(&remembered.chunks));
+        Some((path, history))
     }
 
     /// Where `id` is. The newest two messages are compared first: nearly
@@ -404,5 +511,123 @@ mod tests {
             MessageTree::from_messages(vec![message("x", Some("y")), message("y", Some("x"))]);
         let path = tree.path_to(Some(&MessageId::new("x")));
         assert!(path.len() <= 3, "{:?}", ids(&path));
+    }
+
+    fn said(id: &str, parent: Option<&str>) -> Message {
+        let mut said = message(id, parent);
+        said.content = format!("said {id}");
+        said
+    }
+
+    /// Remembers the path to `leaf`; when the tree then has it remembered,
+    /// checks it is the walked one (the same messages, the very same shared
+    /// items). False when it is not remembered.
+    fn remembered_is_walked(tree: &mut MessageTree, leaf: &str) -> bool {
+        let leaf = MessageId::new(leaf);
+        tree.remember_path(Some(&leaf));
+        let Some((path, history)) = tree.remembered_path(Some(&leaf)) else {
+            return false;
+        };
+        assert_eq!(ids(&path), ids(&tree.path_to(Some(&leaf))));
+        let walked = tree.transcript_to(Some(&leaf));
+        assert_eq!(history, walked);
+        assert_eq!(history.chunks().count(), walked.chunks().count());
+        assert!(history
+            .chunks()
+            .zip(walked.chunks())
+            .all(|(kept, built)| Arc::ptr_eq(kept, built)));
+        true
+    }
+
+    fn chain(tree: &mut MessageTree, prefix: &str, from: Option<&str>, n: usize) {
+        let mut parent = from.map(str::to_string);
+        for index in 0..n {
+            let id = format!("{prefix}{index}");
+            tree.upsert(said(&id, parent.as_deref()));
+            parent = Some(id);
+        }
+    }
+
+    #[test]
+    fn a_remembered_path_is_the_walked_one_or_none() {
+        let mut tree = MessageTree::default();
+        chain(&mut tree, "m", None, 10);
+        assert!(
+            !remembered_is_walked(&mut tree, "m2"),
+            "short paths are walked"
+        );
+        assert!(remembered_is_walked(&mut tree, "m9"));
+        // The next turns extend it, also while a turn still holds the last
+        // one's history (which stays as it was).
+        let held = tree.remembered_path(Some(&MessageId::new("m9"))).unwrap().1;
+        chain(&mut tree, "n", Some("m9"), 2);
+        assert!(remembered_is_walked(&mut tree, "n1"));
+        assert_eq!(held, tree.transcript_to(Some(&MessageId::new("m9"))));
+        drop(held);
+        tree.upsert(said("n2", Some("n1")));
+        assert!(remembered_is_walked(&mut tree, "n2"));
+        assert!(remembered_is_walked(&mut tree, "n2"), "asked again");
+        // Only the leaf's own path is answered.
+        assert!(tree.remembered_path(Some(&MessageId::new("n1"))).is_none());
+        assert!(tree.remembered_path(None).is_none());
+        // A branch: a short one is walked and the remembered path forgotten,
+        // a long one is walked and remembered.
+        tree.upsert(said("b", Some("m4")));
+        assert!(!remembered_is_walked(&mut tree, "b"));
+        assert!(tree.remembered_path(Some(&MessageId::new("n2"))).is_none());
+        tree.upsert(said("c", Some("m8")));
+        assert!(remembered_is_walked(&mut tree, "c"));
+        assert!(remembered_is_walked(&mut tree, "n2"));
+        // A reply below the leaf stored again (a turn ended after a host
+        // result) and a message off the path edited: still remembered.
+        tree.upsert(said("r", Some("n2")));
+        tree.upsert(said("r", Some("n2")));
+        tree.upsert(said("b", Some("m3")));
+        assert!(tree.remembered_path(Some(&MessageId::new("n2"))).is_some());
+        tree.upsert(said("u", Some("r")));
+        assert!(remembered_is_walked(&mut tree, "u"));
+        assert!(remembered_is_walked(&mut tree, "n2"));
+        // An edit on the path, and a move of a message to another parent.
+        let mut edited = said("m5", Some("m4"));
+        edited.content = "edited".into();
+        tree.upsert(edited);
+        assert!(tree.remembered_path(Some(&MessageId::new("n2"))).is_none());
+        assert!(remembered_is_walked(&mut tree, "n2"));
+        tree.upsert(said("m6", Some("m2")));
+        assert!(tree.remembered_path(Some(&MessageId::new("n2"))).is_none());
+        assert!(remembered_is_walked(&mut tree, "n2"));
+        // Unknown leaves.
+        assert!(!remembered_is_walked(&mut tree, "nope"));
+        tree.remember_path(None);
+        assert!(tree.remembered_path(None).is_none());
+        // A reload starts without one.
+        assert!(remembered_is_walked(&mut tree, "n2"));
+        let mut loaded = MessageTree::from_messages(tree.all().cloned().collect());
+        assert!(loaded
+            .remembered_path(Some(&MessageId::new("n2")))
+            .is_none());
+        assert!(remembered_is_walked(&mut loaded, "n2"));
+        // A summary forgets it, and a path is not remembered while there is one.
+        tree.upsert(summary("s", "m3"));
+        assert!(tree.remembered_path(Some(&MessageId::new("n2"))).is_none());
+        assert!(!remembered_is_walked(&mut tree, "n2"));
+        tree.upsert(said("s", Some("m3")));
+        assert!(remembered_is_walked(&mut tree, "n2"));
+    }
+
+    #[test]
+    fn a_path_cut_short_or_looping_is_not_remembered() {
+        // Its root's parent arrives later (a repair of the conversation).
+        let mut tree = MessageTree::default();
+        chain(&mut tree, "x", Some("p"), 10);
+        assert!(!remembered_is_walked(&mut tree, "x9"));
+        tree.upsert(said("p", None));
+        assert!(remembered_is_walked(&mut tree, "x9"));
+        // Parents that loop.
+        let mut tree = MessageTree::from_messages(vec![said("a", Some("b")), said("b", Some("a"))]);
+        assert!(!remembered_is_walked(&mut tree, "a"));
+        let mut tree = MessageTree::default();
+        chain(&mut tree, "y", Some("y9"), 10);
+        assert!(!remembered_is_walked(&mut tree, "y9"));
     }
 }

@@ -34,12 +34,17 @@ pub fn summary_cut<'a>(tree: &'a MessageTree, path: &[&Message]) -> Option<(usiz
 }
 
 /// The root-to-`leaf` path, and its transcript as the model reads it, from
-/// one walk of the tree: a turn needs both, and each walk is as long as the
-/// conversation.
+/// one walk of the tree (or none, when the tree remembers the path: see
+/// `MessageTree::remember_path`): a turn needs both, and each walk is as long
+/// as the conversation.
 pub fn path_and_transcript<'t>(
     tree: &'t MessageTree,
     leaf: Option<&MessageId>,
 ) -> (Vec<&'t Message>, Transcript) {
+    // Remembered only without summaries: the view is then the path's items.
+    if let Some(remembered) = tree.remembered_path(leaf) {
+        return remembered;
+    }
     let steps = tree.path_items(leaf);
     let path: Vec<&Message> = steps.iter().map(|(message, _)| *message).collect();
     let transcript = match summary_cut(tree, &path) {

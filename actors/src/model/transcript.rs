@@ -67,7 +67,10 @@ impl Deref for TranscriptChunk {
 pub struct Transcript {
     /// The replayed history's chunks, shared by every clone: each request of
     /// a turn clones the history, and that costs one count, not one a message.
-    history: Arc<[Arc<TranscriptChunk>]>,
+    /// A `Vec`, so that the session's tree, which keeps the last path's
+    /// chunks for the next turn, can grow them in place once no transcript
+    /// holds them (`MessageTree::remember_path`).
+    history: Arc<Vec<Arc<TranscriptChunk>>>,
     /// The chunks pushed after it (the live message's).
     own: Vec<Arc<TranscriptChunk>>,
 }
@@ -84,15 +87,20 @@ impl Transcript {
     /// A transcript of `chunks`, shared from here on; empty ones are skipped.
     pub fn history(mut chunks: Vec<Arc<TranscriptChunk>>) -> Transcript {
         chunks.retain(|chunk| !chunk.is_empty());
+        Transcript::shared_history(Arc::new(chunks))
+    }
+
+    /// A transcript of chunks already shared (none of them empty).
+    pub fn shared_history(history: Arc<Vec<Arc<TranscriptChunk>>>) -> Transcript {
         Transcript {
-            history: chunks.into(),
+            history,
             own: Vec::new(),
         }
     }
 
     /// `history` of chunks shared with their owner (the session's tree),
-    /// counted straight into the transcript's slice: when none is empty (as
-    /// usual) its length is known, so there is no vector to collect first.
+    /// counted straight into the transcript's vector: when none is empty (as
+    /// usual) its length is known, so it is allocated once, at its size.
     pub fn history_of<'a, I>(chunks: I) -> Transcript
     where
         I: ExactSizeIterator<Item = &'a Arc<TranscriptChunk>> + Clone,
@@ -101,10 +109,7 @@ impl Transcript {
             true => chunks.cloned().collect(),
             false => chunks.filter(|chunk| !chunk.is_empty()).cloned().collect(),
         };
-        Transcript {
-            history,
-            own: Vec::new(),
-        }
+        Transcript::shared_history(Arc::new(history))
     }
 
     /// Appends a chunk (shared, not copied); empty chunks are skipped.

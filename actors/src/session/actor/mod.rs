@@ -270,6 +270,9 @@ impl SessionActor {
 
     /// Runs the turn beside the actor with its history jobs; its end is an input.
     fn spawn_turn(&mut self, start: Box<Start>, ctx: &mut Context<Self>) {
+        let leaf = start.assistant.parent_id.as_ref();
+        // The next turn extends this path rather than walking it again.
+        self.state.tree.remember_path(leaf);
         let (state, deps, turn_id) = (&self.state, &self.state.deps, start.turn_id);
         let (request, assistant) = (start.request, start.assistant);
         let leaf = assistant.parent_id.as_ref();
