@@ -572,8 +572,10 @@ async fn an_inject_into_a_live_turn_is_steering_for_every_joined_socket() {
             "steps": [
                 {"socket": 0, "call": "assistant_join_session", "data": join(session)},
                 {"socket": 1, "call": "assistant_join_session", "data": join(session)},
+                // A second of deltas left after the second: the inject
+                // must find the turn live on a loaded machine too.
                 {"socket": 0, "emit": "assistant_message",
-                 "data": message(session, "m1", "slow 60\nsay one two three four five six seven eight")},
+                 "data": message(session, "m1", "slow 100\nsay one two three four five six seven eight nine ten eleven twelve")},
                 {"socket": 1, "wait": "assistant:text_delta", "count": 2},
                 {"http": "/api/assistant/inject",
                  "body": {"from": "ops", "via": "pager", "message": "check the logs", "session_id": session}},
