@@ -305,6 +305,46 @@ impl Usage {
         self.output_tokens += output_tokens;
         self.total_tokens = self.input_tokens + self.output_tokens;
     }
+
+    /// The bytes its derive writes, with the keys written as literals
+    /// (serde_json escapes every key): every turn's final response
+    /// (`events/final_json.rs`) and stored reply (`store/message_json.rs`)
+    /// carry one.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let Usage {
+            input_tokens,
+            output_tokens,
+            total_tokens,
+            requests,
+            tool_calls,
+            cost_usd,
+            auxiliary,
+        } = self;
+        if !auxiliary.is_empty() {
+            // Nested usages: rare (a turn that compacted or kept memory).
+            return serde_json::to_writer(&mut *out, self);
+        }
+        json_field(out, b"{\"input_tokens\":", input_tokens)?;
+        json_field(out, b",\"output_tokens\":", output_tokens)?;
+        json_field(out, b",\"total_tokens\":", total_tokens)?;
+        json_field(out, b",\"requests\":", requests)?;
+        json_field(out, b",\"tool_calls\":", tool_calls)?;
+        json_field(out, b",\"cost_usd\":", cost_usd)?;
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+/// `key` (its quotes, colon and any comma, as literal bytes), then `value`
+/// as serde_json writes it inside a struct: a field of the JSON writers
+/// that write keys as literals (`Usage::write_json`).
+pub(crate) fn json_field<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: &T,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(key);
+    serde_json::to_writer(&mut *out, value)
 }
 
 /// The host action the session is waiting for, stored on the session row.

@@ -5,10 +5,8 @@
 //! reference: a unit test compares the two, and each struct is taken apart
 //! field by field, so a new field does not compile until it is written here.
 
-use serde::Serialize;
-
 use super::FinalResponse;
-use crate::conversation::Usage;
+use crate::conversation::json_field;
 
 impl FinalResponse {
     /// Appends this response's JSON to `out`: the bytes of
@@ -28,64 +26,29 @@ impl FinalResponse {
             error_type,
             error_message,
         } = self;
-        field(out, b"{\"content\":", content)?;
-        field(out, b",\"model\":", &**model)?;
-        field(out, b",\"streamed\":", streamed)?;
-        field(out, b",\"session_id\":", session_id)?;
-        field(out, b",\"turn_number\":", turn_number)?;
-        field(out, b",\"message_id\":", message_id)?;
+        json_field(out, b"{\"content\":", content)?;
+        json_field(out, b",\"model\":", &**model)?;
+        json_field(out, b",\"streamed\":", streamed)?;
+        json_field(out, b",\"session_id\":", session_id)?;
+        json_field(out, b",\"turn_number\":", turn_number)?;
+        json_field(out, b",\"message_id\":", message_id)?;
         out.extend_from_slice(b",\"usage\":");
-        write_usage(usage, out)?;
-        field(out, b",\"pending_tool_call\":", pending_tool_call)?;
-        field(out, b",\"decision\":", decision)?;
+        usage.write_json(out)?;
+        json_field(out, b",\"pending_tool_call\":", pending_tool_call)?;
+        json_field(out, b",\"decision\":", decision)?;
         // Left out when unset, as the derive's `skip_serializing_if` does.
         if let Some(error) = error {
-            field(out, b",\"error\":", error)?;
+            json_field(out, b",\"error\":", error)?;
         }
         if let Some(error_type) = error_type {
-            field(out, b",\"error_type\":", error_type)?;
+            json_field(out, b",\"error_type\":", error_type)?;
         }
         if let Some(error_message) = error_message {
-            field(out, b",\"error_message\":", error_message)?;
+            json_field(out, b",\"error_message\":", error_message)?;
         }
         out.push(b'}');
         Ok(())
     }
-}
-
-fn write_usage(usage: &Usage, out: &mut Vec<u8>) -> serde_json::Result<()> {
-    let Usage {
-        input_tokens,
-        output_tokens,
-        total_tokens,
-        requests,
-        tool_calls,
-        cost_usd,
-        auxiliary,
-    } = usage;
-    if !auxiliary.is_empty() {
-        // Nested usages: rare (a turn that compacted or kept memory).
-        return serde_json::to_writer(&mut *out, usage);
-    }
-    field(out, b"{\"input_tokens\":", input_tokens)?;
-    field(out, b",\"output_tokens\":", output_tokens)?;
-    field(out, b",\"total_tokens\":", total_tokens)?;
-    field(out, b",\"requests\":", requests)?;
-    field(out, b",\"tool_calls\":", tool_calls)?;
-    field(out, b",\"cost_usd\":", cost_usd)?;
-    out.push(b'}');
-    Ok(())
-}
-
-/// `key` (its quotes, colon and any comma, as literal bytes), then `value`
-/// as serde_json writes it inside a struct.
-fn field<T: Serialize + ?Sized>(
-    out: &mut Vec<u8>,
-    key: &[u8],
-    value: &T,
-) -> serde_json::Result<()> {
-    out.extend_from_slice(key);
-    serde_json::to_writer(&mut *out, value)
 }
 
 #[cfg(test)]
@@ -93,6 +56,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::conversation::Usage;
     use crate::events::{Decision, PendingToolCall};
     use crate::ids::{MessageId, SessionId};
 

@@ -9,9 +9,7 @@
 //! written here. Rare shapes (tool groups, attachments, nested usages) go
 //! through the derive whole.
 
-use serde::Serialize;
-
-use crate::conversation::{Message, Role, Segment, Usage};
+use crate::conversation::{json_field, Message, Role, Segment};
 
 /// `serde_json::to_string(message)`, in one buffer sized for it.
 pub(super) fn message_json(message: &Message) -> serde_json::Result<String> {
@@ -47,8 +45,8 @@ pub(super) fn message_json(message: &Message) -> serde_json::Result<String> {
             })
             .sum::<usize>();
     let mut out = Vec::with_capacity(text + 384);
-    field(&mut out, b"{\"id\":", id)?;
-    field(&mut out, b",\"parent_id\":", parent_id)?;
+    json_field(&mut out, b"{\"id\":", id)?;
+    json_field(&mut out, b",\"parent_id\":", parent_id)?;
     out.extend_from_slice(match role {
         Role::User => b",\"role\":\"user\"",
         Role::Assistant => b",\"role\":\"assistant\"",
@@ -56,13 +54,13 @@ pub(super) fn message_json(message: &Message) -> serde_json::Result<String> {
     });
     // Each left out when empty, as the derive's `skip_serializing_if` does.
     if !content.is_empty() {
-        field(&mut out, b",\"content\":", content)?;
+        json_field(&mut out, b",\"content\":", content)?;
     }
     if let Some(host_block) = host_block {
-        field(&mut out, b",\"host_block\":", &**host_block)?;
+        json_field(&mut out, b",\"host_block\":", &**host_block)?;
     }
     if !attachments.is_empty() {
-        field(&mut out, b",\"attachments\":", attachments)?;
+        json_field(&mut out, b",\"attachments\":", attachments)?;
     }
     if !segments.is_empty() {
         out.extend_from_slice(b",\"segments\":[");
@@ -76,24 +74,24 @@ pub(super) fn message_json(message: &Message) -> serde_json::Result<String> {
     }
     if let Some(usage) = usage {
         out.extend_from_slice(b",\"usage\":");
-        write_usage(usage, &mut out)?;
+        usage.write_json(&mut out)?;
     }
     if let Some(model) = model {
-        field(&mut out, b",\"model\":", &**model)?;
+        json_field(&mut out, b",\"model\":", &**model)?;
     }
     if let Some(error_type) = error_type {
-        field(&mut out, b",\"error_type\":", error_type)?;
+        json_field(&mut out, b",\"error_type\":", error_type)?;
     }
     if let Some(memory_block) = memory_block {
-        field(&mut out, b",\"memory_block\":", memory_block)?;
+        json_field(&mut out, b",\"memory_block\":", memory_block)?;
     }
     if let Some(working_memory) = working_memory {
-        field(&mut out, b",\"working_memory\":", working_memory)?;
+        json_field(&mut out, b",\"working_memory\":", working_memory)?;
     }
     if let Some(idempotency) = idempotency {
-        field(&mut out, b",\"idempotency\":", idempotency)?;
+        json_field(&mut out, b",\"idempotency\":", idempotency)?;
     }
-    field(&mut out, b",\"created_at\":", created_at)?;
+    json_field(&mut out, b",\"created_at\":", created_at)?;
     out.push(b'}');
     // serde_json writes only UTF-8, and the literals above are ASCII.
     String::from_utf8(out).map_err(serde::ser::Error::custom)
@@ -104,53 +102,18 @@ pub(super) fn message_json(message: &Message) -> serde_json::Result<String> {
 fn write_segment(segment: &Segment, out: &mut Vec<u8>) -> serde_json::Result<()> {
     match segment {
         Segment::Text { text } => {
-            field(out, b"{\"kind\":\"text\",\"text\":", text)?;
+            json_field(out, b"{\"kind\":\"text\",\"text\":", text)?;
         }
         Segment::Thinking { text, signature } => {
-            field(out, b"{\"kind\":\"thinking\",\"text\":", text)?;
+            json_field(out, b"{\"kind\":\"thinking\",\"text\":", text)?;
             if let Some(signature) = signature {
-                field(out, b",\"signature\":", signature)?;
+                json_field(out, b",\"signature\":", signature)?;
             }
         }
         other => return serde_json::to_writer(&mut *out, other),
     }
     out.push(b'}');
     Ok(())
-}
-
-fn write_usage(usage: &Usage, out: &mut Vec<u8>) -> serde_json::Result<()> {
-    let Usage {
-        input_tokens,
-        output_tokens,
-        total_tokens,
-        requests,
-        tool_calls,
-        cost_usd,
-        auxiliary,
-    } = usage;
-    if !auxiliary.is_empty() {
-        // Nested usages: rare (a turn that compacted or kept memory).
-        return serde_json::to_writer(&mut *out, usage);
-    }
-    field(out, b"{\"input_tokens\":", input_tokens)?;
-    field(out, b",\"output_tokens\":", output_tokens)?;
-    field(out, b",\"total_tokens\":", total_tokens)?;
-    field(out, b",\"requests\":", requests)?;
-    field(out, b",\"tool_calls\":", tool_calls)?;
-    field(out, b",\"cost_usd\":", cost_usd)?;
-    out.push(b'}');
-    Ok(())
-}
-
-/// `key` (its quotes, colon and any comma, as literal bytes), then `value`
-/// as serde_json writes it inside a struct.
-fn field<T: Serialize + ?Sized>(
-    out: &mut Vec<u8>,
-    key: &[u8],
-    value: &T,
-) -> serde_json::Result<()> {
-    out.extend_from_slice(key);
-    serde_json::to_writer(&mut *out, value)
 }
 
 #[cfg(test)]
@@ -160,7 +123,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::conversation::{CallOutcome, ToolCategory, ToolRecord};
+    use crate::conversation::{CallOutcome, ToolCategory, ToolRecord, Usage};
     use crate::ids::{MessageId, ToolCallId};
 
     fn user() -> Message {
