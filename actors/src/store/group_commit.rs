@@ -128,48 +128,32 @@ async fn write_batches(queue: Queue, shared: Arc<Shared>) {
         // pages and cut each other small) and the next one fills meanwhile.
         let mut turn = queue.clone().lock_owned().await;
         let waiting = &mut *turn;
-        let now = Instant::now();
-        let mut batch: Vec<Queued> = Vec::new();
-        let mut sessions: HashSet<SessionId> = HashSet::new();
         // A write of a session already in the batch waits for the next one
         // (whichever writer takes it), so a batch never holds two conditions
         // on one row. Carried writes are shared, never kept by a writer:
         // one waiting for new writes (below) would otherwise hold the turn
         // while another writer's carried writes wait for it.
+        let mut filling = Filling {
+            batch: Vec::new(),
+            sessions: HashSet::new(),
+            now: Instant::now(),
+        };
         for queued in std::mem::take(&mut waiting.carried) {
-            let Some(queued) = unless_expired(queued, now) else {
-                continue;
-            };
-            if sessions.insert(queued.write.row.id.clone()) {
-                batch.push(queued);
-            } else {
-                waiting.carried.push(queued);
-            }
+            filling.offer(queued, &mut waiting.carried);
         }
-        while batch.is_empty() {
+        while filling.batch.is_empty() {
             match waiting.receiver.recv().await {
-                Some(queued) => {
-                    if let Some(queued) = unless_expired(queued, now) {
-                        sessions.insert(queued.write.row.id.clone());
-                        batch.push(queued);
-                    }
-                }
+                Some(queued) => filling.offer(queued, &mut waiting.carried),
                 None => return,
             }
         }
-        while batch.len() < MAX_BATCH {
+        while filling.batch.len() < MAX_BATCH {
             let Ok(queued) = waiting.receiver.try_recv() else {
                 break;
             };
-            let Some(queued) = unless_expired(queued, now) else {
-                continue;
-            };
-            if sessions.insert(queued.write.row.id.clone()) {
-                batch.push(queued);
-            } else {
-                waiting.carried.push(queued);
-            }
+            filling.offer(queued, &mut waiting.carried);
         }
+        let batch = filling.batch;
         let writes: Vec<&SessionWrite> = batch.iter().map(|queued| &queued.write).collect();
         let outcome = match tokio::time::timeout(
             OPERATION_TIMEOUT,
@@ -207,6 +191,30 @@ fn unless_expired(queued: Queued, now: Instant) -> Option<Queued> {
         format!("no batch took the write within {OPERATION_TIMEOUT:?}").into(),
     )));
     None
+}
+
+/// A batch being taken: one write per session, none that waited too long.
+struct Filling {
+    batch: Vec<Queued>,
+    sessions: HashSet<SessionId>,
+    /// When the batch began to be taken (`unless_expired`).
+    now: Instant,
+}
+
+impl Filling {
+    /// Takes `queued` into the batch, or leaves it in `carried` for the
+    /// next batch when its session has a write here already (or answers it
+    /// `Unavailable`, expired).
+    fn offer(&mut self, queued: Queued, carried: &mut Vec<Queued>) {
+        let Some(queued) = unless_expired(queued, self.now) else {
+            return;
+        };
+        if self.sessions.insert(queued.write.row.id.clone()) {
+            self.batch.push(queued);
+        } else {
+            carried.push(queued);
+        }
+    }
 }
 
 /// The turn to run a batch: the queue, held from taking a batch until its
