@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use super::message::{Message, Role};
 use super::transcript::build_transcript;
 use crate::ids::MessageId;
-use crate::model::{Transcript, TranscriptChunk};
+use crate::model::{HistoryChunks, Transcript, TranscriptChunk};
 
 /// Messages a new session's tree has room for before it first grows.
 const FIRST_CAPACITY: usize = 16;
@@ -69,7 +69,7 @@ struct RememberedPath {
     /// The path's non-empty transcript items, shared with the transcripts
     /// made from them (`Transcript::shared_history`); grown in place once
     /// the turn that read them has ended and dropped them.
-    chunks: Arc<Vec<Arc<TranscriptChunk>>>,
+    chunks: Arc<HistoryChunks>,
 }
 
 /// Trees are equal when their messages are; the item cache is derived.
@@ -322,17 +322,14 @@ impl MessageTree {
                 Box::new(RememberedPath {
                     leaf: leaf_at,
                     positions: Vec::with_capacity(fresh.len()),
-                    chunks: Arc::new(Vec::with_capacity(fresh.len())),
+                    chunks: Arc::new(HistoryChunks::with_capacity(fresh.len())),
                 })
             }
         };
         let chunks = Arc::make_mut(&mut remembered.chunks);
         for &index in fresh.iter().rev() {
             remembered.positions.push(index);
-            let items = self.items_at(index);
-            if !items.is_empty() {
-                chunks.push(Arc::clone(items));
-            }
+            chunks.push(Arc::clone(self.items_at(index)));
         }
         remembered.leaf = leaf_at;
         self.remembered = Some(remembered);
@@ -531,6 +528,8 @@ mod tests {
         assert_eq!(ids(&path), ids(&tree.path_to(Some(&leaf))));
         let walked = tree.transcript_to(Some(&leaf));
         assert_eq!(history, walked);
+        // The kept total, grown a turn at a time, is the walked one's.
+        assert_eq!(history.estimated_tokens(), walked.estimated_tokens());
         assert_eq!(history.chunks().count(), walked.chunks().count());
         assert!(history
             .chunks()

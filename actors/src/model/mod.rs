@@ -17,7 +17,7 @@ pub mod tls;
 mod transcript;
 mod wire;
 
-pub use transcript::{Transcript, TranscriptChunk};
+pub use transcript::{HistoryChunks, Transcript, TranscriptChunk};
 pub use wire::{build_http_client, CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_EVENT_BYTES};
 
 use std::fmt;

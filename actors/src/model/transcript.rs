@@ -20,24 +20,23 @@ pub struct TranscriptChunk {
     /// comma-separated; `None` when they cannot be encoded alone (a tool
     /// result's media spill into a user message after the run of results).
     openai_messages: OnceLock<Option<Box<str>>>,
-    /// The items' estimated tokens (`estimate::estimate_items`).
-    estimated_tokens: OnceLock<u64>,
+    /// The items' estimated tokens (`estimate::estimate_items`): measured
+    /// when made, since every chunk of a turn's path is asked for it.
+    estimated_tokens: u64,
 }
 
 impl TranscriptChunk {
     pub fn shared(items: Vec<ChatItem>) -> Arc<TranscriptChunk> {
         Arc::new(TranscriptChunk {
+            estimated_tokens: estimate_items(items.iter()),
             items: items.into_boxed_slice(),
             openai_messages: OnceLock::new(),
-            estimated_tokens: OnceLock::new(),
         })
     }
 
-    /// The items' estimated tokens, measured the first time.
+    /// The items' estimated tokens.
     pub fn estimated_tokens(&self) -> u64 {
-        *self
-            .estimated_tokens
-            .get_or_init(|| estimate_items(self.items.iter()))
+        self.estimated_tokens
     }
 
     /// The OpenAI encoding of the items, made by `encode` the first time.
@@ -67,10 +66,10 @@ impl Deref for TranscriptChunk {
 pub struct Transcript {
     /// The replayed history's chunks, shared by every clone: each request of
     /// a turn clones the history, and that costs one count, not one a message.
-    /// A `Vec`, so that the session's tree, which keeps the last path's
+    /// Growable, so that the session's tree, which keeps the last path's
     /// chunks for the next turn, can grow them in place once no transcript
     /// holds them (`MessageTree::remember_path`).
-    history: Arc<Vec<Arc<TranscriptChunk>>>,
+    history: Arc<HistoryChunks>,
     /// The chunks pushed after it (the live message's).
     own: Vec<Arc<TranscriptChunk>>,
 }
@@ -85,13 +84,12 @@ type ChunkItems<'a> =
 
 impl Transcript {
     /// A transcript of `chunks`, shared from here on; empty ones are skipped.
-    pub fn history(mut chunks: Vec<Arc<TranscriptChunk>>) -> Transcript {
-        chunks.retain(|chunk| !chunk.is_empty());
-        Transcript::shared_history(Arc::new(chunks))
+    pub fn history(chunks: Vec<Arc<TranscriptChunk>>) -> Transcript {
+        Transcript::history_of(chunks.iter())
     }
 
-    /// A transcript of chunks already shared (none of them empty).
-    pub fn shared_history(history: Arc<Vec<Arc<TranscriptChunk>>>) -> Transcript {
+    /// A transcript of chunks already shared.
+    pub fn shared_history(history: Arc<HistoryChunks>) -> Transcript {
         Transcript {
             history,
             own: Vec::new(),
@@ -105,10 +103,14 @@ impl Transcript {
     where
         I: ExactSizeIterator<Item = &'a Arc<TranscriptChunk>> + Clone,
     {
-        let history = match chunks.clone().all(|chunk| !chunk.is_empty()) {
-            true => chunks.cloned().collect(),
-            false => chunks.filter(|chunk| !chunk.is_empty()).cloned().collect(),
+        let n_chunks = match chunks.clone().all(|chunk| !chunk.is_empty()) {
+            true => chunks.len(),
+            false => chunks.clone().filter(|chunk| !chunk.is_empty()).count(),
         };
+        let mut history = HistoryChunks::with_capacity(n_chunks);
+        for chunk in chunks {
+            history.push(Arc::clone(chunk));
+        }
         Transcript::shared_history(Arc::new(history))
     }
 
@@ -137,9 +139,10 @@ impl Transcript {
     }
 
     /// The estimated tokens of all items (`estimate::estimate_items`), from
-    /// each chunk's own measure.
+    /// each chunk's own measure (the history's summed as it was built).
     pub fn estimated_tokens(&self) -> u64 {
-        self.chunks().map(|chunk| chunk.estimated_tokens()).sum()
+        let own: u64 = self.own.iter().map(|chunk| chunk.estimated_tokens()).sum();
+        self.history.estimated_tokens + own
     }
 
     pub fn is_empty(&self) -> bool {
@@ -164,9 +167,72 @@ impl<'a> IntoIterator for &'a Transcript {
     }
 }
 
+/// A history's chunks, none empty, with their estimated tokens summed as
+/// they are pushed: every turn asks for the total (compaction planning, the
+/// turn's budget, the echo model's usage), and summing it there would touch
+/// every message of the conversation, each a chunk of its own in memory.
+#[derive(Clone, Debug, Default)]
+pub struct HistoryChunks {
+    chunks: Vec<Arc<TranscriptChunk>>,
+    estimated_tokens: u64,
+}
+
+impl HistoryChunks {
+    pub fn with_capacity(n_chunks: usize) -> HistoryChunks {
+        HistoryChunks {
+            chunks: Vec::with_capacity(n_chunks),
+            estimated_tokens: 0,
+        }
+    }
+
+    /// Appends `chunk` unless it is empty.
+    pub fn push(&mut self, chunk: Arc<TranscriptChunk>) {
+        if !chunk.is_empty() {
+            self.estimated_tokens += chunk.estimated_tokens();
+            self.chunks.push(chunk);
+        }
+    }
+}
+
+impl Deref for HistoryChunks {
+    type Target = [Arc<TranscriptChunk>];
+
+    fn deref(&self) -> &[Arc<TranscriptChunk>] {
+        &self.chunks
+    }
+}
+
 /// Equal when the items are, however they are chunked.
 impl PartialEq for Transcript {
     fn eq(&self, other: &Transcript) -> bool {
         self.iter().eq(other.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::estimate::estimate_items;
+
+    fn said(text: &str) -> Arc<TranscriptChunk> {
+        TranscriptChunk::shared(vec![ChatItem::User(vec![crate::model::ContentPart::Text(
+            text.into(),
+        )])])
+    }
+
+    #[test]
+    fn a_history_keeps_the_estimate_of_its_items_and_skips_empty_chunks() {
+        let chunks = vec![
+            said("first"),
+            TranscriptChunk::shared(Vec::new()),
+            said("a second, longer one"),
+        ];
+        let mut transcript = Transcript::history(chunks);
+        assert_eq!(transcript.chunks().count(), 2);
+        transcript.push(said("the live message"));
+        assert_eq!(
+            transcript.estimated_tokens(),
+            estimate_items(transcript.iter())
+        );
     }
 }
