@@ -97,17 +97,12 @@ impl Transcript {
     }
 
     /// `history` of chunks shared with their owner (the session's tree),
-    /// counted straight into the transcript's vector: when none is empty (as
-    /// usual) its length is known, so it is allocated once, at its size.
+    /// allocated once, at its length (empty chunks, rare, are skipped).
     pub fn history_of<'a, I>(chunks: I) -> Transcript
     where
-        I: ExactSizeIterator<Item = &'a Arc<TranscriptChunk>> + Clone,
+        I: ExactSizeIterator<Item = &'a Arc<TranscriptChunk>>,
     {
-        let n_chunks = match chunks.clone().all(|chunk| !chunk.is_empty()) {
-            true => chunks.len(),
-            false => chunks.clone().filter(|chunk| !chunk.is_empty()).count(),
-        };
-        let mut history = HistoryChunks::with_capacity(n_chunks);
+        let mut history = HistoryChunks::with_capacity(chunks.len());
         for chunk in chunks {
             history.push(Arc::clone(chunk));
         }
