@@ -376,8 +376,11 @@ fn describe(error: &tokio_postgres::Error) -> String {
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
-    serde_json::to_string(value)
-        .map_err(|error| StoreError::Failed(StoreCause::caused_by(error.to_string(), error)))
+    serde_json::to_string(value).map_err(serialize_failed)
+}
+
+fn serialize_failed(error: serde_json::Error) -> StoreError {
+    StoreError::Failed(StoreCause::caused_by(error.to_string(), error))
 }
 
 fn optional_json<T: serde::Serialize>(value: Option<&T>) -> StoreResult<Option<String>> {
@@ -441,9 +444,7 @@ impl MessageRow {
                 Role::Assistant => "assistant",
                 Role::Summary => "summary",
             },
-            body: super::message_json::message_json(message).map_err(|error| {
-                StoreError::Failed(StoreCause::caused_by(error.to_string(), error))
-            })?,
+            body: super::message_json::message_json(message).map_err(serialize_failed)?,
             created_at: message.created_at as i64,
         })
     }
